@@ -1,0 +1,128 @@
+"""`toyrl run` end to end on tiny budgets, and bad input answered with one line and exit 2."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from toyrl import __version__
+from toyrl.cli import app
+from toyrl.config import Config
+
+TINY = ["--steps", "5", "--prompts", "8", "--batch-prompts", "4"]
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_run_writes_results_sidecar_and_summary(tmp_path: Path) -> None:
+    out = tmp_path / "res.csv"
+    code, stdout, _ = invoke(
+        "run",
+        "--variant",
+        "dr_grpo",
+        "--variant",
+        "grpo",
+        "--seeds",
+        "2",
+        "--seed-start",
+        "5",
+        *TINY,
+        "--out",
+        str(out),
+    )
+    assert code == 0
+    frame = pd.read_csv(out)
+    assert len(frame) == 2 * 2 * 6
+    assert set(frame.variant) == {"grpo", "dr_grpo"} and set(frame.seed) == {5, 6}
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["toyrl_version"] == __version__
+    assert Config.from_dict(meta["config"]) == Config(steps=5, prompts=8, batch_prompts=4)
+    assert meta["seeds"] == [5, 6] and list(meta["variants"]) == ["grpo", "dr_grpo"]
+    assert set(meta["columns"]) == set(frame.columns)
+    lines = stdout.splitlines()
+    assert any(line.startswith("grpo ") and " ± " in line for line in lines)
+    assert any(line.startswith("dr_grpo ") for line in lines)
+
+
+def test_run_as_the_issue_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = invoke("run", "--variant", "dr_grpo", "--seeds", "6")
+    assert code == 0, stdout
+    frame = pd.read_csv(tmp_path / "toyrl-run.csv")
+    assert frame.groupby("seed").step.max().eq(400).all() and frame.seed.nunique() == 6
+    assert (tmp_path / "toyrl-run.json").exists()
+
+
+def test_all_runs_the_four_and_one_seed_has_no_spread(tmp_path: Path) -> None:
+    out = tmp_path / "all.csv"
+    code, stdout, _ = invoke("run", "--variant", "all", "--seeds", "1", *TINY, "--out", str(out))
+    assert code == 0
+    assert list(dict.fromkeys(pd.read_csv(out).variant)) == ["grpo", "std_only", "length_only", "dr_grpo"]
+    table = stdout.splitlines()[3:7]
+    assert [line.split()[0] for line in table] == ["grpo", "std_only", "length_only", "dr_grpo"]
+    assert not any("±" in line for line in table)
+
+
+BAD = [
+    (["--variant", "drgrpo"], "unknown variant 'drgrpo'; valid: grpo, std_only, length_only, dr_grpo, all"),
+    (["--group-size", "1"], "--group-size must be an integer >= 2 (got 1)"),
+    (["--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64 (got 65)"),
+    (["--cap", "99"], "--cap must be at least min_length = 100 (got 99)"),
+    (["--steps", "0"], "--steps must be an integer >= 1 (got 0)"),
+    (["--steps", "-3"], "--steps must be an integer >= 1 (got -3)"),
+    (["--seeds", "0"], "--seeds must be an integer >= 1 (got 0)"),
+    (["--seed-start", "-1"], "--seed-start must be an integer >= 0 (got -1)"),
+    (["--lr", "0"], "--lr must be a finite number > 0 (got 0.0)"),
+    (["--lr", "-0.1"], "--lr must be a finite number > 0 (got -0.1)"),
+    (["--lr", "nan"], "--lr must be a finite number > 0 (got nan)"),
+    (["--stop-prob-wrong", "1"], "--stop-prob-wrong must be a finite number > 0 and < 1 (got 1.0)"),
+    (["--n-jobs", "0"], "--n-jobs must be -1 (all cores) or an integer >= 1 (got 0)"),
+    (["--seeds", "six"], "Invalid value for '--seeds'"),
+    (["--no-such-option"], "No such option: --no-such-option"),
+    (["--out", "results.txt"], "--out must be a path ending in .csv (got 'results.txt')"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, stdout, stderr = invoke("run", *args)
+    assert code == 2
+    assert stdout == ""
+    assert stderr.count("\n") == 1 and stderr.startswith("toyrl: error: ")
+    assert message in stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_in_a_missing_folder_is_refused(tmp_path: Path) -> None:
+    code, _, stderr = invoke("run", "--out", str(tmp_path / "missing" / "r.csv"))
+    assert code == 2 and "does not exist" in stderr
+
+
+def test_bad_input_leaves_earlier_results_untouched(tmp_path: Path) -> None:
+    out = tmp_path / "keep.csv"
+    assert invoke("run", "--seeds", "1", *TINY, "--out", str(out))[0] == 0
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    assert invoke("run", "--seeds", "1", *TINY, "--group-size", "1", "--out", str(out))[0] == 2
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
+    """The installed command, in a fresh process: one line on stderr, exit 2."""
+    command = [sys.executable, "-c", "from toyrl.cli import main; main()", "run", "--group-size", "1"]
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=tmp_path, env=os.environ | {"COLUMNS": "80"}
+    )
+    assert result.returncode == 2
+    assert result.stderr == "toyrl: error: --group-size must be an integer >= 2 (got 1)\n"
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,177 @@
+"""The ramble policy against brute-force sums, finite differences and Monte Carlo."""
+
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+
+from toyrl.policy import (
+    Batch,
+    exact_metrics,
+    expected_length,
+    log_likelihood,
+    response_scores,
+    sample_batch,
+    split,
+    stop_within,
+    survival,
+    truncated_mean,
+)
+
+CAP, MIN_LENGTH = 1500, 100
+
+
+def geometric_pmf(stop_prob: float, k: np.ndarray) -> np.ndarray:
+    return stop_prob * (1 - stop_prob) ** (k - 1)
+
+
+def test_initial_expected_lengths_are_the_articles() -> None:
+    lengths = expected_length(logit(np.array([1 / 300, 1 / 700])), CAP)
+    assert np.round(lengths, 1).tolist() == [298.0, 618.0]
+
+
+@pytest.mark.parametrize("stop_prob", [0.5, 1 / 300, 1 / 700, 1e-5])
+def test_closed_forms_equal_brute_force_sums(stop_prob: float) -> None:
+    k = np.arange(1, 5_000_001, dtype=np.float64)  # P(K > 5e6) < e^-50 for these
+    pmf = geometric_pmf(stop_prob, k)
+    phi = logit(stop_prob)
+    np.testing.assert_allclose(expected_length(phi, CAP), (np.minimum(k, CAP) * pmf).sum(), rtol=1e-9)
+    np.testing.assert_allclose(stop_within(CAP, phi), pmf[:CAP].sum(), rtol=1e-9)
+    np.testing.assert_allclose(survival(CAP, phi), 1 - pmf[:CAP].sum(), rtol=1e-7, atol=1e-15)
+    for n in (1, 2, 99, CAP):
+        brute = (k[:n] * pmf[:n]).sum() / pmf[:n].sum()
+        np.testing.assert_allclose(truncated_mean(n, phi), brute, rtol=1e-10)
+
+
+def test_truncated_mean_is_continuous_across_its_series_switch() -> None:
+    # x = n softplus(phi) = 1e-2 is where the series takes over from the direct formula.
+    n = 1000
+    y = 1e-5 * np.array([1 - 1e-9, 1 + 1e-9])
+    phi = np.log(np.expm1(y))
+    k = np.arange(1, n + 1, dtype=np.float64)
+    for value, yi in zip(truncated_mean(n, phi), y, strict=True):
+        weights = np.exp(-(k - 1) * yi)
+        np.testing.assert_allclose(value, (k * weights).sum() / weights.sum(), rtol=1e-12)
+
+
+def random_theta(rng: np.random.Generator, runs: int, prompts: int) -> np.ndarray:
+    psi = rng.normal(-0.5, 1.5, size=(runs, prompts))
+    phi = logit(rng.uniform([1 / 900, 1 / 3000], [1 / 50, 1 / 200], size=(runs, 2)))
+    return np.concatenate([psi, phi], axis=1)
+
+
+def test_score_functions_equal_finite_differences_of_the_log_likelihood() -> None:
+    rng = np.random.default_rng(1)
+    theta = random_theta(rng, runs=3, prompts=5)
+    prompt_index = np.tile(np.arange(5), (3, 1))
+    shape = (3, 5, 4)
+    length = rng.integers(1, CAP + 1, size=shape)
+    batch = Batch(
+        right=rng.random(shape) < 0.5, length=length, stopped=(rng.random(shape) < 0.7) | (length < CAP)
+    )
+    score_approach, score_stop = response_scores(theta, prompt_index, batch)
+    step = 1e-6
+    for parameter in range(theta.shape[1]):
+        shift = np.zeros_like(theta)
+        shift[:, parameter] = step
+        numeric = (
+            log_likelihood(theta + shift, prompt_index, batch)
+            - log_likelihood(theta - shift, prompt_index, batch)
+        ) / (2 * step)
+        if parameter < 5:
+            analytic = np.where(prompt_index[..., None] == parameter, score_approach, 0.0)
+        elif parameter == 5:
+            analytic = np.where(batch.right, score_stop, 0.0)
+        else:
+            analytic = np.where(batch.right, 0.0, score_stop)
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-6 * np.abs(analytic).max())
+
+
+def test_log_likelihood_of_one_response_by_hand() -> None:
+    theta = np.array([[0.3, logit(0.01), logit(0.02)]])
+    batch = Batch(
+        right=np.array([[[True, False]]]), length=np.array([[[3, CAP]]]), stopped=np.array([[[True, False]]])
+    )
+    expected = [
+        np.log(expit(0.3)) + 2 * np.log(0.99) + np.log(0.01),
+        np.log(1 - expit(0.3)) + CAP * np.log(0.98),
+    ]
+    np.testing.assert_allclose(log_likelihood(theta, np.array([[0]]), batch)[0, 0], expected, rtol=1e-12)
+
+
+def test_sampled_lengths_follow_the_geometric_law() -> None:
+    rng = np.random.default_rng(2)
+    theta = np.array([[3.0, logit(1 / 300), logit(1 / 700)]])
+    n = 400_000
+    batch = sample_batch(
+        theta, np.array([[0]]), rng.random((1, 1, n)), rng.standard_exponential((1, 1, n)), CAP
+    )
+    right = batch.right[0, 0]
+    lengths = batch.length[0, 0][right]
+    for k in (1, 50, 300, 1000):
+        empirical = (lengths <= k).mean()
+        exact = stop_within(k, logit(1 / 300))
+        assert abs(empirical - exact) < 4 * np.sqrt(exact * (1 - exact) / lengths.size)
+    # Truncated responses are exactly those with K > cap, and have L = cap.
+    assert np.all(batch.length[~batch.stopped] == CAP)
+    assert np.all(batch.length[batch.stopped] <= CAP)
+
+
+def test_exact_metrics_agree_with_monte_carlo() -> None:
+    rng = np.random.default_rng(3)
+    prompts, group = 32, 20_000
+    theta = random_theta(rng, runs=1, prompts=prompts)
+    batch = sample_batch(
+        theta,
+        np.arange(prompts)[None],
+        rng.random((1, prompts, group)),
+        rng.standard_exponential((1, prompts, group)),
+        CAP,
+    )
+    reward = batch.rewards(MIN_LENGTH)[0].astype(bool)
+    length = batch.length[0].astype(np.float64)
+    psi, _, _ = split(theta)
+    exact = {name: values[0] for name, values in exact_metrics(theta, CAP, MIN_LENGTH).items()}
+    samples = {
+        "accuracy": reward.ravel().astype(np.float64),
+        "length_mean": length.ravel(),
+        "length_correct": length[reward],
+        "length_incorrect": length[~reward],
+        "length_right_approach": length[batch.right[0]],
+        "length_wrong_approach": length[~batch.right[0]],
+        "p_right_approach": batch.right[0].ravel().astype(np.float64),
+    }
+    for name, sample in samples.items():
+        standard_error = sample.std() / np.sqrt(sample.size)
+        assert abs(sample.mean() - exact[name]) < 4 * standard_error, name
+    np.testing.assert_allclose(exact["p_right_approach"], expit(psi).mean())
+
+
+def test_exact_metrics_by_direct_summation() -> None:
+    """Every exact metric against a sum over the whole length distribution of each branch."""
+    rng = np.random.default_rng(4)
+    theta = random_theta(rng, runs=1, prompts=6)
+    psi, phi_right, phi_wrong = (np.asarray(v)[0] for v in split(theta))
+    k = np.arange(1, 400_001, dtype=np.float64)
+    length = np.minimum(k, CAP)
+    pmf_right, pmf_wrong = geometric_pmf(expit(phi_right), k), geometric_pmf(expit(phi_wrong), k)
+    p_right = expit(psi).mean()
+    correct = (k >= MIN_LENGTH) & (k <= CAP)
+    accuracy = p_right * pmf_right[correct].sum()
+    incorrect_mass = (1 - p_right) + p_right * pmf_right[~correct].sum()
+    incorrect_length = (1 - p_right) * (length * pmf_wrong).sum() + p_right * (length * pmf_right)[
+        ~correct
+    ].sum()
+    exact = exact_metrics(theta, CAP, MIN_LENGTH)
+    np.testing.assert_allclose(exact["accuracy"], accuracy, rtol=1e-10)
+    np.testing.assert_allclose(
+        exact["length_correct"], (length * pmf_right)[correct].sum() / pmf_right[correct].sum(), rtol=1e-10
+    )
+    np.testing.assert_allclose(exact["length_incorrect"], incorrect_length / incorrect_mass, rtol=1e-10)
+
+
+def test_min_length_one_means_no_response_is_too_short() -> None:
+    theta = np.array([[0.0, logit(0.01), logit(0.01)]])
+    exact = exact_metrics(theta, cap=10, min_length=1)
+    stop_by_cap = 1 - 0.99**10
+    np.testing.assert_allclose(exact["accuracy"], 0.5 * stop_by_cap, rtol=1e-12)
+    assert np.isfinite(exact["length_incorrect"]).all()
