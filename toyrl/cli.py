@@ -25,7 +25,7 @@ class _OneLineErrors(TyperGroup):
     def main(self, args: Any = None, prog_name: Any = None, *_: Any, **extra: Any) -> Any:
         extra["standalone_mode"] = False  # errors come back here instead of being printed
         try:
-            return super().main(args, prog_name, **extra)
+            status = super().main(args, prog_name, **extra)
         except (typer.TyperException, InvalidInput) as error:
             message = _message(error)
             if not message:  # `toyrl` alone: the help was shown, nothing went wrong
@@ -35,6 +35,11 @@ class _OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("toyrl: interrupted", err=True)
             sys.exit(130)
+        if isinstance(status, int) and status:  # an Exit raised inside: 130 is Ctrl-C
+            if status == 130:
+                typer.echo("toyrl: interrupted", err=True)
+            sys.exit(status)
+        return status
 
 
 def _message(error: Exception) -> str:
