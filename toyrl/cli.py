@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -10,12 +11,22 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
+import pandas as pd
 import typer
 from typer.core import TyperGroup
 
 from toyrl.config import Config, ConfigError, InvalidInput, field_help
 from toyrl.objective import VARIANTS, parse_variants
-from toyrl.results import check_output_path, final_summary, format_summary, metadata, save_results
+from toyrl.results import (
+    check_output_path,
+    final_summary,
+    final_table_markdown,
+    format_summary,
+    load_results,
+    metadata,
+    save_results,
+    write_atomic,
+)
 from toyrl.train import run_experiment
 
 
@@ -139,6 +150,79 @@ def run(
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
         typer.echo(f"wrote {out} and {out.with_suffix('.json')}")
+
+
+ARTICLE_SEEDS = 6  # article, "Toy run": "6 seeds"
+
+
+def _folder(path: Path, option: str) -> Path:
+    """An output folder, made if missing (its parent must exist); InvalidInput if it cannot be used."""
+    if not path.exists() and path.parent.is_dir():
+        path.mkdir()
+    if not path.is_dir():
+        raise InvalidInput(f"{option}: '{path}' is not a folder, and its parent folder does not exist")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InvalidInput(f"{option}: folder '{path}' is not writable")
+    return path
+
+
+def _render(frame: pd.DataFrame, meta: dict[str, Any] | None, folder: Path) -> list[Path]:
+    """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`."""
+    from toyrl.plots import render_all  # matplotlib is imported only by commands that draw
+
+    try:
+        config = Config.from_dict(meta["config"]) if meta else None
+    except (InvalidInput, KeyError, TypeError):
+        config = None  # a sidecar from elsewhere: draw without the cap line or the article column
+    written = render_all(frame, folder, cap=config.cap if config else None)
+    table = folder / "final_numbers.md"
+    write_atomic(table, final_table_markdown(frame, article=config == Config()))
+    return [*written, table]
+
+
+@app.command()
+def reproduce(
+    results_dir: Annotated[Path, typer.Option(help="Folder for article.csv and article.json.")] = Path(
+        "results"
+    ),
+    figures_dir: Annotated[Path, typer.Option(help="Folder for the figures and final_numbers.md.")] = Path(
+        "figures"
+    ),
+    n_jobs: Annotated[int, typer.Option(help="Worker processes; -1 uses every core.")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+) -> None:
+    """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
+    config, names, seeds = Config(), list(VARIANTS), list(range(ARTICLE_SEEDS))
+    out = _folder(results_dir, "--results-dir") / "article.csv"
+    check_output_path(out, "--results-dir")
+    _folder(figures_dir, "--figures-dir")
+    say = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
+    say(f"toyrl reproduce: {len(names)} variants x {len(seeds)} seeds x {config.steps} steps")
+    frame = run_experiment(
+        config, names, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
+    )
+    meta = metadata(config, names, seeds, "toyrl reproduce")
+    save_results(frame, out, meta)
+    say("rendering figures")
+    written = _render(frame, meta, figures_dir)
+    if not quiet:
+        typer.echo(f"results: {out} and {out.with_suffix('.json')}")
+        typer.echo("figures: " + ", ".join(str(path) for path in written))
+        typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
+        typer.echo(format_summary(final_summary(frame)))
+
+
+@app.command()
+def plot(
+    results: Annotated[Path, typer.Argument(help="A results CSV written by toyrl run or reproduce.")],
+    out: Annotated[Path, typer.Option(help="Folder for the figures (made if missing).")] = Path("figures"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+) -> None:
+    """Render every figure from saved results, without re-running anything."""
+    frame, meta = load_results(results)
+    written = _render(frame, meta, _folder(out, "--out"))
+    if not quiet:
+        typer.echo("wrote " + ", ".join(str(path) for path in written))
 
 
 def main() -> None:

@@ -42,6 +42,10 @@ COLUMN_DOCS = {
     "grad_norm": "L2 norm of the loss gradient that batch gives (all P + 2 parameters)",
 }
 
+# Article, "Toy run": final accuracy and tokens of GRPO and length-only (6 seeds). The token figure
+# is E[L | wrong approach] (README, "Which length is the article's 1,410 tokens?").
+ARTICLE_FINAL = {"grpo": (27.4, 1410), "length_only": (27.3, 1405)}
+
 SUMMARY_COLUMNS = [
     "accuracy",
     "length_mean",
@@ -91,14 +95,15 @@ def metadata(config: Config, variants: Sequence[str], seeds: Sequence[int], comm
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     try:
         os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data.encode("utf-8") if isinstance(data, str) else data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
@@ -109,8 +114,36 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> None:
     """Write `frame` to `path` (CSV, floats written to round-trip exactly) and `meta` beside it."""
-    _write_atomic(sidecar_path(path), json.dumps(meta, indent=2) + "\n")
-    _write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+    write_atomic(sidecar_path(path), json.dumps(meta, indent=2) + "\n")
+    write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+
+
+def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """A results CSV of `toyrl run` and its sidecar (None if absent), or InvalidInput naming the file."""
+    if not path.is_file():
+        raise InvalidInput(f"{path}: no such results file")
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise InvalidInput(f"{path}: not a readable CSV ({reason})") from None
+    missing = [column for column in COLUMN_DOCS if column not in frame.columns]
+    if missing:
+        raise InvalidInput(f"{path}: missing columns {', '.join(missing)}; is it a toyrl results CSV?")
+    if frame.empty:
+        raise InvalidInput(f"{path}: has no rows")
+    numeric = [c for c in COLUMN_DOCS if c != "variant" and not pd.api.types.is_numeric_dtype(frame[c])]
+    if numeric:
+        raise InvalidInput(f"{path}: columns {', '.join(numeric)} must hold numbers")
+    frame["variant"] = frame["variant"].astype(str)
+    meta = None
+    sidecar = sidecar_path(path)
+    if sidecar.is_file():
+        try:
+            meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise InvalidInput(f"{sidecar}: not readable JSON ({error})") from None
+    return frame, meta
 
 
 def final_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -125,32 +158,55 @@ def final_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return summary.loc[order]
 
 
-def format_summary(summary: pd.DataFrame) -> str:
-    """The summary as an aligned text table: accuracy in percent, lengths in tokens, mean ± sd."""
+SUMMARY_HEADER = [
+    "variant",
+    "seeds",
+    "accuracy %",
+    "E[L]",
+    "E[L | correct]",
+    "E[L | incorrect]",
+    "E[L | wrong approach]",
+]
 
-    def cell(mean: float, sd: float, scale: float, digits: int) -> str:
-        spread = "" if np.isnan(sd) else f" ± {sd * scale:.{digits}f}"
-        return f"{mean * scale:.{digits}f}{spread}"
 
-    header = [
-        "variant",
-        "seeds",
-        "accuracy %",
-        "E[L]",
-        "E[L|correct]",
-        "E[L|incorrect]",
-        "E[L|wrong approach]",
-    ]
-    rows = [header]
+def _summary_rows(summary: pd.DataFrame) -> list[list[str]]:
+    """Cells of the summary: accuracy in percent (1 decimal), lengths in tokens, "mean ± sd"."""
+    rows = []
     for variant, row in summary.iterrows():
-        rows.append(
-            [str(variant), str(int(row[("seeds", "n")]))]
-            + [cell(row[("accuracy", "mean")], row[("accuracy", "std")], 100, 1)]
-            + [cell(row[(c, "mean")], row[(c, "std")], 1, 0) for c in SUMMARY_COLUMNS[1:]]
+        cells = [str(variant), str(int(row[("seeds", "n")]))]
+        for column, scale, digits in [("accuracy", 100, 1)] + [(c, 1, 0) for c in SUMMARY_COLUMNS[1:]]:
+            mean, sd = row[(column, "mean")] * scale, row[(column, "std")] * scale
+            cells.append(f"{mean:.{digits}f}" + ("" if np.isnan(sd) else f" ± {sd:.{digits}f}"))
+        rows.append(cells)
+    return rows
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """The summary as an aligned text table for the terminal."""
+    rows = [SUMMARY_HEADER, *_summary_rows(summary)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(SUMMARY_HEADER))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(
+            [row[0].ljust(widths[0])] + [t.rjust(w) for t, w in zip(row[1:], widths[1:], strict=True)]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join([row[0].ljust(widths[0])] + [t.rjust(w) for t, w in zip(row[1:], widths[1:], strict=True)])
-        for row in rows
-    ]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+    return "\n".join([line(rows[0]), "  ".join("-" * w for w in widths), *map(line, rows[1:])])
+
+
+def final_table_markdown(frame: pd.DataFrame, article: bool) -> str:
+    """The last step's exact numbers per variant as a markdown table, mean ± sd over seeds.
+
+    With `article`, a last column gives the article's figures for the variants it reports.
+    """
+    header = [cell.replace("|", "\\|") for cell in SUMMARY_HEADER]
+    rows = _summary_rows(final_summary(frame))
+    if article:
+        header.append("article: accuracy %, tokens")
+        for row in rows:
+            figures = ARTICLE_FINAL.get(row[0])
+            row.append(f"{figures[0]}, {figures[1]:,}" if figures else "–")
+    for row in rows:
+        row[0] = f"`{row[0]}`"
+    rule = ["---"] + ["---:"] * (len(SUMMARY_HEADER) - 1) + (["---"] if article else [])
+    return "".join("| " + " | ".join(cells) + " |\n" for cells in [header, rule, *rows])
