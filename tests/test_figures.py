@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.config import Config
 from toyrl.objective import VARIANTS
-from toyrl.plots import FIGURE_NAMES, figure_size_pixels, render_all
+from toyrl.plots import FIGURE_NAMES, TEACHING_FIGURE_NAMES, figure_size_pixels, render_all, render_teaching
 from toyrl.results import final_table_markdown, load_results
 from toyrl.train import run_experiment
 
@@ -22,8 +22,8 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def check_figures(folder: Path, variants: int) -> None:
-    for name in FIGURE_NAMES:
+def check_figures(folder: Path, variants: int, names: list[str] = FIGURE_NAMES) -> None:
+    for name in names:
         png = folder / f"{name}.png"
         height, width, _ = matplotlib.image.imread(png).shape
         assert (width, height) == figure_size_pixels(name, variants), name
@@ -39,6 +39,12 @@ def test_every_figure_renders_at_its_size(variants: list[str], seeds: list[int],
         f"{n}.{k}" for n in FIGURE_NAMES for k in ("png", "svg")
     )
     check_figures(tmp_path, len(variants))
+
+
+def test_teaching_figures_render_at_their_size(tmp_path: Path) -> None:
+    written = render_teaching(tmp_path)
+    assert len(written) == 2 * len(TEACHING_FIGURE_NAMES)
+    check_figures(tmp_path, 0, TEACHING_FIGURE_NAMES)
 
 
 def test_plot_command_on_a_run_with_one_variant_and_one_seed(tmp_path: Path) -> None:
@@ -97,6 +103,8 @@ def test_reproduce_regenerates_the_committed_results_bit_for_bit(
         ROOT / "results" / "article.csv"
     ).read_bytes()
     check_figures(tmp_path / "figures", len(VARIANTS))
+    check_figures(tmp_path / "figures", 0, TEACHING_FIGURE_NAMES)
+    assert "Content-Security-Policy" in (tmp_path / "figures" / "explorer.html").read_text()
     assert (tmp_path / "figures" / "final_numbers.md").read_text() == (
         ROOT / "figures" / "final_numbers.md"
     ).read_text()
@@ -107,7 +115,7 @@ def test_committed_results_were_made_by_the_current_defaults() -> None:
     meta = json.loads((ROOT / "results" / "article.json").read_text())
     assert Config.from_dict(meta["config"]) == Config()
     assert meta["seeds"] == list(range(6)) and list(meta["variants"]) == list(VARIANTS)
-    for name in FIGURE_NAMES:
+    for name in FIGURE_NAMES + TEACHING_FIGURE_NAMES:
         assert (ROOT / "figures" / f"{name}.png").stat().st_size > 10_000
         assert (ROOT / "figures" / f"{name}.svg").stat().st_size > 10_000
 

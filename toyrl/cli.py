@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import sys
 import time
@@ -166,14 +167,19 @@ def _folder(path: Path, option: str) -> Path:
     return path
 
 
+def _sidecar_config(meta: dict[str, Any] | None) -> Config | None:
+    """The configuration a results sidecar records, or None if there is none it can be read from."""
+    try:
+        return Config.from_dict(meta["config"]) if meta else None
+    except (InvalidInput, KeyError, TypeError):
+        return None
+
+
 def _render(frame: pd.DataFrame, meta: dict[str, Any] | None, folder: Path) -> list[Path]:
     """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`."""
     from toyrl.plots import render_all  # matplotlib is imported only by commands that draw
 
-    try:
-        config = Config.from_dict(meta["config"]) if meta else None
-    except (InvalidInput, KeyError, TypeError):
-        config = None  # a sidecar from elsewhere: draw without the cap line or the article column
+    config = _sidecar_config(meta)
     written = render_all(frame, folder, cap=config.cap if config else None)
     table = folder / "final_numbers.md"
     write_atomic(table, final_table_markdown(frame, article=config == Config()))
@@ -204,7 +210,12 @@ def reproduce(
     meta = metadata(config, names, seeds, "toyrl reproduce")
     save_results(frame, out, meta)
     say("rendering figures")
-    written = _render(frame, meta, figures_dir)
+    from toyrl.plots import render_teaching
+
+    written = _render(frame, meta, figures_dir) + render_teaching(figures_dir)
+    explorer = figures_dir / "explorer.html"
+    _explorer(frame, config, f"the article's toy run, {len(names)} variants x {len(seeds)} seeds", explorer)
+    written.append(explorer)
     if not quiet:
         typer.echo(f"results: {out} and {out.with_suffix('.json')}")
         typer.echo("figures: " + ", ".join(str(path) for path in written))
@@ -223,6 +234,76 @@ def plot(
     written = _render(frame, meta, _folder(out, "--out"))
     if not quiet:
         typer.echo("wrote " + ", ".join(str(path) for path in written))
+
+
+def _explorer(frame: pd.DataFrame, config: Config, description: str, out: Path) -> None:
+    from toyrl.explore import build_explorer, run_data
+
+    write_atomic(out, build_explorer(run_data(frame, config.cap, description)))
+
+
+@app.command()
+def explore(
+    out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("explorer.html"),
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            help="Results CSV whose curves the page shows (default: the article's run, simulated now)."
+        ),
+    ] = None,
+) -> None:
+    """Write one self-contained HTML page: token weights, difficulty bias, recorded length curves."""
+    if out.suffix != ".html":
+        raise InvalidInput(f"--out must be a path ending in .html (got '{out}')")
+    if not out.parent.is_dir():
+        raise InvalidInput(f"--out: folder '{out.parent}' does not exist")
+    if results is None:
+        config, seeds = Config(), list(range(ARTICLE_SEEDS))
+        frame = run_experiment(config, list(VARIANTS), seeds)
+        description = f"the article's toy run, {len(VARIANTS)} variants x {len(seeds)} seeds"
+    else:
+        frame, meta = load_results(results)
+        config = _sidecar_config(meta) or Config()
+        description = (
+            f"{results.name}, {frame['variant'].nunique()} variants x {frame['seed'].nunique()} seeds"
+        )
+    _explorer(frame, config, description, out)
+    typer.echo(f"wrote {out}; open it in a browser (no network needed)")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+@app.command()
+def examples(
+    name: Annotated[
+        str | None, typer.Argument(help="One example: length, difficulty, four or baseline (default all).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Print the source documents' worked examples, computed by the package's variant code."""
+    from toyrl.examples import EXAMPLES
+
+    if name is not None and name not in EXAMPLES:
+        raise InvalidInput(f"unknown example {name!r}; valid: {', '.join(EXAMPLES)}")
+    chosen = [EXAMPLES[key]() for key in ([name] if name else EXAMPLES)]
+    if as_json:
+        typer.echo(json.dumps([example.to_dict() for example in chosen], indent=2))
+        return
+    for example in chosen:
+        rows = [example.columns, *[[_cell(value) for value in row] for row in example.rows]]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(example.columns))]
+        typer.echo(f"\n{example.title}\n  ({example.source})\n")
+        for i, row in enumerate(rows):
+            typer.echo("  " + "  ".join(text.rjust(width) for text, width in zip(row, widths, strict=True)))
+            if i == 0:
+                typer.echo("  " + "  ".join("-" * width for width in widths))
+        typer.echo("")
+        for conclusion in example.conclusions:
+            typer.echo(f"  - {conclusion}")
 
 
 def main() -> None:

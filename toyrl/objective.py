@@ -58,12 +58,25 @@ def advantages(rewards: ArrayLike, std_scaled: ArrayLike, eps: float) -> FloatAr
     """Group-relative advantages [..., G] of rewards [..., G].
 
     r_i - mean(r), divided by std(r) + eps where `std_scaled` (a bool broadcastable to [..., 1],
-    e.g. one switch per run). Zero-variance groups get zero advantage either way.
+    e.g. one switch per run). Zero-variance groups get zero advantage either way, even at eps = 0.
     """
     rewards = np.asarray(rewards, dtype=np.float64)
     centred = rewards - rewards.mean(axis=-1, keepdims=True)
     scale = np.where(std_scaled, rewards.std(axis=-1, keepdims=True) + eps, 1.0)
-    return centred / scale
+    return np.divide(
+        centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0
+    )
+
+
+def leave_one_out_advantages(rewards: ArrayLike) -> FloatArray:
+    """RLOO's advantages [..., G]: r_i minus the mean of the other G - 1 rewards of its group.
+
+    Tutorial, section 4.1: r_i - mean(r) = ((G - 1) / G) (r_i - mean_{j != i} r_j), so the group
+    mean scales the expected gradient by (G - 1) / G; leaving r_i out of its own baseline removes it.
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    group = rewards.shape[-1]
+    return rewards - (rewards.sum(axis=-1, keepdims=True) - rewards) / (group - 1)
 
 
 def token_weights(

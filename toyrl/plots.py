@@ -12,13 +12,14 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -36,6 +37,8 @@ VARIANT_COLOURS = {
 VARIANT_STYLES = {"grpo": "-", "std_only": "-", "length_only": (0, (4, 2)), "dr_grpo": (0, (4, 2))}
 VARIANT_LABELS = {"grpo": "GRPO", "std_only": "std only", "length_only": "length only", "dr_grpo": "Dr. GRPO"}
 FIGURE_NAMES = ["length_by_correctness", "accuracy", "branch_lengths"]
+TEACHING_FIGURE_NAMES = ["token_weights", "difficulty"]
+GROUP_STYLES = {8: ("o", "-"), 16: ("s", "--"), 64: ("^", ":")}
 DPI = 150
 WIDTH = 9.0  # inches: 1,350 px at DPI, sharp at README width
 
@@ -172,6 +175,97 @@ def plot_branch_lengths(
     return fig
 
 
+def plot_token_weights(lengths: np.ndarray, curves: dict[str, np.ndarray], ax: Axes | None = None) -> Figure:
+    """|per-token weight| against response length, correct and wrong, GRPO and Dr. GRPO (log-log).
+
+    `curves` is `toyrl.examples.token_weight_curves(lengths)`. GRPO's weights fall as 1/|o|, so a
+    long wrong answer is pushed down gently per token; Dr. GRPO's are flat in length.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(WIDTH * 0.6, 3.8))
+    for name in ("grpo", "dr_grpo"):
+        colour = VARIANT_COLOURS[name]
+        for outcome, style, push in (("correct", "-", "pushed up"), ("wrong", "--", "pushed down")):
+            label = f"{VARIANT_LABELS[name]}, {outcome} ({push})"
+            ax.plot(lengths, np.abs(curves[f"{name}_{outcome}"]), color=colour, linestyle=style, label=label)
+    for length, outcome in ((200, "correct"), (800, "wrong")):
+        weight = abs(float(np.interp(length, lengths, curves[f"grpo_{outcome}"])))
+        ax.plot([length], [weight], "o", color=VARIANT_COLOURS["grpo"])
+        ax.annotate(
+            f"{outcome}, {length} tokens:\n{weight:.5f}",
+            (length, weight),
+            xytext=(6, 4),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("response length |o| (tokens)")
+    ax.set_ylabel("|per-token weight|")
+    ax.set_title("Per-token weight: G = 8, two correct; Dr. GRPO L_norm = 2000", fontsize=10)
+    ax.legend(frameon=False, fontsize=8, loc="upper right")
+    fig = _figure(ax)
+    fig.tight_layout()
+    return fig
+
+
+def plot_difficulty(profiles: dict[str, Any], axes: Sequence[Axes] | None = None) -> Figure:
+    """A group's total update mass sum |A_i| against pass rate, relative to a 50/50 group.
+
+    Left: at the observed pass rate k/G (the article's table, for each G). Right: in expectation
+    over the group's draw, against the prompt's true pass rate p. The dotted line is the exact
+    expected-gradient profile p(1 - p), which Dr. GRPO follows for every G and GRPO flattens.
+    `profiles` is `toyrl.examples.difficulty_profiles`.
+    """
+    if axes is None:
+        _, grid = plt.subplots(1, 2, figsize=(WIDTH, 3.8), sharey=True)
+        axes = list(grid)
+    fig = _figure(axes[0])
+    pass_rates = profiles["pass_rates"]
+    for ax in axes:
+        ax.plot(pass_rates, profiles["gradient"], color="black", linestyle=":", label="exact gradient p(1-p)")
+    for group, (marker, style) in GROUP_STYLES.items():
+        for name in ("grpo", "dr_grpo"):
+            colour, label = VARIANT_COLOURS[name], f"{VARIANT_LABELS[name]}, G = {group}"
+            observed = profiles["observed"][group]
+            axes[0].plot(
+                observed["p"],
+                observed[name],
+                marker=marker,
+                linestyle="none",
+                color=colour,
+                markersize=4,
+                alpha=0.8,
+                label=label,
+            )
+            axes[1].plot(
+                pass_rates, profiles["expected"][group][name], linestyle=style, color=colour, label=label
+            )
+    axes[0].set_title("at the group's observed pass rate k/G", fontsize=10)
+    axes[1].set_title("expected over the draw, at true pass rate p", fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("pass rate")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.05)
+    axes[0].set_ylabel("update mass / mass at 50%")
+    axes[1].legend(frameon=False, fontsize=7, loc="lower center", ncol=2)
+    fig.suptitle("Difficulty bias: GRPO's std division flattens the p(1 - p) profile, more so as G grows")
+    fig.tight_layout()
+    return fig
+
+
+def render_teaching(folder: Path) -> list[Path]:
+    """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`."""
+    from toyrl.examples import difficulty_profiles, token_weight_curves
+
+    lengths = np.geomspace(10, 2000, 200)
+    figures = {
+        "token_weights": plot_token_weights(lengths, token_weight_curves(lengths)),
+        "difficulty": plot_difficulty(difficulty_profiles(list(GROUP_STYLES), np.linspace(0, 1, 201))),
+    }
+    return _save(figures, folder)
+
+
 def render_all(frame: pd.DataFrame, folder: Path, cap: int | None = None) -> list[Path]:
     """Every figure as PNG and SVG in `folder`; returns the paths written."""
     figures = {
@@ -179,6 +273,10 @@ def render_all(frame: pd.DataFrame, folder: Path, cap: int | None = None) -> lis
         "accuracy": plot_accuracy(frame),
         "branch_lengths": plot_branch_lengths(frame, cap=cap),
     }
+    return _save(figures, folder)
+
+
+def _save(figures: dict[str, Figure], folder: Path) -> list[Path]:
     written = []
     for name, fig in figures.items():
         for kind, metadata in [("png", {"Software": None}), ("svg", {"Date": None})]:
@@ -192,11 +290,10 @@ def render_all(frame: pd.DataFrame, folder: Path, cap: int | None = None) -> lis
 
 
 def figure_size_pixels(name: str, variants: int) -> tuple[int, int]:
-    """(width, height) in pixels of a rendered PNG, for checks."""
-    heights = {
-        "length_by_correctness": 3.2 * -(-variants // min(variants, 4)),
-        "accuracy": 3.6,
-        "branch_lengths": 3.6,
-    }
-    width = WIDTH * 0.6 if name == "accuracy" else WIDTH
-    return round(width * DPI), round(heights[name] * DPI)
+    """(width, height) in pixels of a rendered PNG, for checks; `variants` matters for the panel grid."""
+    if name == "length_by_correctness":
+        height = 3.2 * -(-variants // min(variants, 4))
+    else:
+        height = {"token_weights": 3.8, "difficulty": 3.8, "accuracy": 3.6, "branch_lengths": 3.6}[name]
+    width = WIDTH * 0.6 if name in ("accuracy", "token_weights") else WIDTH
+    return round(width * DPI), round(height * DPI)
