@@ -10,7 +10,14 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.config import Config
 from toyrl.objective import VARIANTS
-from toyrl.plots import FIGURE_NAMES, TEACHING_FIGURE_NAMES, figure_size_pixels, render_all, render_teaching
+from toyrl.plots import (
+    BIAS_FIGURE_NAME,
+    FIGURE_NAMES,
+    TEACHING_FIGURE_NAMES,
+    figure_size_pixels,
+    render_all,
+    render_teaching,
+)
 from toyrl.results import final_table_markdown, load_results
 from toyrl.train import run_experiment
 
@@ -54,7 +61,7 @@ def test_plot_command_on_a_run_with_one_variant_and_one_seed(tmp_path: Path) -> 
     )
     code, stdout, _ = invoke("plot", str(csv), "--out", str(tmp_path / "figs"))
     assert code == 0 and "final_numbers.md" in stdout
-    check_figures(tmp_path / "figs", 1)
+    check_figures(tmp_path / "figs", 1, [*FIGURE_NAMES, BIAS_FIGURE_NAME])
     table = (tmp_path / "figs" / "final_numbers.md").read_text()
     assert "`length_only` | 1 |" in table and "article" not in table  # not the article's settings
 
@@ -103,7 +110,7 @@ def test_reproduce_regenerates_the_committed_results_bit_for_bit(
         ROOT / "results" / "article.csv"
     ).read_bytes()
     check_figures(tmp_path / "figures", len(VARIANTS))
-    check_figures(tmp_path / "figures", 0, TEACHING_FIGURE_NAMES)
+    check_figures(tmp_path / "figures", 0, [*TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME])
     assert "Content-Security-Policy" in (tmp_path / "figures" / "explorer.html").read_text()
     assert (tmp_path / "figures" / "final_numbers.md").read_text() == (
         ROOT / "figures" / "final_numbers.md"
@@ -115,7 +122,7 @@ def test_committed_results_were_made_by_the_current_defaults() -> None:
     meta = json.loads((ROOT / "results" / "article.json").read_text())
     assert Config.from_dict(meta["config"]) == Config()
     assert meta["seeds"] == list(range(6)) and list(meta["variants"]) == list(VARIANTS)
-    for name in FIGURE_NAMES + TEACHING_FIGURE_NAMES:
+    for name in [*FIGURE_NAMES, *TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME]:
         assert (ROOT / "figures" / f"{name}.png").stat().st_size > 10_000
         assert (ROOT / "figures" / f"{name}.svg").stat().st_size > 10_000
 

@@ -12,6 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import pandas as pd
 import typer
 from typer.core import TyperGroup
@@ -26,6 +27,7 @@ from toyrl.results import (
     load_results,
     metadata,
     save_results,
+    sidecar_path,
     write_atomic,
 )
 from toyrl.train import run_experiment
@@ -134,6 +136,9 @@ def run(
         "toyrl-run.csv"
     ),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    exact: Annotated[
+        bool, typer.Option("--exact", help="Mean-field runs: Adam driven by the exact expected update.")
+    ] = False,
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
     names = parse_variants(variant or ["all"])
@@ -144,9 +149,15 @@ def run(
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
     frame = run_experiment(
-        config, names, seed_list, n_jobs=n_jobs, progress=None if quiet else _progress("toyrl run")
+        config,
+        names,
+        seed_list,
+        n_jobs=n_jobs,
+        progress=None if quiet else _progress("toyrl run"),
+        exact=exact,
     )
-    save_results(frame, out, metadata(config, names, seed_list, "toyrl run"))
+    command = "toyrl run --exact" if exact else "toyrl run"
+    save_results(frame, out, metadata(config, names, seed_list, command, exact=exact))
     if not quiet:
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
@@ -181,9 +192,17 @@ def _render(frame: pd.DataFrame, meta: dict[str, Any] | None, folder: Path) -> l
 
     config = _sidecar_config(meta)
     written = render_all(frame, folder, cap=config.cap if config else None)
-    table = folder / "final_numbers.md"
-    write_atomic(table, final_table_markdown(frame, article=config == Config()))
-    return [*written, table]
+    if config is not None and meta is not None:
+        from toyrl.bias import bias_over_training
+        from toyrl.plots import render_bias
+
+        try:
+            written += render_bias(bias_over_training(frame, config, exact=bool(meta.get("exact"))), folder)
+        except InvalidInput as error:
+            typer.echo(f"toyrl: warning: no bias figure: {error}", err=True)
+    numbers = folder / "final_numbers.md"
+    write_atomic(numbers, final_table_markdown(frame, article=config == Config()))
+    return [*written, numbers]
 
 
 @app.command()
@@ -269,6 +288,100 @@ def explore(
         )
     _explorer(frame, config, description, out)
     typer.echo(f"wrote {out}; open it in a browser (no network needed)")
+
+
+@app.command()
+def bias(
+    variant: Annotated[
+        list[str] | None,
+        typer.Option(help="Variant, repeatable, or all (default: all, or those in --results)."),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(help="A results CSV; its runs are replayed to recover the policy at --step."),
+    ] = None,
+    step: Annotated[
+        int | None, typer.Option(help="Step of the runs in --results (default: their last).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Without --results: the seed of the initial policy.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Each variant's exact expected update E[g] against the true gradient of expected accuracy."""
+    from toyrl.bias import bias_report, replay_states
+    from toyrl.train import initial_theta, run_streams
+
+    rows: list[dict[str, Any]]
+    if results is None:
+        if step is not None:
+            raise InvalidInput("--step needs --results (the runs whose policy it names)")
+        config = Config()
+        names = parse_variants(variant or ["all"])
+        theta = initial_theta(config, run_streams(seed)[0])
+        rows = bias_report(np.repeat(theta[None], len(names), axis=0), config, names)
+        where = f"the initial policy of seed {seed} (default settings)"
+    else:
+        frame, meta = load_results(results)
+        saved = _sidecar_config(meta)
+        if saved is None:
+            raise InvalidInput(
+                f"{results}: no readable configuration beside it ({sidecar_path(results).name})"
+            )
+        config = saved
+        present = list(dict.fromkeys(frame["variant"]))
+        names = [name for name in parse_variants(variant or ["all"]) if name in present]
+        if not names:
+            raise InvalidInput(f"{results}: has none of the variants asked for; it has {', '.join(present)}")
+        last = int(frame["step"].max())
+        chosen = last if step is None else step
+        if not 0 <= chosen <= last:
+            raise InvalidInput(f"--step must be in 0..{last} for {results} (got {chosen})")
+        runs = [
+            (name, int(s))
+            for name in names
+            for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
+        ]
+        exact = bool(meta.get("exact", False)) if meta else False
+        states = replay_states(config.replace(steps=last), runs, [chosen], check=frame, exact=exact)[:, 0]
+        per_run = pd.DataFrame(bias_report(states, config, [name for name, _ in runs]))
+        means = per_run.groupby("variant", sort=False).mean(numeric_only=True).reset_index()
+        rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
+        where = f"step {chosen} of {results}, mean over {len(runs) // len(names)} seeds"
+    if as_json:
+        typer.echo(json.dumps({"policy": where, "variants": rows}, indent=2))
+        return
+    typer.echo(f"E[g] against grad J at {where}:")
+    header = [
+        "variant",
+        "cosine",
+        "norm ratio",
+        "psi cosine",
+        "E[g] phi_right",
+        "grad J phi_right",
+        "E[g] phi_wrong",
+        "phi_wrong share",
+    ]
+    keys = [
+        "variant",
+        "cosine",
+        "norm_ratio",
+        "psi_cosine",
+        "phi_right",
+        "true_phi_right",
+        "phi_wrong",
+        "phi_wrong_share",
+    ]
+    table = [header] + [[_cell(row[key]) for key in keys] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for i, line in enumerate(table):
+        typer.echo(
+            "  ".join(
+                text.rjust(width) if j else text.ljust(width)
+                for j, (text, width) in enumerate(zip(line, widths, strict=True))
+            )
+        )
+        if i == 0:
+            typer.echo("  ".join("-" * width for width in widths))
+    typer.echo("grad J's phi_wrong component is 0: a wrong approach earns nothing at any length.")
 
 
 def _cell(value: object) -> str:

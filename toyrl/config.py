@@ -7,6 +7,7 @@ Each field's `help` is the CLI's `--help` text, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -82,6 +83,10 @@ class Config:
     def length_norm_value(self) -> float:
         """L_norm actually used: `length_norm`, or the cap when it is 0 (the paper's choice)."""
         return float(self.length_norm) if self.length_norm > 0 else float(self.cap)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some fields changed (validated like any Config)."""
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

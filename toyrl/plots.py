@@ -38,6 +38,7 @@ VARIANT_STYLES = {"grpo": "-", "std_only": "-", "length_only": (0, (4, 2)), "dr_
 VARIANT_LABELS = {"grpo": "GRPO", "std_only": "std only", "length_only": "length only", "dr_grpo": "Dr. GRPO"}
 FIGURE_NAMES = ["length_by_correctness", "accuracy", "branch_lengths"]
 TEACHING_FIGURE_NAMES = ["token_weights", "difficulty"]
+BIAS_FIGURE_NAME = "bias"
 GROUP_STYLES = {8: ("o", "-"), 16: ("s", "--"), 64: ("^", ":")}
 DPI = 150
 WIDTH = 9.0  # inches: 1,350 px at DPI, sharp at README width
@@ -175,6 +176,38 @@ def plot_branch_lengths(
     return fig
 
 
+def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None) -> Figure:
+    """The bias over training: cosine of E[g] to grad J, and the share of E[g] along phi_wrong.
+
+    `table` is `toyrl.bias.bias_over_training` (one row per variant, seed and step); lines are
+    means over seeds with a +-1 sd band. grad J has no phi_wrong component, so any share there is
+    the length bias: the expected update making wrong answers longer.
+    """
+    if axes is None:
+        _, grid = plt.subplots(1, 2, figsize=(WIDTH, 3.6))
+        axes = list(grid)
+    fig = _figure(axes[0])
+    for variant in _variants(table):
+        runs = table[table["variant"] == variant]
+        colour, style = VARIANT_COLOURS.get(variant, "0.2"), VARIANT_STYLES.get(variant, "-")
+        label = VARIANT_LABELS.get(variant, variant)
+        _band(axes[0], runs, "cosine", colour, label, linestyle=style)
+        _band(axes[1], runs, "phi_wrong_share", colour, label, linestyle=style)
+    axes[0].set_ylabel("cosine(E[g], grad J)")
+    axes[0].set_ylim(-1.05, 1.05)
+    axes[0].set_title("direction: 1 = the true gradient's", fontsize=10)
+    axes[1].set_ylabel("E[g] along phi_wrong / |E[g]|")
+    axes[1].set_ylim(-1.05, 0.1)
+    axes[1].set_title("share spent lengthening wrong answers", fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("training step")
+        ax.axhline(0, color="0.4", linewidth=0.8)
+    axes[1].legend(frameon=False, fontsize=8, loc="center")
+    fig.suptitle("Exact expected update against the true gradient of expected accuracy")
+    fig.tight_layout()
+    return fig
+
+
 def plot_token_weights(lengths: np.ndarray, curves: dict[str, np.ndarray], ax: Axes | None = None) -> Figure:
     """|per-token weight| against response length, correct and wrong, GRPO and Dr. GRPO (log-log).
 
@@ -254,6 +287,11 @@ def plot_difficulty(profiles: dict[str, Any], axes: Sequence[Axes] | None = None
     return fig
 
 
+def render_bias(table: pd.DataFrame, folder: Path) -> list[Path]:
+    """The bias-over-training figure as PNG and SVG in `folder`."""
+    return _save({BIAS_FIGURE_NAME: plot_bias(table)}, folder)
+
+
 def render_teaching(folder: Path) -> list[Path]:
     """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`."""
     from toyrl.examples import difficulty_profiles, token_weight_curves
@@ -294,6 +332,12 @@ def figure_size_pixels(name: str, variants: int) -> tuple[int, int]:
     if name == "length_by_correctness":
         height = 3.2 * -(-variants // min(variants, 4))
     else:
-        height = {"token_weights": 3.8, "difficulty": 3.8, "accuracy": 3.6, "branch_lengths": 3.6}[name]
+        height = {
+            "token_weights": 3.8,
+            "difficulty": 3.8,
+            "accuracy": 3.6,
+            "branch_lengths": 3.6,
+            "bias": 3.6,
+        }[name]
     width = WIDTH * 0.6 if name in ("accuracy", "token_weights") else WIDTH
     return round(width * DPI), round(height * DPI)

@@ -73,11 +73,15 @@ def check_output_path(path: Path, option: str = "--out") -> None:
         raise InvalidInput(f"{option}: '{path}' is a folder, not a file")
 
 
-def metadata(config: Config, variants: Sequence[str], seeds: Sequence[int], command: str) -> dict[str, Any]:
-    """Everything needed to remake a results file: version, configuration, variants, seeds."""
+def metadata(
+    config: Config, variants: Sequence[str], seeds: Sequence[int], command: str, exact: bool = False
+) -> dict[str, Any]:
+    """Everything needed to remake a results file: version, configuration, variants, seeds, and
+    whether the runs are mean-field (`exact`) ones."""
     return {
         "toyrl_version": __version__,
         "command": command,
+        "exact": exact,
         "config": config.to_dict(),
         "length_norm_used": config.length_norm_value,
         "variants": {

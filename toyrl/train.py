@@ -17,7 +17,7 @@ final row's batch and gradient are evaluated but not applied.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from scipy.special import logit
 
 from toyrl.config import Config, ConfigError
+from toyrl.expected import expected_update
 from toyrl.objective import VARIANTS, advantages, token_weights
 from toyrl.policy import Batch, FloatArray, exact_metrics, response_scores, sample_batch
 
@@ -124,23 +125,22 @@ def batch_statistics(batch: Batch, rewards: FloatArray, grad: FloatArray) -> dic
     }
 
 
-def _streams(seed: int) -> list[np.random.Generator]:
+def run_streams(seed: int) -> list[np.random.Generator]:
     """The run's four independent streams: init, prompt choice, approach, ramble length."""
     return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(4)]
 
 
-def simulate(config: Config, runs: Sequence[tuple[str, int]]) -> pd.DataFrame:
-    """Train every (variant, seed) of `runs` together; a tidy frame of `COLUMNS`, (steps + 1) rows a run."""
-    n_runs, steps = len(runs), config.steps
+def _noise(
+    streams: list[list[np.random.Generator]], config: Config
+) -> Iterator[tuple[NDArray[np.intp], FloatArray, FloatArray]]:
+    """Each step's (prompt_index [R, B], approach_uniform, length_exponential [R, B, G]).
+
+    Drawn NOISE_BLOCK_STEPS steps at a time per run and stream, so memory stays bounded and a
+    run's numbers do not depend on the block size.
+    """
     shape = (config.batch_prompts, config.group_size)
-    std_scaled = np.array([VARIANTS[name].std_scaled for name, _ in runs])[:, None, None]
-    length_mean = np.array([VARIANTS[name].length_mean for name, _ in runs])[:, None, None]
-    streams = [_streams(seed) for _, seed in runs]
-    theta = np.stack([initial_theta(config, init) for init, *_ in streams])
-    moment1, moment2 = np.zeros_like(theta), np.zeros_like(theta)
-    record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
-    for start in range(0, steps + 1, NOISE_BLOCK_STEPS):
-        n = min(NOISE_BLOCK_STEPS, steps + 1 - start)
+    for start in range(0, config.steps + 1, NOISE_BLOCK_STEPS):
+        n = min(NOISE_BLOCK_STEPS, config.steps + 1 - start)
         # A uniformly random permutation's first B entries: B distinct prompts.
         prompt_index = np.stack(
             [
@@ -152,18 +152,56 @@ def simulate(config: Config, runs: Sequence[tuple[str, int]]) -> pd.DataFrame:
         approach = np.stack([s.random((n, *shape)) for _, _, s, _ in streams], axis=1)
         exponential = np.stack([s.standard_exponential((n, *shape)) for *_, s in streams], axis=1)
         for offset in range(n):
-            step = start + offset
-            for name, values in exact_metrics(theta, config.cap, config.min_length).items():
-                record[name][:, step] = values
-            batch = sample_batch(
-                theta, prompt_index[offset], approach[offset], exponential[offset], config.cap
-            )
+            yield prompt_index[offset], approach[offset], exponential[offset]
+
+
+def simulate(
+    config: Config,
+    runs: Sequence[tuple[str, int]],
+    exact: bool = False,
+    on_step: Callable[[int, FloatArray], None] | None = None,
+) -> pd.DataFrame:
+    """Train every (variant, seed) of `runs` together; a tidy frame of `COLUMNS`, (steps + 1) rows a run.
+
+    With `exact`, Adam is driven by the exact expected update E[g] (`toyrl.expected`) instead of a
+    sampled batch: the mean-field trajectory, without noise (batch columns are NaN).
+    `on_step(step, theta)` is called with every policy state theta_t [R, P + 2] (do not modify it).
+    """
+    n_runs, steps = len(runs), config.steps
+    std_scaled = np.array([VARIANTS[name].std_scaled for name, _ in runs])
+    length_mean = np.array([VARIANTS[name].length_mean for name, _ in runs])
+    streams = [run_streams(seed) for _, seed in runs]
+    theta = np.stack([initial_theta(config, init) for init, *_ in streams])
+    moment1, moment2 = np.zeros_like(theta), np.zeros_like(theta)
+    record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
+    noise = None if exact else _noise(streams, config)
+    for step in range(steps + 1):
+        if on_step is not None:
+            on_step(step, theta)
+        for name, values in exact_metrics(theta, config.cap, config.min_length).items():
+            record[name][:, step] = values
+        if noise is None:
+            grad = -expected_update(theta, config, std_scaled, length_mean)
+            statistics = {name: np.full(n_runs, np.nan) for name in BATCH_COLUMNS}
+            statistics["grad_norm"] = np.linalg.norm(grad, axis=-1)
+        else:
+            prompt_index, approach, exponential = next(noise)
+            batch = sample_batch(theta, prompt_index, approach, exponential, config.cap)
             rewards = batch.rewards(config.min_length)
-            grad = loss_gradient(theta, prompt_index[offset], batch, rewards, std_scaled, length_mean, config)
-            for name, values in batch_statistics(batch, rewards, grad).items():
-                record[name][:, step] = values
-            if step < steps:
-                adam_step(theta, grad, moment1, moment2, step + 1, config)
+            grad = loss_gradient(
+                theta,
+                prompt_index,
+                batch,
+                rewards,
+                std_scaled[:, None, None],
+                length_mean[:, None, None],
+                config,
+            )
+            statistics = batch_statistics(batch, rewards, grad)
+        for name, values in statistics.items():
+            record[name][:, step] = values
+        if step < steps:
+            adam_step(theta, grad, moment1, moment2, step + 1, config)
     frame = pd.DataFrame(
         {
             "variant": np.repeat([name for name, _ in runs], steps + 1),
@@ -182,10 +220,12 @@ def run_experiment(
     seeds: Sequence[int],
     n_jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    exact: bool = False,
 ) -> pd.DataFrame:
     """Every (variant, seed) pair, variant-major, spread over `n_jobs` joblib workers (-1: all cores).
 
     The numbers of a run do not depend on `n_jobs` or on the chunking (see the module docstring).
+    `exact`: the mean-field trajectories (see `simulate`).
     `progress(done, total)` is called as chunks of runs finish.
     """
     unknown = [name for name in variants if name not in VARIANTS]
@@ -201,10 +241,10 @@ def run_experiment(
     chunks = [list(chunk) for chunk in np.array_split(np.arange(len(runs)), n_chunks)]
     jobs = ([runs[i] for i in chunk] for chunk in chunks)
     if workers == 1:
-        results = (simulate(config, job) for job in jobs)
+        results = (simulate(config, job, exact) for job in jobs)
     else:
         results = Parallel(n_jobs=workers, return_as="generator")(
-            delayed(simulate)(config, job) for job in jobs
+            delayed(simulate)(config, job, exact) for job in jobs
         )
     frames, done = [], 0
     for frame in results:

@@ -1,0 +1,197 @@
+"""Exact expected updates against finite differences, exhaustive enumeration and Monte Carlo."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from toyrl.bias import bias_report
+from toyrl.config import Config
+from toyrl.expected import expected_update, true_gradient, variant_switches
+from toyrl.objective import VARIANTS
+from toyrl.policy import Batch, exact_metrics, sample_batch
+from toyrl.train import initial_theta, loss_gradient
+
+NAMES = list(VARIANTS)
+
+
+def random_states(config: Config, count: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    psi = rng.normal(-0.5, 1.5, size=(count, config.prompts))
+    phi = np.log(rng.uniform([1 / 900, 1 / 3000], [1 / 40, 1 / 100], size=(count, 2)))
+    return np.concatenate([psi, phi], axis=1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_true_gradient_equals_finite_differences_of_exact_accuracy(seed: int) -> None:
+    config = Config()
+    theta = random_states(config, 1, seed)
+    gradient = true_gradient(theta, config.cap, config.min_length)[0]
+    step = 1e-6
+    for i in range(theta.shape[1]):
+        shift = np.zeros_like(theta)
+        shift[0, i] = step
+        up = exact_metrics(theta + shift, config.cap, config.min_length)["accuracy"][0]
+        down = exact_metrics(theta - shift, config.cap, config.min_length)["accuracy"][0]
+        assert gradient[i] == pytest.approx((up - down) / (2 * step), rel=1e-6, abs=1e-11)
+    assert gradient[-1] == 0.0
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(), Config(group_size=4, length_norm=700.0), Config(group_size=16, cap=300, min_length=20)],
+)
+def test_dr_grpo_expected_update_is_parallel_to_the_true_gradient(config: Config) -> None:
+    states = np.concatenate(
+        [initial_theta(config, np.random.default_rng(0))[None], random_states(config, 4, 1)], axis=0
+    )
+    rows = bias_report(states, config, ["dr_grpo"] * len(states))
+    constant = (config.group_size - 1) / (config.group_size * config.length_norm_value)
+    for row in rows:
+        assert abs(row["cosine"] - 1) < 1e-9
+        assert row["norm_ratio"] == pytest.approx(constant, rel=1e-9)
+        assert row["phi_wrong"] == 0.0 or abs(row["phi_wrong_share"]) < 1e-12
+
+
+def test_length_normalised_variants_push_phi_wrong_and_std_only_does_not() -> None:
+    config = Config()
+    states = np.concatenate(
+        [initial_theta(config, np.random.default_rng(0))[None], random_states(config, 3, 2)], axis=0
+    )
+    for state in states:
+        rows = {row["variant"]: row for row in bias_report(np.repeat(state[None], 4, 0), config, NAMES)}
+        for name in ("grpo", "length_only"):
+            assert rows[name]["cosine"] < 1 - 1e-3
+            assert rows[name]["phi_wrong"] < 0 and abs(rows[name]["phi_wrong_share"]) > 0.01
+            assert rows[name]["true_phi_wrong"] == 0.0
+        # std_only: no length bias (phi_wrong untouched) but the difficulty bias tilts the psi block.
+        assert abs(rows["std_only"]["phi_wrong_share"]) < 1e-12
+        assert rows["std_only"]["psi_cosine"] < 1 - 1e-6
+
+
+def enumerate_expectation(theta: np.ndarray, config: Config, name: str) -> np.ndarray:
+    """E[-loss gradient] by summing the simulator's own estimator over every outcome of a batch.
+
+    B = 1, so a batch is one prompt j (probability 1/P) and its G responses; each response is a
+    (right, K) pair with K in 1..cap or truncated (K = cap + 1).
+    """
+    prompts, group, cap = config.prompts, config.group_size, config.cap
+    psi, phi = theta[:prompts], theta[prompts:]
+    outcomes = [(right, k) for right in (True, False) for k in range(1, cap + 2)]
+    combos = np.array(list(itertools.product(range(len(outcomes)), repeat=group)))
+    right = np.array([outcomes[i][0] for i in combos.ravel()]).reshape(combos.shape)
+    rambled = np.array([outcomes[i][1] for i in combos.ravel()]).reshape(combos.shape)
+    s = 1 / (1 + np.exp(-np.where(right, phi[0], phi[1])))
+    length_prob = np.where(rambled <= cap, s * (1 - s) ** (rambled - 1), (1 - s) ** cap)
+    batch = Batch(
+        right=right[:, None, :],
+        length=np.minimum(rambled, cap)[:, None, :],
+        stopped=(rambled <= cap)[:, None, :],
+    )
+    std_scaled, length_mean = variant_switches([name])
+    total = np.zeros_like(theta)
+    for j in range(prompts):
+        p_right = 1 / (1 + np.exp(-psi[j]))
+        probability = np.prod(np.where(right, p_right, 1 - p_right) * length_prob, axis=1)
+        thetas = np.repeat(theta[None], len(combos), axis=0)
+        index = np.full((len(combos), 1), j)
+        rewards = batch.rewards(config.min_length)
+        grad = loss_gradient(
+            thetas, index, batch, rewards, std_scaled[:, None, None], length_mean[:, None, None], config
+        )
+        total += -(probability[:, None] * grad).sum(axis=0) / prompts
+    return total
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_expected_update_equals_exhaustive_enumeration(name: str) -> None:
+    config = Config(prompts=2, batch_prompts=1, group_size=3, cap=4, min_length=2, length_norm=5.0)
+    theta = np.array([0.4, -1.1, np.log(0.3 / 0.7), np.log(0.2 / 0.8)])
+    std_scaled, length_mean = variant_switches([name])
+    exact = expected_update(theta[None], config, std_scaled, length_mean)[0]
+    np.testing.assert_allclose(exact, enumerate_expectation(theta, config, name), rtol=1e-11, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("state_seed", [3, 4])
+def test_monte_carlo_mean_of_sampled_updates_matches(name: str, state_seed: int) -> None:
+    config = Config(prompts=6, batch_prompts=3, group_size=4, cap=50, min_length=5)
+    theta = random_states(config, 1, state_seed)[0]
+    std_scaled, length_mean = variant_switches([name])
+    exact = expected_update(theta[None], config, std_scaled, length_mean)[0]
+    rng = np.random.default_rng(100 + state_seed)
+    runs = 200_000
+    thetas = np.repeat(theta[None], runs, axis=0)
+    index = rng.random((runs, config.prompts)).argsort(axis=1)[:, : config.batch_prompts]
+    shape = (runs, config.batch_prompts, config.group_size)
+    batch = sample_batch(thetas, index, rng.random(shape), rng.standard_exponential(shape), config.cap)
+    switches = (np.full((runs, 1, 1), std_scaled[0]), np.full((runs, 1, 1), length_mean[0]))
+    sampled = -loss_gradient(thetas, index, batch, batch.rewards(config.min_length), *switches, config)
+    error = sampled.mean(axis=0) - exact
+    standard_error = sampled.std(axis=0) / np.sqrt(runs)
+    assert np.all(np.abs(error) <= 4 * standard_error + 1e-18), error / standard_error
+
+
+def invoke(*args: str):
+    from typer.testing import CliRunner
+
+    from toyrl.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_bias_command_at_the_initial_policy() -> None:
+    import json
+
+    result = invoke("bias", "--json")
+    assert result.exit_code == 0
+    rows = {row["variant"]: row for row in json.loads(result.stdout)["variants"]}
+    assert set(rows) == set(NAMES)
+    assert abs(rows["dr_grpo"]["cosine"] - 1) < 1e-9 and rows["grpo"]["phi_wrong_share"] < -0.1
+    table = invoke("bias", "--variant", "grpo").stdout
+    assert "grpo" in table and "dr_grpo" not in table
+
+
+def test_bias_command_replays_saved_runs_and_refuses_tampered_ones(tmp_path) -> None:
+    import json
+
+    import pandas as pd
+
+    csv = tmp_path / "run.csv"
+    assert invoke("run", "--seeds", "2", "--steps", "30", "--out", str(csv)).exit_code == 0
+    result = invoke("bias", "--results", str(csv), "--step", "20", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["policy"].startswith("step 20 of") and len(data["variants"]) == 4
+    frame = pd.read_csv(csv)
+    frame.loc[frame.step == 20, "accuracy"] += 1e-12
+    frame.to_csv(csv, index=False)
+    tampered = invoke("bias", "--results", str(csv), "--step", "20")
+    assert tampered.exit_code == 2 and "does not reproduce the saved results" in tampered.stderr
+    for args, message in [
+        (["bias", "--step", "3"], "--step needs --results"),
+        (["bias", "--results", str(csv), "--step", "31"], "--step must be in 0..30"),
+        (["bias", "--variant", "nope"], "unknown variant 'nope'"),
+    ]:
+        bad = invoke(*args)
+        assert bad.exit_code == 2 and message in bad.stderr
+
+
+def test_mean_field_runs(tmp_path) -> None:
+    import json
+
+    import pandas as pd
+
+    csv = tmp_path / "exact.csv"
+    result = invoke("run", "--exact", "--seeds", "2", "--steps", "60", "--out", str(csv))
+    assert result.exit_code == 0
+    frame = pd.read_csv(csv)
+    assert frame.batch_accuracy.isna().all() and (frame.grad_norm > 0).all()
+    assert json.loads(csv.with_suffix(".json").read_text())["exact"] is True
+    dr = frame[frame.variant == "dr_grpo"]
+    # E[g] has no phi_wrong component under Dr. GRPO: the wrong approach's stop probability stays put.
+    np.testing.assert_allclose(dr.stop_prob_wrong, 1 / 700, rtol=1e-9)
+    grpo = frame[(frame.variant == "grpo") & (frame.step == 60)]
+    assert (grpo.stop_prob_wrong < 1 / 700).all()
+    again = invoke("bias", "--results", str(csv), "--json")  # replays mean-field runs as such
+    assert again.exit_code == 0, again.output
