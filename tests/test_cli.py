@@ -45,7 +45,8 @@ def test_run_writes_results_sidecar_and_summary(tmp_path: Path) -> None:
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["toyrl_version"] == __version__
     assert Config.from_dict(meta["config"]) == Config(steps=5, prompts=8, batch_prompts=4)
-    assert meta["seeds"] == [5, 6] and list(meta["variants"]) == ["grpo", "dr_grpo"]
+    assert meta["seeds"] == [5, 6] and list(meta["variants"]) == ["dr_grpo", "grpo"]
+    assert meta["variants"]["grpo"]["advantage"] == "group_std"
     assert set(meta["columns"]) == set(frame.columns)
     lines = stdout.splitlines()
     assert any(line.startswith("grpo ") and " ± " in line for line in lines)
@@ -72,7 +73,8 @@ def test_all_runs_the_four_and_one_seed_has_no_spread(tmp_path: Path) -> None:
 
 
 BAD = [
-    (["--variant", "drgrpo"], "unknown variant 'drgrpo'; valid: grpo, std_only, length_only, dr_grpo, all"),
+    (["--variant", "drgrpo"], "unknown variant 'drgrpo' (did you mean 'dr_grpo'?); valid: grpo, std_only"),
+    (["--variant", "advantage=median"], "advantage must be one of group_std, group_std_sample"),
     (["--group-size", "1"], "--group-size must be an integer >= 2 (got 1)"),
     (["--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64 (got 65)"),
     (["--cap", "99"], "--cap must be at least min_length = 100 (got 99)"),

@@ -7,12 +7,18 @@ import pytest
 
 from toyrl.bias import bias_report
 from toyrl.config import Config
-from toyrl.expected import expected_update, true_gradient, variant_switches
-from toyrl.objective import VARIANTS
+from toyrl.expected import expected_update, true_gradient
+from toyrl.objective import VARIANTS, Variant
 from toyrl.policy import Batch, exact_metrics, sample_batch
-from toyrl.train import initial_theta, loss_gradient
+from toyrl.train import Plan, initial_theta, loss_gradient
 
 NAMES = list(VARIANTS)
+
+
+def ascent(theta_rows, index, batch, variant: Variant, config: Config) -> np.ndarray:
+    """The simulator's sampled update (minus its loss gradient), one row per batch."""
+    weights = Plan.of([variant] * len(theta_rows)).weights(batch, batch.rewards(config.min_length), config)
+    return -loss_gradient(theta_rows, index, batch, weights.weight, np.asarray(weights.n))
 
 
 def random_states(config: Config, count: int, seed: int) -> np.ndarray:
@@ -45,7 +51,7 @@ def test_dr_grpo_expected_update_is_parallel_to_the_true_gradient(config: Config
     states = np.concatenate(
         [initial_theta(config, np.random.default_rng(0))[None], random_states(config, 4, 1)], axis=0
     )
-    rows = bias_report(states, config, ["dr_grpo"] * len(states))
+    rows = bias_report(states, config, [VARIANTS["dr_grpo"]] * len(states))
     constant = (config.group_size - 1) / (config.group_size * config.length_norm_value)
     for row in rows:
         assert abs(row["cosine"] - 1) < 1e-9
@@ -59,7 +65,10 @@ def test_length_normalised_variants_push_phi_wrong_and_std_only_does_not() -> No
         [initial_theta(config, np.random.default_rng(0))[None], random_states(config, 3, 2)], axis=0
     )
     for state in states:
-        rows = {row["variant"]: row for row in bias_report(np.repeat(state[None], 4, 0), config, NAMES)}
+        rows = {
+            row["variant"]: row
+            for row in bias_report(np.repeat(state[None], 4, 0), config, list(VARIANTS.values()))
+        }
         for name in ("grpo", "length_only"):
             assert rows[name]["cosine"] < 1 - 1e-3
             assert rows[name]["phi_wrong"] < 0 and abs(rows[name]["phi_wrong_share"]) > 0.01
@@ -69,7 +78,7 @@ def test_length_normalised_variants_push_phi_wrong_and_std_only_does_not() -> No
         assert rows["std_only"]["psi_cosine"] < 1 - 1e-6
 
 
-def enumerate_expectation(theta: np.ndarray, config: Config, name: str) -> np.ndarray:
+def enumerate_expectation(theta: np.ndarray, config: Config, variant: Variant) -> np.ndarray:
     """E[-loss gradient] by summing the simulator's own estimator over every outcome of a batch.
 
     B = 1, so a batch is one prompt j (probability 1/P) and its G responses; each response is a
@@ -88,28 +97,31 @@ def enumerate_expectation(theta: np.ndarray, config: Config, name: str) -> np.nd
         length=np.minimum(rambled, cap)[:, None, :],
         stopped=(rambled <= cap)[:, None, :],
     )
-    std_scaled, length_mean = variant_switches([name])
     total = np.zeros_like(theta)
     for j in range(prompts):
         p_right = 1 / (1 + np.exp(-psi[j]))
         probability = np.prod(np.where(right, p_right, 1 - p_right) * length_prob, axis=1)
         thetas = np.repeat(theta[None], len(combos), axis=0)
         index = np.full((len(combos), 1), j)
-        rewards = batch.rewards(config.min_length)
-        grad = loss_gradient(
-            thetas, index, batch, rewards, std_scaled[:, None, None], length_mean[:, None, None], config
-        )
-        total += -(probability[:, None] * grad).sum(axis=0) / prompts
+        total += (probability[:, None] * ascent(thetas, index, batch, variant, config)).sum(axis=0) / prompts
     return total
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_expected_update_equals_exhaustive_enumeration(name: str) -> None:
+EXACT_VARIANTS = [
+    *VARIANTS.values(),
+    Variant("rloo_sum", "rloo", "seq_mean_token_sum"),
+    Variant("sample_token_sum_norm", "group_std_sample", "token_sum_norm", eps=1e-4),
+    Variant("masked", "none", "seq_mean_token_mean", mask_truncated=True),
+    Variant("plain_sum", "group_std", "token_sum"),
+]
+
+
+@pytest.mark.parametrize("variant", EXACT_VARIANTS, ids=lambda v: v.name)
+def test_expected_update_equals_exhaustive_enumeration(variant: Variant) -> None:
     config = Config(prompts=2, batch_prompts=1, group_size=3, cap=4, min_length=2, length_norm=5.0)
     theta = np.array([0.4, -1.1, np.log(0.3 / 0.7), np.log(0.2 / 0.8)])
-    std_scaled, length_mean = variant_switches([name])
-    exact = expected_update(theta[None], config, std_scaled, length_mean)[0]
-    np.testing.assert_allclose(exact, enumerate_expectation(theta, config, name), rtol=1e-11, atol=1e-15)
+    exact = expected_update(theta[None], config, [variant])[0]
+    np.testing.assert_allclose(exact, enumerate_expectation(theta, config, variant), rtol=1e-11, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -117,16 +129,14 @@ def test_expected_update_equals_exhaustive_enumeration(name: str) -> None:
 def test_monte_carlo_mean_of_sampled_updates_matches(name: str, state_seed: int) -> None:
     config = Config(prompts=6, batch_prompts=3, group_size=4, cap=50, min_length=5)
     theta = random_states(config, 1, state_seed)[0]
-    std_scaled, length_mean = variant_switches([name])
-    exact = expected_update(theta[None], config, std_scaled, length_mean)[0]
+    exact = expected_update(theta[None], config, [VARIANTS[name]])[0]
     rng = np.random.default_rng(100 + state_seed)
     runs = 200_000
     thetas = np.repeat(theta[None], runs, axis=0)
     index = rng.random((runs, config.prompts)).argsort(axis=1)[:, : config.batch_prompts]
     shape = (runs, config.batch_prompts, config.group_size)
     batch = sample_batch(thetas, index, rng.random(shape), rng.standard_exponential(shape), config.cap)
-    switches = (np.full((runs, 1, 1), std_scaled[0]), np.full((runs, 1, 1), length_mean[0]))
-    sampled = -loss_gradient(thetas, index, batch, batch.rewards(config.min_length), *switches, config)
+    sampled = ascent(thetas, index, batch, VARIANTS[name], config)
     error = sampled.mean(axis=0) - exact
     standard_error = sampled.std(axis=0) / np.sqrt(runs)
     assert np.all(np.abs(error) <= 4 * standard_error + 1e-18), error / standard_error

@@ -74,7 +74,7 @@ def expected_weights(
 ) -> dict[str, float]:
     """The Python side: toyrl.objective's advantages, at eps = 0 as on the page."""
     rewards = (np.arange(group) < correct).astype(float)
-    scaled, centred = advantages(rewards, True, eps=0.0), advantages(rewards, False, eps=0.0)
+    scaled, centred = advantages(rewards, "group_std", eps=0.0), advantages(rewards, "none", eps=0.0)
     return {
         "group-mean": rewards.mean(),
         "group-std": rewards.std(),
@@ -137,7 +137,7 @@ def test_difficulty_panel_matches_python(browser: Browser, group: int) -> None:
         set_sliders(browser, d_correct=k)
         p = k / group
         rewards = (np.arange(group) < k).astype(float)
-        scaled, centred = advantages(rewards, True, eps=0.0), advantages(rewards, False, eps=0.0)
+        scaled, centred = advantages(rewards, "group_std", eps=0.0), advantages(rewards, "none", eps=0.0)
         grpo, dr = float(group_mass(k, group, True)), float(group_mass(k, group, False))
         assert_shows(browser, "d-fraction-out", p)
         assert_shows(browser, "d-grpo-mass", grpo)

@@ -5,14 +5,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toyrl.config import Config
-from toyrl.objective import VARIANTS, advantages
+from toyrl.objective import VARIANTS, Variant, advantages
 from toyrl.policy import sample_batch
-from toyrl.train import loss_gradient
+from toyrl.train import Plan, clipped_gradient, loss_gradient
 
 
 def test_toyrl_imports_and_runs_without_torch(tmp_path) -> None:
@@ -111,7 +112,7 @@ def coefficients(loss_fn, adv, lengths, **kwargs):
 def test_tutorial_two_versus_four_tokens() -> None:
     """Tutorial 2.2: rewards [1, 1, 0, 0], lengths [2, 4, 2, 4], K = 4, L = 4, population std."""
     rewards = np.array([1.0, 1.0, 0.0, 0.0])
-    grpo = coefficients(grpo_reference_loss, advantages(rewards, True, eps=0.0).tolist(), [2, 4, 2, 4])
+    grpo = coefficients(grpo_reference_loss, advantages(rewards, "group_std", eps=0.0).tolist(), [2, 4, 2, 4])
     assert grpo == [1 / 8, 1 / 16, -1 / 8, -1 / 16]
     centred = drgrpo_advantages(torch.tensor(rewards), 4).tolist()
     assert coefficients(grpo_reference_loss, centred, [2, 4, 2, 4]) == [1 / 16, 1 / 32, -1 / 16, -1 / 32]
@@ -186,18 +187,16 @@ def test_autograd_through_the_token_loss_equals_the_simulators_update(name: str)
     batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap)
     rewards = batch.rewards(config.min_length)
     variant = VARIANTS[name]
-    flags = np.ones((1, 1, 1), dtype=bool)
-    closed_form = loss_gradient(
-        theta, prompt_index, batch, rewards, flags & variant.std_scaled, flags & variant.length_mean, config
-    )[0]
+    weights = Plan.of([variant]).weights(batch, rewards, config)
+    closed_form = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))[0]
 
     psi = torch.tensor(theta[0, :6], requires_grad=True)
     phi_right = torch.tensor(theta[0, 6], requires_grad=True)
     phi_wrong = torch.tensor(theta[0, 7], requires_grad=True)
     logp, mask = toy_token_tensors(psi, phi_right, phi_wrong, prompt_index, batch, config.cap)
-    adv = torch.tensor(advantages(rewards, variant.std_scaled, config.std_eps).reshape(-1))
+    adv = torch.tensor(advantages(rewards, variant.advantage, config.std_eps).reshape(-1))
     frozen = logp.detach()
-    if variant.length_mean:
+    if variant.aggregation == "seq_mean_token_mean":
         loss, _ = grpo_reference_loss(logp, frozen, frozen, adv, mask, beta=0.0)
     else:
         loss, _ = drgrpo_loss(logp, frozen, frozen, adv, mask, max_len=int(config.length_norm), beta=0.0)
@@ -300,3 +299,99 @@ def test_wrong_calls_raise_value_error_naming_the_argument(call, message: str) -
     with pytest.raises(ValueError) as error:
         call()
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        Variant("grpo_ppo", "group_std", "seq_mean_token_mean", num_iterations=3, beta=0.04),
+        Variant("dr_ppo", "none", "seq_mean_token_sum_norm", num_iterations=2, beta=0.1),
+        Variant(
+            "dapo_like",
+            "group_std_sample",
+            "token_mean",
+            num_iterations=2,
+            epsilon_high=0.28,
+            mask_truncated=True,
+        ),
+    ],
+    ids=lambda v: v.name,
+)
+def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> None:
+    """PPO epochs: the closed-form clipped gradient (with KL to a reference) equals autograd of the
+    token-level objective on the same batch, with the policy moved away from the sampling one."""
+    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
+    rng = np.random.default_rng(5)
+    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
+    theta = theta_old + rng.normal(0, 0.4, size=theta_old.shape)
+    theta_ref = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
+    prompt_index = np.array([[4, 0, 3, 1]])
+    shape = (1, 4, 5)
+    batch = sample_batch(
+        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
+    )
+    rewards = batch.rewards(config.min_length)
+    plan = Plan.of([variant])
+    weights = plan.weights(batch, rewards, config)
+    closed_form, clip_fraction = clipped_gradient(
+        theta, theta_old, theta_ref, prompt_index, batch, weights, plan
+    )
+
+    def tensors(point):
+        psi = torch.tensor(point[0, :6], requires_grad=True)
+        phi = [torch.tensor(point[0, 6], requires_grad=True), torch.tensor(point[0, 7], requires_grad=True)]
+        logp, mask = toy_token_tensors(psi, phi[0], phi[1], prompt_index, batch, config.cap)
+        return logp, mask, [psi, *phi]
+
+    logp, mask, leaves = tensors(theta)
+    old_logp, ref_logp = tensors(theta_old)[0].detach(), tensors(theta_ref)[0].detach()
+    advantage = torch.tensor(weights.advantage.reshape(-1))[:, None]
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - variant.epsilon, 1 + variant.clip_high)
+    kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    objective = torch.minimum(ratio * advantage, clipped * advantage) - variant.beta * kl
+    valid = mask & torch.tensor(weights.included.reshape(-1))[:, None]
+    masked = torch.where(valid, objective, torch.zeros_like(objective))
+    if variant.aggregation == "seq_mean_token_mean":
+        loss = -(masked.sum(dim=1) / mask.sum(dim=1)).mean()
+    elif variant.aggregation == "token_mean":
+        loss = -masked.sum() / valid.sum()
+    else:
+        loss = -masked.sum() / (masked.shape[0] * config.length_norm_value)
+    loss.backward()
+    autograd = np.concatenate([leaves[0].grad.numpy(), [leaves[1].grad.item(), leaves[2].grad.item()]])
+    np.testing.assert_allclose(closed_form[0], autograd, rtol=1e-10, atol=1e-15)
+    active = ((advantage > 0) & (ratio > 1 + variant.clip_high)) | (
+        (advantage < 0) & (ratio < 1 - variant.epsilon)
+    )
+    expected_fraction = (active & valid).sum().item() / valid.sum().item()
+    assert clip_fraction[0] == pytest.approx(expected_fraction) and 0 < expected_fraction < 1
+
+
+def test_one_iteration_is_the_plain_on_policy_update() -> None:
+    """num_iterations = 1 (any clip range): the run equals the plain variant's exactly; and the
+    clipped gradient at theta = theta_old without KL reduces to the on-policy gradient."""
+    from toyrl.objective import VARIANTS
+    from toyrl.train import simulate
+
+    config = Config(steps=30)
+    plain = simulate(config, [(VARIANTS["grpo"], 3)])
+    spelled = Variant(
+        "advantage=group_std,aggregation=seq_mean_token_mean,epsilon_high=0.5",
+        "group_std",
+        "seq_mean_token_mean",
+        epsilon_high=0.5,
+    )
+    again = simulate(config, [(spelled, 3)]).assign(variant="grpo")
+    pd.testing.assert_frame_equal(plain, again, check_exact=True)
+    rng = np.random.default_rng(2)
+    theta = np.concatenate([rng.normal(size=64), [np.log(1 / 300), np.log(1 / 700)]])[None]
+    index = np.arange(16)[None]
+    shape = (1, 16, 8)
+    batch = sample_batch(theta, index, rng.random(shape), rng.standard_exponential(shape), config.cap)
+    plan = Plan.of([VARIANTS["grpo"]])
+    weights = plan.weights(batch, batch.rewards(config.min_length), config)
+    on_policy = loss_gradient(theta, index, batch, weights.weight, np.asarray(weights.n))
+    ppo, clip_fraction = clipped_gradient(theta, theta.copy(), theta, index, batch, weights, plan)
+    np.testing.assert_allclose(ppo, on_policy, rtol=1e-12, atol=1e-18)
+    assert clip_fraction[0] == 0

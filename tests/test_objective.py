@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toyrl.config import InvalidInput
-from toyrl.objective import VARIANTS, advantages, parse_variants, variant_weights
+from toyrl.objective import VARIANTS, Variant, advantages, parse_variants, token_weights, variant_weights
+from toyrl.presets import ALL_VARIANTS
 
 # Article, "Worked example by hand": G = 8, two correct; a correct answer of 200 tokens, a wrong
 # one of 800, Dr. GRPO's L_norm = 2000.
@@ -17,9 +18,9 @@ L_NORM = 2000.0
 
 def test_worked_example_advantages_to_the_printed_digits() -> None:
     assert round(float(REWARDS.std()), 3) == 0.433  # population std
-    scaled = advantages(REWARDS, True, eps=0.0)
+    scaled = advantages(REWARDS, "group_std", eps=0.0)
     assert (round(scaled[0], 3), round(scaled[-1], 3)) == (1.732, -0.577)
-    centred = advantages(REWARDS, False, eps=0.0)
+    centred = advantages(REWARDS, "none", eps=0.0)
     assert (centred[0], centred[-1]) == (0.75, -0.25)
 
 
@@ -53,27 +54,85 @@ def test_worked_example_conclusions() -> None:
 )
 def test_advantage_properties(rewards: list[float], scale: float) -> None:
     r = np.array(rewards)
-    centred = advantages(r, False, eps=0.0)
+    centred = advantages(r, "none", eps=0.0)
     assert abs(centred.sum()) < 1e-9
-    np.testing.assert_allclose(advantages(scale * r, False, eps=0.0), scale * centred, atol=1e-9)
+    np.testing.assert_allclose(advantages(scale * r, "none", eps=0.0), scale * centred, atol=1e-9)
+    np.testing.assert_allclose(advantages(r, "rloo", 0.0) * (len(r) - 1) / len(r), centred, atol=1e-12)
     if r.std() > 0:
-        scaled = advantages(r, True, eps=0.0)
-        np.testing.assert_allclose(advantages(scale * r, True, eps=0.0), scaled, atol=1e-9)
+        scaled = advantages(r, "group_std", eps=0.0)
+        np.testing.assert_allclose(advantages(scale * r, "group_std", eps=0.0), scaled, atol=1e-9)
         assert scaled.std() == pytest.approx(1.0)
+        assert advantages(r, "group_std_sample", eps=0.0).std(ddof=1) == pytest.approx(1.0)
     else:
-        assert np.all(advantages(r, True, eps=1e-6) == 0)
+        assert np.all(advantages(r, "group_std", eps=1e-6) == 0)
 
 
-def test_per_run_switches_broadcast_over_groups() -> None:
-    rewards = np.array([[[1.0, 0.0, 0.0, 0.0]], [[1.0, 0.0, 0.0, 0.0]]])
-    switches = np.array([True, False])[:, None, None]
-    result = advantages(rewards, switches, eps=0.0)
-    np.testing.assert_allclose(result[0], advantages(rewards[0], True, eps=0.0))
-    np.testing.assert_allclose(result[1], advantages(rewards[1], False, eps=0.0))
+# A hand-computed batch of B = 2 groups of G = 2: rewards, token counts, one truncated response.
+BATCH_REWARDS = np.array([[1.0, 0.0], [1.0, 1.0]])
+BATCH_TOKENS = np.array([[3.0, 5.0], [2.0, 10.0]])
+BATCH_STOPPED = np.array([[True, True], [True, False]])
+ROOT_HALF = np.sqrt(0.5)
+
+
+@pytest.mark.parametrize(
+    ("advantage", "expected"),
+    [
+        ("group_std", [[1.0, -1.0], [0.0, 0.0]]),  # population std 0.5
+        ("group_std_sample", [[0.5 / ROOT_HALF, -0.5 / ROOT_HALF], [0.0, 0.0]]),  # sample std sqrt(1/2)
+        ("batch_std", [[1.0, -1.0], [0.0, 0.0]]),  # sample std of [1, 0, 1, 1] is 0.5
+        ("none", [[0.5, -0.5], [0.0, 0.0]]),
+        ("rloo", [[1.0, -1.0], [0.0, 0.0]]),  # r minus the other one
+        ("batch_whiten", [[0.5 / np.sqrt(1 / 6), -0.5 / np.sqrt(1 / 6)], [0.0, 0.0]]),  # [.5, -.5, 0, 0]
+    ],
+)
+def test_advantage_modes_on_a_hand_computed_batch(advantage: str, expected: list[list[float]]) -> None:
+    np.testing.assert_allclose(advantages(BATCH_REWARDS, advantage, eps=0.0), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "denominators", "n"),
+    [
+        ("seq_mean_token_mean", [[3, 5], [2, 10]], 4),
+        ("token_mean", [[20, 20], [20, 20]], 1),
+        ("seq_mean_token_sum", [[1, 1], [1, 1]], 4),
+        ("seq_mean_token_sum_norm", [[50, 50], [50, 50]], 4),
+        ("token_sum_norm", [[50, 50], [50, 50]], 1),
+        ("token_sum", [[1, 1], [1, 1]], 1),
+    ],
+)
+def test_aggregations_on_a_hand_computed_batch(aggregation: str, denominators: list, n: int) -> None:
+    weights = token_weights(
+        Variant("v", "none", aggregation), BATCH_REWARDS, BATCH_TOKENS, BATCH_STOPPED, 0.0, 50.0
+    )
+    assert weights.n == n
+    np.testing.assert_allclose(weights.weight, np.array([[0.5, -0.5], [0.0, 0.0]]) / np.array(denominators))
+    masked_variant = Variant("m", "none", aggregation, mask_truncated=True)
+    masked = token_weights(masked_variant, BATCH_REWARDS, BATCH_TOKENS, BATCH_STOPPED, 0.0, 50.0)
+    assert masked.weight[1, 1] == 0 and not masked.included[1, 1]
+    if aggregation == "token_mean":  # the truncated response's 10 tokens leave the batch's total
+        assert masked.denominator[0, 0] == 10
 
 
 def test_parse_variants() -> None:
-    assert parse_variants(["all"]) == ["grpo", "std_only", "length_only", "dr_grpo"]
-    assert parse_variants(["dr_grpo", "grpo", "dr_grpo"]) == ["grpo", "dr_grpo"]
-    with pytest.raises(InvalidInput, match="unknown variant 'drgrpo'; valid: grpo, std_only"):
+    assert [v.name for v in parse_variants(["all"])] == ["grpo", "std_only", "length_only", "dr_grpo"]
+    assert [v.name for v in parse_variants(["dr_grpo", "grpo", "dr_grpo"])] == ["dr_grpo", "grpo"]
+    with pytest.raises(
+        InvalidInput, match=r"unknown variant 'drgrpo' \(did you mean 'dr_grpo'\?\); valid: grpo, std_only"
+    ):
         parse_variants(["drgrpo"])
+    spelled = parse_variants(["advantage=rloo, aggregation=token_mean, num_iterations=2, epsilon_high=0.28"])[
+        0
+    ]
+    settings = (spelled.advantage, spelled.aggregation, spelled.num_iterations, spelled.clip_high)
+    assert settings == ("rloo", "token_mean", 2, 0.28)
+    assert parse_variants(["trl_default"], ALL_VARIANTS)[0].aggregation == "token_mean"
+    for bad, message in [
+        ("advantage=median", "advantage must be one of"),
+        ("aggregation=none", "aggregation must be one of"),
+        ("num_iterations=0", "num_iterations must be an integer >= 1"),
+        ("colour=red", "unknown key 'colour'"),
+        ("beta=abc", "beta must be a number"),
+        ("epsilon=nan", "epsilon must be a finite number"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            parse_variants([bad])

@@ -6,9 +6,9 @@ import pytest
 
 from toyrl import train
 from toyrl.config import Config
-from toyrl.objective import VARIANTS, variant_weights
+from toyrl.objective import VARIANTS
 from toyrl.policy import log_likelihood, sample_batch
-from toyrl.train import adam_step, loss_gradient, run_experiment, simulate
+from toyrl.train import Adam, Plan, loss_gradient, run_experiment, simulate
 
 SMALL = Config(
     prompts=6,
@@ -34,14 +34,12 @@ def test_loss_gradient_equals_finite_differences_of_the_surrogate(name: str) -> 
     batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap)
     rewards = batch.rewards(config.min_length)
     assert 0 < rewards.mean() < 1
-    flags = np.full((2, 1, 1), True)
-    grad = loss_gradient(
-        theta, prompt_index, batch, rewards, flags & variant.std_scaled, flags & variant.length_mean, config
-    )
-    weights = variant_weights(variant, rewards, batch.length + 1, config.std_eps, config.length_norm_value)
+    weights = Plan.of([variant, variant]).weights(batch, rewards, config)
+    grad = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))
+    n = np.asarray(weights.n)[:, None, None]
 
     def surrogate(point: np.ndarray) -> np.ndarray:
-        return -(weights * log_likelihood(point, prompt_index, batch)).sum(axis=(1, 2)) / 12
+        return -(weights.weight / n * log_likelihood(point, prompt_index, batch)).sum(axis=(1, 2))
 
     step = 1e-6
     for parameter in range(theta.shape[1]):
@@ -53,18 +51,21 @@ def test_loss_gradient_equals_finite_differences_of_the_surrogate(name: str) -> 
 
 def test_adam_steps_by_hand() -> None:
     config = Config(lr=0.1)
-    theta = np.array([[1.0, -2.0, 0.0]])
-    moment1, moment2 = np.zeros_like(theta), np.zeros_like(theta)
-    first = np.array([[0.5, -3.0, 0.0]])
-    adam_step(theta, first, moment1, moment2, 1, config)
+    theta = np.array([[1.0, -2.0, 0.0], [5.0, 5.0, 5.0]])
+    adam = Adam(theta, config, max_updates=4)
+    first = np.array([[0.5, -3.0, 0.0], [1.0, 1.0, 1.0]])
+    adam.step(theta, first, np.array([True, False]))
     # Step 1: the bias-corrected moments are g and g^2, so each parameter moves by -lr sign(g).
-    np.testing.assert_allclose(theta, [[0.9, -1.9, 0.0]], atol=1e-8)
+    np.testing.assert_allclose(theta, [[0.9, -1.9, 0.0], [5.0, 5.0, 5.0]], atol=1e-8)
     after_first = theta.copy()
-    second = np.array([[1.5, 1.0, 0.0]])
-    adam_step(theta, second, moment1, moment2, 2, config)
-    m_hat = (0.9 * 0.1 * first + 0.1 * second) / (1 - 0.9**2)
-    v_hat = (0.999 * 0.001 * first**2 + 0.001 * second**2) / (1 - 0.999**2)
-    np.testing.assert_allclose(theta, after_first - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=1e-12)
+    second = np.array([[1.5, 1.0, 0.0], [2.0, 2.0, 2.0]])
+    adam.step(theta, second, np.array([True, True]))
+    m_hat = (0.9 * 0.1 * first[0] + 0.1 * second[0]) / (1 - 0.9**2)
+    v_hat = (0.999 * 0.001 * first[0] ** 2 + 0.001 * second[0] ** 2) / (1 - 0.999**2)
+    np.testing.assert_allclose(theta[0], after_first[0] - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=1e-12)
+    # The second run took its first step only now: its own count, its own bias correction.
+    np.testing.assert_allclose(theta[1], [4.9, 4.9, 4.9], atol=1e-8)
+    assert adam.count.tolist() == [2, 1]
 
 
 def test_numbers_do_not_depend_on_workers_or_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,20 +76,20 @@ def test_numbers_do_not_depend_on_workers_or_chunking(monkeypatch: pytest.Monkey
     monkeypatch.setattr(train, "RUNS_PER_CHUNK", 1)
     monkeypatch.setattr(train, "NOISE_BLOCK_STEPS", 7)
     pd.testing.assert_frame_equal(reference, run_experiment(SMALL, list(VARIANTS), seeds), check_exact=True)
-    alone = simulate(SMALL, [("length_only", 11)])
+    alone = simulate(SMALL, [(VARIANTS["length_only"], 11)])
     together = reference[(reference.variant == "length_only") & (reference.seed == 11)].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone, together, check_exact=True)
 
 
 def test_a_shorter_run_is_a_prefix_of_a_longer_one() -> None:
-    short = simulate(Config(steps=20), [("grpo", 4)])
-    long = simulate(Config(steps=60), [("grpo", 4)])
+    short = simulate(Config(steps=20), [(VARIANTS["grpo"], 4)])
+    long = simulate(Config(steps=60), [(VARIANTS["grpo"], 4)])
     pd.testing.assert_frame_equal(short, long.iloc[:21], check_exact=True)
 
 
 def test_variants_share_initial_logits_and_noise() -> None:
-    frame = simulate(SMALL, [(name, 7) for name in VARIANTS])
-    first = frame[frame.step == 0].drop(columns=["variant", "grad_norm"])
+    frame = simulate(SMALL, [(variant, 7) for variant in VARIANTS.values()])
+    first = frame[frame.step == 0].drop(columns=["variant", "grad_norm", "clip_fraction"])
     assert (first.nunique() == 1).all()
     assert frame[frame.step == 0].grad_norm.nunique() == 4  # same batch, four different updates
 

@@ -14,26 +14,29 @@ import numpy as np
 import pandas as pd
 
 from toyrl.config import Config, InvalidInput
-from toyrl.expected import expected_update, true_gradient, variant_switches
+from toyrl.expected import expected_update, true_gradient
+from toyrl.objective import Variant, parse_variant
 from toyrl.policy import FloatArray
+from toyrl.presets import ALL_VARIANTS
 from toyrl.train import EXACT_COLUMNS, simulate
 
 
-def bias_report(theta: FloatArray, config: Config, names: list[str]) -> list[dict[str, float | str]]:
+def bias_report(
+    theta: FloatArray, config: Config, variants: Sequence[Variant]
+) -> list[dict[str, float | str]]:
     """Per variant: cosine and norm ratio of E[g] to grad J, and their components.
 
-    theta [R, P + 2] holds one policy state per entry of `names` (R = len(names)). Components: the
+    theta [R, P + 2] holds one policy state per variant (R = len(variants)). Components: the
     psi block (norms and cosine), phi_right and phi_wrong (values; grad J's phi_wrong is 0).
     """
-    std_scaled, length_mean = variant_switches(names)
-    update = expected_update(theta, config, std_scaled, length_mean)
+    update = expected_update(theta, config, variants)
     gradient = true_gradient(theta, config.cap, config.min_length)
     rows: list[dict[str, float | str]] = []
-    for i, name in enumerate(names):
+    for i, variant in enumerate(variants):
         u, g = update[i], gradient[i]
         rows.append(
             {
-                "variant": name,
+                "variant": variant.name,
                 "cosine": float(u @ g / (np.linalg.norm(u) * np.linalg.norm(g))),
                 "norm_ratio": float(np.linalg.norm(u) / np.linalg.norm(g)),
                 "psi_cosine": float(u[:-2] @ g[:-2] / (np.linalg.norm(u[:-2]) * np.linalg.norm(g[:-2]))),
@@ -51,7 +54,7 @@ def bias_report(theta: FloatArray, config: Config, names: list[str]) -> list[dic
 
 def replay_states(
     config: Config,
-    runs: Sequence[tuple[str, int]],
+    runs: Sequence[tuple[Variant, int]],
     steps: Sequence[int],
     check: pd.DataFrame | None = None,
     exact: bool = False,
@@ -87,12 +90,15 @@ def bias_over_training(
 ) -> pd.DataFrame:
     """For every run of a results table, every `stride` steps: cosine, norm ratio and phi_wrong share
     of its own variant's E[g] against grad J. A tidy frame, one row per (variant, seed, step)."""
-    runs = list(frame[["variant", "seed"]].drop_duplicates().itertuples(index=False, name=None))
+    runs = [
+        (parse_variant(name, ALL_VARIANTS), int(seed))
+        for name, seed in frame[["variant", "seed"]].drop_duplicates().itertuples(index=False, name=None)
+    ]
     last = int(frame["step"].max())
     steps = list(range(0, last + 1, stride)) + ([last] if last % stride else [])
     states = replay_states(config.replace(steps=last), runs, steps, check=frame, exact=exact)
-    names = [name for name, _ in runs for _ in steps]
-    rows = bias_report(states.reshape(-1, states.shape[-1]), config, names)
+    variants = [variant for variant, _ in runs for _ in steps]
+    rows = bias_report(states.reshape(-1, states.shape[-1]), config, variants)
     table = pd.DataFrame(rows)
     table.insert(1, "seed", [seed for _, seed in runs for _ in steps])
     table.insert(2, "step", steps * len(runs))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -18,7 +19,8 @@ import typer
 from typer.core import TyperGroup
 
 from toyrl.config import Config, ConfigError, InvalidInput, field_help
-from toyrl.objective import VARIANTS, parse_variants
+from toyrl.objective import ARTICLE_VARIANTS, parse_variant, parse_variants
+from toyrl.presets import ALL_VARIANTS
 from toyrl.results import (
     check_output_path,
     final_summary,
@@ -127,7 +129,10 @@ def run(
     config: Config,
     variant: Annotated[
         list[str] | None,
-        typer.Option(help=f"Variant to run, repeatable: {', '.join(VARIANTS)}, or all (default all)."),
+        typer.Option(
+            help="Variant, repeatable: a name (toyrl variants lists them), all (the article's four, the "
+            "default), or a spec such as advantage=rloo,aggregation=token_mean,num_iterations=2."
+        ),
     ] = None,
     seeds: Annotated[int, typer.Option(help="Number of seeds per variant (>= 1).")] = 6,
     seed_start: Annotated[int, typer.Option(help="First seed (>= 0); seeds are S .. S+N-1.")] = 0,
@@ -141,7 +146,7 @@ def run(
     ] = False,
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
-    names = parse_variants(variant or ["all"])
+    variants = parse_variants(variant or ["all"], ALL_VARIANTS)
     if seeds < 1:
         raise ConfigError("seeds", "must be an integer >= 1", seeds)
     if seed_start < 0:
@@ -150,14 +155,14 @@ def run(
     seed_list = list(range(seed_start, seed_start + seeds))
     frame = run_experiment(
         config,
-        names,
+        variants,
         seed_list,
         n_jobs=n_jobs,
         progress=None if quiet else _progress("toyrl run"),
         exact=exact,
     )
     command = "toyrl run --exact" if exact else "toyrl run"
-    save_results(frame, out, metadata(config, names, seed_list, command, exact=exact))
+    save_results(frame, out, metadata(config, variants, seed_list, command, exact=exact))
     if not quiet:
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
@@ -217,23 +222,24 @@ def reproduce(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
     """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
-    config, names, seeds = Config(), list(VARIANTS), list(range(ARTICLE_SEEDS))
+    config, variants, seeds = Config(), list(ARTICLE_VARIANTS.values()), list(range(ARTICLE_SEEDS))
     out = _folder(results_dir, "--results-dir") / "article.csv"
     check_output_path(out, "--results-dir")
     _folder(figures_dir, "--figures-dir")
     say = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
-    say(f"toyrl reproduce: {len(names)} variants x {len(seeds)} seeds x {config.steps} steps")
+    say(f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps")
     frame = run_experiment(
-        config, names, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
+        config, variants, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
     )
-    meta = metadata(config, names, seeds, "toyrl reproduce")
+    meta = metadata(config, variants, seeds, "toyrl reproduce")
     save_results(frame, out, meta)
     say("rendering figures")
     from toyrl.plots import render_teaching
 
     written = _render(frame, meta, figures_dir) + render_teaching(figures_dir)
     explorer = figures_dir / "explorer.html"
-    _explorer(frame, config, f"the article's toy run, {len(names)} variants x {len(seeds)} seeds", explorer)
+    description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
+    _explorer(frame, config, description, explorer)
     written.append(explorer)
     if not quiet:
         typer.echo(f"results: {out} and {out.with_suffix('.json')}")
@@ -278,8 +284,8 @@ def explore(
         raise InvalidInput(f"--out: folder '{out.parent}' does not exist")
     if results is None:
         config, seeds = Config(), list(range(ARTICLE_SEEDS))
-        frame = run_experiment(config, list(VARIANTS), seeds)
-        description = f"the article's toy run, {len(VARIANTS)} variants x {len(seeds)} seeds"
+        frame = run_experiment(config, list(ARTICLE_VARIANTS.values()), seeds)
+        description = f"the article's toy run, {len(ARTICLE_VARIANTS)} variants x {len(seeds)} seeds"
     else:
         frame, meta = load_results(results)
         config = _sidecar_config(meta) or Config()
@@ -315,9 +321,9 @@ def bias(
         if step is not None:
             raise InvalidInput("--step needs --results (the runs whose policy it names)")
         config = Config()
-        names = parse_variants(variant or ["all"])
+        chosen_variants = parse_variants(variant or ["all"], ALL_VARIANTS)
         theta = initial_theta(config, run_streams(seed)[0])
-        rows = bias_report(np.repeat(theta[None], len(names), axis=0), config, names)
+        rows = bias_report(np.repeat(theta[None], len(chosen_variants), axis=0), config, chosen_variants)
         where = f"the initial policy of seed {seed} (default settings)"
     else:
         frame, meta = load_results(results)
@@ -328,7 +334,7 @@ def bias(
             )
         config = saved
         present = list(dict.fromkeys(frame["variant"]))
-        names = [name for name in parse_variants(variant or ["all"]) if name in present]
+        names = [name for name in (variant or present) if name in present]
         if not names:
             raise InvalidInput(f"{results}: has none of the variants asked for; it has {', '.join(present)}")
         last = int(frame["step"].max())
@@ -336,13 +342,13 @@ def bias(
         if not 0 <= chosen <= last:
             raise InvalidInput(f"--step must be in 0..{last} for {results} (got {chosen})")
         runs = [
-            (name, int(s))
+            (parse_variant(name, ALL_VARIANTS), int(s))
             for name in names
             for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
         ]
         exact = bool(meta.get("exact", False)) if meta else False
         states = replay_states(config.replace(steps=last), runs, [chosen], check=frame, exact=exact)[:, 0]
-        per_run = pd.DataFrame(bias_report(states, config, [name for name, _ in runs]))
+        per_run = pd.DataFrame(bias_report(states, config, [v for v, _ in runs]))
         means = per_run.groupby("variant", sort=False).mean(numeric_only=True).reset_index()
         rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
         where = f"step {chosen} of {results}, mean over {len(runs) // len(names)} seeds"
@@ -382,6 +388,33 @@ def bias(
         if i == 0:
             typer.echo("  ".join("-" * width for width in widths))
     typer.echo("grad J's phi_wrong component is 0: a wrong approach earns nothing at any length.")
+
+
+@app.command()
+def variants(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List every named variant: its advantage, aggregation, PPO settings and the trainer setting."""
+    from toyrl.objective import ADVANTAGES, AGGREGATIONS, SPEC_KEYS
+    from toyrl.presets import SOURCES, stands_for
+
+    if as_json:
+        rows = [
+            {**dataclasses.asdict(v), "clip_high": v.clip_high, "stands_for": stands_for(v.name)}
+            for v in ALL_VARIANTS.values()
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for v in ALL_VARIANTS.values():
+        clip = f"clip [{1 - v.epsilon:g}, {1 + v.clip_high:g}]"
+        ppo = f"num_iterations={v.num_iterations}, {clip}, beta={v.beta:g}"
+        extras = ", mask_truncated" if v.mask_truncated else ""
+        eps = "" if v.eps is None else f", eps={v.eps:g}"
+        typer.echo(f"{v.name}\n    {v.advantage} + {v.aggregation}; {ppo}{extras}{eps}")
+        typer.echo(f"    {stands_for(v.name) or v.summary}")
+    typer.echo(f"\nadvantages: {', '.join(ADVANTAGES)}\naggregations: {', '.join(AGGREGATIONS)}")
+    typer.echo(f"spell any combination as --variant key=value,... over {', '.join(SPEC_KEYS)}")
+    typer.echo("read from: " + "; ".join(SOURCES.values()))
 
 
 def _cell(value: object) -> str:

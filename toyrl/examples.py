@@ -56,8 +56,8 @@ def length_example(group_size: int = 8, correct: int = 2, length_norm: float = 2
         _weights("grpo", rewards, tokens, length_norm),
         _weights("dr_grpo", rewards, tokens, length_norm),
     )
-    grpo_advantage = advantages(rewards, True, eps=0.0)
-    dr_advantage = advantages(rewards, False, eps=0.0)
+    grpo_advantage = advantages(rewards, "group_std", eps=0.0)
+    dr_advantage = advantages(rewards, "none", eps=0.0)
     rows = [
         [
             "correct" if rewards[i] else "wrong",
@@ -122,7 +122,7 @@ def group_mass(successes: Any, group_size: int, std_scaled: bool) -> FloatArray:
     """Total advantage mass sum_i |A_i| of a binary-reward group with k successes (k broadcasts)."""
     successes = np.asarray(successes)
     rewards = (np.arange(group_size) < successes[..., None]).astype(np.float64)
-    return np.abs(advantages(rewards, std_scaled, eps=0.0)).sum(axis=-1)
+    return np.abs(advantages(rewards, "group_std" if std_scaled else "none", eps=0.0)).sum(axis=-1)
 
 
 def difficulty_example(group_size: int = 8) -> Example:
@@ -146,8 +146,8 @@ def difficulty_example(group_size: int = 8) -> Example:
         "max_flattening": float(np.max(grpo_relative[inner] / dr_relative[inner])),
         "std_g64_single": single_64,
         "weight_g64_single": 1 / single_64,
-        "advantage_g16_single_dr": float(advantages(one_success_16, False, eps=0.0)[0]),
-        "advantage_g16_single_grpo": float(advantages(one_success_16, True, eps=0.0)[0]),
+        "advantage_g16_single_dr": float(advantages(one_success_16, "none", eps=0.0)[0]),
+        "advantage_g16_single_grpo": float(advantages(one_success_16, "group_std", eps=0.0)[0]),
         "std_multiplier_half": 1 / std[half],
         "std_multiplier_k1": 1 / std[1],
     }
@@ -242,14 +242,14 @@ def expected_estimators(pass_rate: float, group_size: int) -> tuple[float, float
     def expectation(advantage: FloatArray) -> float:
         return float((probability * (advantage * score).mean(axis=-1)).sum())
 
-    mean_baseline = expectation(advantages(outcomes, False, eps=0.0))
+    mean_baseline = expectation(advantages(outcomes, "none", eps=0.0))
     return pass_rate * (1 - pass_rate), mean_baseline, expectation(leave_one_out_advantages(outcomes))
 
 
 def baseline_example(pass_rate: float = 0.3) -> Example:
     """Tutorial 4.1: the group mean scales the expected gradient by (K - 1)/K; RLOO removes it."""
     rewards = np.array([1.0, 1.0, 0.0, 0.0])
-    centred, loo = advantages(rewards, False, eps=0.0), leave_one_out_advantages(rewards)
+    centred, loo = advantages(rewards, "none", eps=0.0), leave_one_out_advantages(rewards)
     numbers = {"identity_ratio": float(centred[0] / loo[0])}
     rows = []
     for group in (2, 4, 8):

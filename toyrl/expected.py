@@ -19,11 +19,14 @@ truncation atom K > cap, on each branch. Everything is vectorised over runs [R] 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from scipy.special import expit, log_expit
 from scipy.stats import binom
 
-from toyrl.config import Config
+from toyrl.config import Config, InvalidInput
+from toyrl.objective import Variant
 from toyrl.policy import FloatArray, split, stop_within, survival
 
 
@@ -44,37 +47,89 @@ def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
     return grad
 
 
-def _mean_advantage(
-    success_rate: FloatArray, group_size: int, std_scaled: FloatArray, eps: float
-) -> tuple[FloatArray, FloatArray]:
-    """(abar(1), abar(0)) [R, P]: E[A_1 | r_1 = r] over the other G - 1 rewards.
+SUPPORTED_ADVANTAGES = ("group_std", "group_std_sample", "none", "rloo")
+SUPPORTED_AGGREGATIONS = (
+    "seq_mean_token_mean",
+    "seq_mean_token_sum",
+    "seq_mean_token_sum_norm",
+    "token_sum_norm",
+    "token_sum",
+)
 
-    A_1 = (r - k/G) / (std(k) + eps) or r - k/G, k = r + k' successes, std(k) = sqrt(k/G (1 - k/G))
-    (population std, as the simulator); a zero-variance group has advantage 0.
+
+def check_exact_supported(variants: Sequence[Variant]) -> None:
+    """InvalidInput unless every variant's expected update has the exact form computed here.
+
+    Covered: group-level advantages, per-response or constant denominators, truncated responses
+    masked or not, one on-policy update without KL. Batch-level statistics (`batch_std`,
+    `batch_whiten`, `token_mean`) couple the groups of a batch, and PPO epochs or the KL term make
+    the update depend on more than the policy; those are simulated, not computed exactly.
     """
-    others = np.arange(group_size)  # k' = 0 .. G - 1
-    pmf = binom.pmf(others, group_size - 1, success_rate[..., None])  # [R, P, G]
+    for v in variants:
+        if (
+            v.advantage not in SUPPORTED_ADVANTAGES
+            or v.aggregation not in SUPPORTED_AGGREGATIONS
+            or v.num_iterations > 1
+            or v.beta > 0
+        ):
+            raise InvalidInput(
+                f"no exact expected update for variant {v.name!r}: it covers advantages "
+                f"{', '.join(SUPPORTED_ADVANTAGES)}, aggregations {', '.join(SUPPORTED_AGGREGATIONS)}, "
+                "num_iterations = 1 and beta = 0"
+            )
+
+
+def _mean_advantage(
+    success_rate: FloatArray, group_size: int, variant: Variant, eps: float
+) -> tuple[FloatArray, FloatArray]:
+    """(abar(1), abar(0)) [..., P]: E[A_1 | r_1 = r] over k' ~ Binomial(G - 1, q) other successes.
+
+    k = r + k'; std(k) = sqrt(k/G (1 - k/G)) is the population std (times sqrt(G/(G-1)) for the
+    sample std); a zero-variance group has advantage 0; RLOO's baseline is k'/(G - 1).
+    """
+    others = np.arange(group_size)
+    pmf = binom.pmf(others, group_size - 1, success_rate[..., None])
+    eps = eps if variant.eps is None else variant.eps
     result = []
     for r in (1.0, 0.0):
         k = r + others
-        centred = r - k / group_size
-        std = np.sqrt(k / group_size * (1 - k / group_size))
-        scale = np.where(std_scaled[..., None, None], std + eps, 1.0)
-        advantage = np.divide(
-            centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0
-        )
+        if variant.advantage == "rloo":
+            advantage = r - others / (group_size - 1)
+        else:
+            advantage = r - k / group_size
+            if variant.advantage in ("group_std", "group_std_sample"):
+                std = np.sqrt(k / group_size * (1 - k / group_size))
+                if variant.advantage == "group_std_sample":
+                    std = std * np.sqrt(group_size / (group_size - 1))
+                scale = std + eps
+                advantage = np.divide(advantage, scale, out=np.zeros(scale.shape), where=scale > 0)
         result.append((pmf * advantage).sum(axis=-1))
     return result[0], result[1]
 
 
+def _denominator(variant: Variant, token_count: FloatArray, length_norm: float) -> FloatArray:
+    """D(L) of the variant's aggregation, times n/N so that E[g] = (1/P) sum_j E_j[w_1 s_1 N/n]."""
+    responses_over_n = {"token_sum_norm": 1.0, "token_sum": 1.0}
+    if variant.aggregation == "seq_mean_token_mean":
+        denominator = token_count
+    elif variant.aggregation in ("seq_mean_token_sum_norm", "token_sum_norm"):
+        denominator = np.full(token_count.shape, length_norm)
+    else:
+        denominator = np.ones(token_count.shape)
+    return denominator * responses_over_n.get(variant.aggregation, 1.0)
+
+
 def _branch_sums(
-    stop_logit: FloatArray, config: Config, length_mean: FloatArray, window: tuple[int, int] | None
+    stop_logit: FloatArray,
+    config: Config,
+    variants: Sequence[Variant],
+    window: tuple[int, int] | None,
 ) -> dict[str, FloatArray]:
     """Sums over one branch's outcomes o of P(o)/D(o) and P(o) score(o)/D(o), [R] each.
 
     Outcomes: K = k <= cap (stopped, L = k, score 1 - k s) and K > cap (truncated, L = cap,
-    score -cap s). D = L + 1 (the token count) where `length_mean`, else L_norm. With `window`
-    (a, b), the sums are split into outcomes with a <= K <= b ("in") and the rest ("out").
+    score -cap s, weight 0 when the variant masks truncated responses). With `window` (a, b), the
+    sums are split into outcomes with a <= K <= b ("in") and the rest ("out").
     """
     cap = config.cap
     k = np.arange(1, cap + 1, dtype=np.float64)
@@ -82,11 +137,21 @@ def _branch_sums(
     pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
-    divide = length_mean[..., None]
-    d_k = np.where(divide, k + 1, config.length_norm_value)
-    d_tail = np.where(length_mean, cap + 1, config.length_norm_value)
-    weight, scored = pmf / d_k, pmf * (1 - k * s) / d_k
-    tail_weight, tail_scored = tail / d_tail, tail * (-cap * s[..., 0]) / d_tail
+    d_k = np.stack([_denominator(v, k + 1, config.length_norm_value) for v in variants])
+    d_tail = np.array([_denominator(v, np.array([cap + 1.0]), config.length_norm_value)[0] for v in variants])
+    keep_tail = np.array([not v.mask_truncated for v in variants])
+    # The number of responses N over the aggregation's n: token sums are not averaged over responses.
+    scale = np.array(
+        [
+            config.batch_prompts * config.group_size
+            if v.aggregation in ("token_sum_norm", "token_sum")
+            else 1.0
+            for v in variants
+        ]
+    )
+    weight, scored = scale[:, None] * pmf / d_k, scale[:, None] * pmf * (1 - k * s) / d_k
+    tail_weight = np.where(keep_tail, scale * tail / d_tail, 0.0)
+    tail_scored = np.where(keep_tail, scale * tail * (-cap * s[..., 0]) / d_tail, 0.0)
     if window is None:
         return {"weight": weight.sum(-1) + tail_weight, "scored": scored.sum(-1) + tail_scored}
     inside = (k >= window[0]) & (k <= window[1])
@@ -98,22 +163,22 @@ def _branch_sums(
     }
 
 
-def expected_update(
-    theta: FloatArray, config: Config, std_scaled: FloatArray, length_mean: FloatArray
-) -> FloatArray:
-    """E[g] [R, P + 2], the ascent direction (minus the expected loss gradient) of each run.
-
-    `std_scaled`, `length_mean`: the variant's switches per run, bool [R].
-    """
+def expected_update(theta: FloatArray, config: Config, variants: Sequence[Variant]) -> FloatArray:
+    """E[g] [R, P + 2], the ascent direction (minus the expected loss gradient) of each run's variant."""
+    check_exact_supported(variants)
     psi, phi_right, phi_wrong = split(theta)
     p_right, p_wrong = expit(psi), expit(-psi)
-    right = _branch_sums(phi_right, config, length_mean, (config.min_length, config.cap))
-    wrong = _branch_sums(phi_wrong, config, length_mean, None)
+    right = _branch_sums(phi_right, config, variants, (config.min_length, config.cap))
+    wrong = _branch_sums(phi_wrong, config, variants, None)
     window = survival(config.min_length - 1, phi_right) * stop_within(
         config.cap - config.min_length + 1, phi_right
     )
     success = p_right * window[..., None]
-    abar_correct, abar_incorrect = _mean_advantage(success, config.group_size, std_scaled, config.std_eps)
+    abar_correct, abar_incorrect = np.empty(success.shape), np.empty(success.shape)
+    for i, variant in enumerate(variants):
+        abar_correct[i], abar_incorrect[i] = _mean_advantage(
+            success[i], config.group_size, variant, config.std_eps
+        )
     prompts = psi.shape[-1]
     # Right approach: correct iff in the window; the approach score is 1 - sigma(psi) there, and
     # -sigma(psi) on a wrong approach, whose responses are all incorrect.
@@ -127,13 +192,3 @@ def expected_update(
     ).mean(axis=-1)
     grad[..., -1] = (p_wrong * abar_incorrect * wrong["scored"][..., None]).mean(axis=-1)
     return grad
-
-
-def variant_switches(names: list[str]) -> tuple[FloatArray, FloatArray]:
-    """The (std_scaled, length_mean) switches [R] of variants given by name."""
-    from toyrl.objective import VARIANTS
-
-    return (
-        np.array([VARIANTS[name].std_scaled for name in names]),
-        np.array([VARIANTS[name].length_mean for name in names]),
-    )

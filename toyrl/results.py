@@ -6,6 +6,7 @@ first, so a reader never sees a half-written file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -19,7 +20,8 @@ import pandas as pd
 
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import VARIANTS
+from toyrl.objective import Variant
+from toyrl.presets import stands_for
 
 COLUMN_DOCS = {
     "variant": "loss variant (toyrl.objective.VARIANTS)",
@@ -39,7 +41,8 @@ COLUMN_DOCS = {
     "batch_length_correct": "mean L of its correct responses (NaN if none)",
     "batch_length_incorrect": "mean L of its incorrect responses (NaN if none)",
     "zero_variance_fraction": "fraction of its groups whose rewards are all equal",
-    "grad_norm": "L2 norm of the loss gradient that batch gives (all P + 2 parameters)",
+    "grad_norm": "L2 norm of the loss gradient that batch gives (all P + 2 parameters), first update",
+    "clip_fraction": "share of tokens whose PPO clip was active, mean over the step's updates (0 on-policy)",
 }
 
 # Article, "Toy run": final accuracy and tokens of GRPO and length-only (6 seeds). The token figure
@@ -74,7 +77,7 @@ def check_output_path(path: Path, option: str = "--out") -> None:
 
 
 def metadata(
-    config: Config, variants: Sequence[str], seeds: Sequence[int], command: str, exact: bool = False
+    config: Config, variants: Sequence[Variant], seeds: Sequence[int], command: str, exact: bool = False
 ) -> dict[str, Any]:
     """Everything needed to remake a results file: version, configuration, variants, seeds, and
     whether the runs are mean-field (`exact`) ones."""
@@ -85,12 +88,8 @@ def metadata(
         "config": config.to_dict(),
         "length_norm_used": config.length_norm_value,
         "variants": {
-            name: {
-                "std_scaled": VARIANTS[name].std_scaled,
-                "length_mean": VARIANTS[name].length_mean,
-                "summary": VARIANTS[name].summary,
-            }
-            for name in variants
+            variant.name: {**dataclasses.asdict(variant), "stands_for": stands_for(variant.name)}
+            for variant in variants
         },
         "seeds": [int(seed) for seed in seeds],
         "python": platform.python_version(),

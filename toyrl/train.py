@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed, effective_n_jobs
 from numpy.typing import NDArray
-from scipy.special import logit
+from scipy.special import expit, log_expit, logit
 
 from toyrl.config import Config, ConfigError
-from toyrl.expected import expected_update
-from toyrl.objective import VARIANTS, advantages, token_weights
+from toyrl.expected import check_exact_supported, expected_update
+from toyrl.objective import Variant, Weights, parse_variant, token_weights
 from toyrl.policy import Batch, FloatArray, exact_metrics, response_scores, sample_batch
+from toyrl.presets import ALL_VARIANTS
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn this many steps at a time, to bound memory
 RUNS_PER_CHUNK = 256  # runs simulated together as one array
@@ -51,6 +53,7 @@ BATCH_COLUMNS = [
     "batch_length_incorrect",
     "zero_variance_fraction",
     "grad_norm",
+    "clip_fraction",
 ]
 COLUMNS = ["variant", "seed", "step", *EXACT_COLUMNS, *BATCH_COLUMNS]
 
@@ -62,49 +65,159 @@ def initial_theta(config: Config, rng: np.random.Generator) -> FloatArray:
     return np.concatenate([psi, phi])
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Every run's variant, grouped for vectorised weights, and its PPO settings as arrays [R]."""
+
+    variants: tuple[Variant, ...]
+    groups: tuple[tuple[Variant, NDArray[np.intp]], ...]
+    iterations: NDArray[np.int64]
+    clip_low: FloatArray
+    clip_high: FloatArray
+    beta: FloatArray
+
+    @classmethod
+    def of(cls, variants: Sequence[Variant]) -> Plan:
+        rows: dict[Variant, list[int]] = {}
+        for i, variant in enumerate(variants):
+            rows.setdefault(variant, []).append(i)
+        return cls(
+            variants=tuple(variants),
+            groups=tuple((variant, np.array(index)) for variant, index in rows.items()),
+            iterations=np.array([v.num_iterations for v in variants]),
+            clip_low=np.array([v.epsilon for v in variants]),
+            clip_high=np.array([v.clip_high for v in variants]),
+            beta=np.array([v.beta for v in variants]),
+        )
+
+    def weights(self, batch: Batch, rewards: FloatArray, config: Config) -> Weights:
+        """Every run's per-token weights [R, B, G] under its own variant, and n [R]."""
+        advantage, denominator = np.empty(rewards.shape), np.empty(rewards.shape)
+        n, included = np.empty(len(self.variants)), np.empty(rewards.shape, dtype=bool)
+        for variant, rows in self.groups:
+            part = token_weights(
+                variant,
+                rewards[rows],
+                batch.length[rows] + 1,
+                batch.stopped[rows],
+                config.std_eps,
+                config.length_norm_value,
+            )
+            advantage[rows], denominator[rows], n[rows], included[rows] = part
+        return Weights(advantage, denominator, n, included)
+
+
 def loss_gradient(
-    theta: FloatArray,
-    prompt_index: NDArray[np.intp],
-    batch: Batch,
-    rewards: FloatArray,
-    std_scaled: NDArray[np.bool_],
-    length_mean: NDArray[np.bool_],
-    config: Config,
+    theta: FloatArray, prompt_index: NDArray[np.intp], batch: Batch, weight: FloatArray, n: FloatArray
 ) -> FloatArray:
-    """Gradient [R, P + 2] of every run's loss -(1/(B G)) sum_i w_i log pi(o_i) at ratio 1.
+    """Gradient [R, P + 2] of every run's loss -(1/n) sum_i w_i log pi(o_i) at ratio 1 (on-policy).
 
     w_i = A_i / D_i is the variant's per-token weight (`toyrl.objective`); the token scores of a
     response are summed in closed form (`toyrl.policy.response_scores`), so each response costs O(1).
     """
-    advantage = advantages(rewards, std_scaled, config.std_eps)
-    weight = token_weights(advantage, batch.length + 1, length_mean, config.length_norm_value)
     score_approach, score_stop = response_scores(theta, prompt_index, batch)
-    responses = config.batch_prompts * config.group_size
     weighted_stop = weight * score_stop
     grad = np.zeros_like(theta)
-    prompt_grad = -(weight * score_approach).sum(axis=-1) / responses
+    prompt_grad = -(weight * score_approach).sum(axis=-1) / n[:, None]
     np.put_along_axis(grad[:, :-2], prompt_index, prompt_grad, axis=-1)
-    grad[:, -2] = -np.where(batch.right, weighted_stop, 0.0).sum(axis=(1, 2)) / responses
-    grad[:, -1] = -np.where(batch.right, 0.0, weighted_stop).sum(axis=(1, 2)) / responses
+    grad[:, -2] = -np.where(batch.right, weighted_stop, 0.0).sum(axis=(1, 2)) / n
+    grad[:, -1] = -np.where(batch.right, 0.0, weighted_stop).sum(axis=(1, 2)) / n
     return grad
 
 
-def adam_step(
+def clipped_gradient(
     theta: FloatArray,
-    grad: FloatArray,
-    moment1: FloatArray,
-    moment2: FloatArray,
-    step: int,
-    config: Config,
-) -> None:
-    """One Adam step (Kingma and Ba, bias-corrected) on theta in place; `step` counts from 1."""
-    moment1 *= config.adam_beta1
-    moment1 += (1 - config.adam_beta1) * grad
-    moment2 *= config.adam_beta2
-    moment2 += (1 - config.adam_beta2) * grad**2
-    mean = moment1 / (1 - config.adam_beta1**step)
-    second = moment2 / (1 - config.adam_beta2**step)
-    theta -= config.lr * mean / (np.sqrt(second) + config.adam_eps)
+    theta_old: FloatArray,
+    theta_ref: FloatArray,
+    prompt_index: NDArray[np.intp],
+    batch: Batch,
+    weights: Weights,
+    plan: Plan,
+) -> tuple[FloatArray, FloatArray]:
+    """(loss gradient [R, P + 2], clip fraction [R]) of PPO's clipped objective minus beta k3.
+
+    Per token: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A) - beta k3(ref, theta),
+    aggregated with the variant's 1/(D n). A response has three kinds of token (approach, non-stop,
+    stop), and all tokens of a kind share one ratio rho = pi_theta / pi_old, so clipping and the KL
+    term stay closed-form: the objective's gradient on a token is (A u rho + beta (pi_ref/pi - 1))
+    grad log pi, u = 0 where the clip is active (rho > 1 + epsilon_high with A > 0, rho < 1 - epsilon
+    with A < 0). The clip fraction is over the included tokens, as TRL counts it.
+    """
+    psi = np.take_along_axis(theta[:, :-2], prompt_index, axis=-1)[..., None]
+    phi_right, phi_wrong = theta[:, -2], theta[:, -1]
+    grad = np.zeros_like(theta)
+    advantage = weights.advantage
+    scale = (
+        np.where(
+            weights.included,
+            np.divide(1.0, weights.denominator, out=np.zeros(advantage.shape), where=weights.denominator > 0),
+            0.0,
+        )
+        / np.asarray(weights.n)[:, None, None]
+    )
+    non_stop = (batch.length - batch.stopped).astype(np.float64)
+    counts = {
+        "approach": np.ones(advantage.shape),
+        "non_stop": non_stop,
+        "stop": batch.stopped.astype(np.float64),
+    }
+
+    def token_log_prob(point: FloatArray, kind: str) -> FloatArray:
+        p = np.take_along_axis(point[:, :-2], prompt_index, axis=-1)[..., None]
+        phi = np.where(batch.right, point[:, -2, None, None], point[:, -1, None, None])
+        if kind == "approach":
+            return np.where(batch.right, log_expit(p), log_expit(-p))
+        return log_expit(phi) if kind == "stop" else log_expit(-phi)
+
+    low, high = plan.clip_low[:, None, None], plan.clip_high[:, None, None]
+    beta = plan.beta[:, None, None]
+    stop_prob = expit(np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None]))
+    scores = {"approach": batch.right - expit(psi), "non_stop": -stop_prob, "stop": 1 - stop_prob}
+    clipped_tokens = np.zeros(advantage.shape)
+    coefficient = {}
+    for kind in counts:
+        log_prob = token_log_prob(theta, kind)
+        ratio = np.exp(log_prob - token_log_prob(theta_old, kind))
+        clipped = ((advantage > 0) & (ratio > 1 + high)) | ((advantage < 0) & (ratio < 1 - low))
+        kl_term = beta * (np.exp(token_log_prob(theta_ref, kind) - log_prob) - 1)
+        coefficient[kind] = scale * (np.where(clipped, 0.0, advantage * ratio) + kl_term) * counts[kind]
+        clipped_tokens += np.where(weights.included & clipped, counts[kind], 0.0)
+    prompt_grad = -(coefficient["approach"] * scores["approach"]).sum(axis=-1)
+    np.put_along_axis(grad[:, :-2], prompt_index, prompt_grad, axis=-1)
+    stop_grad = coefficient["non_stop"] * scores["non_stop"] + coefficient["stop"] * scores["stop"]
+    grad[:, -2] = -np.where(batch.right, stop_grad, 0.0).sum(axis=(1, 2))
+    grad[:, -1] = -np.where(batch.right, 0.0, stop_grad).sum(axis=(1, 2))
+    tokens = np.where(weights.included, batch.length + 1.0, 0.0).sum(axis=(1, 2))
+    return grad, np.divide(
+        clipped_tokens.sum(axis=(1, 2)), tokens, out=np.zeros(len(tokens)), where=tokens > 0
+    )
+
+
+class Adam:
+    """Adam (Kingma and Ba, bias-corrected) over every run's parameters, with a step count per run.
+
+    The bias corrections come from tables of Python floats, so a run's numbers do not depend on how
+    many runs share the array.
+    """
+
+    def __init__(self, theta: FloatArray, config: Config, max_updates: int) -> None:
+        self.config = config
+        self.moment1, self.moment2 = np.zeros_like(theta), np.zeros_like(theta)
+        self.count = np.zeros(theta.shape[0], dtype=np.int64)
+        self.correction1 = np.array([1 - config.adam_beta1**t for t in range(1, max_updates + 1)])
+        self.correction2 = np.array([1 - config.adam_beta2**t for t in range(1, max_updates + 1)])
+
+    def step(self, theta: FloatArray, grad: FloatArray, active: NDArray[np.bool_]) -> None:
+        """One step on the `active` runs' theta, in place."""
+        c = self.config
+        rows = np.flatnonzero(active)
+        self.count[rows] += 1
+        m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad[rows]
+        v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad[rows] ** 2
+        self.moment1[rows], self.moment2[rows] = m, v
+        mean = m / self.correction1[self.count[rows] - 1, None]
+        second = v / self.correction2[self.count[rows] - 1, None]
+        theta[rows] -= c.lr * mean / (np.sqrt(second) + c.adam_eps)
 
 
 def batch_statistics(batch: Batch, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
@@ -157,54 +270,69 @@ def _noise(
 
 def simulate(
     config: Config,
-    runs: Sequence[tuple[str, int]],
+    runs: Sequence[tuple[Variant, int]],
     exact: bool = False,
     on_step: Callable[[int, FloatArray], None] | None = None,
 ) -> pd.DataFrame:
     """Train every (variant, seed) of `runs` together; a tidy frame of `COLUMNS`, (steps + 1) rows a run.
 
-    With `exact`, Adam is driven by the exact expected update E[g] (`toyrl.expected`) instead of a
-    sampled batch: the mean-field trajectory, without noise (batch columns are NaN).
+    Each step samples a batch from theta_t and takes the variant's `num_iterations` Adam updates on
+    it: the first on-policy (ratio 1), the later ones on PPO's clipped objective with exact ratios.
+    With `exact`, Adam is driven by the exact expected update E[g] (`toyrl.expected`) instead: the
+    mean-field trajectory, without noise (batch columns are NaN; one update per step).
     `on_step(step, theta)` is called with every policy state theta_t [R, P + 2] (do not modify it).
     """
     n_runs, steps = len(runs), config.steps
-    std_scaled = np.array([VARIANTS[name].std_scaled for name, _ in runs])
-    length_mean = np.array([VARIANTS[name].length_mean for name, _ in runs])
+    plan = Plan.of([variant for variant, _ in runs])
+    if exact:
+        check_exact_supported(plan.variants)
     streams = [run_streams(seed) for _, seed in runs]
     theta = np.stack([initial_theta(config, init) for init, *_ in streams])
-    moment1, moment2 = np.zeros_like(theta), np.zeros_like(theta)
+    theta_ref = theta.copy()  # the KL term's reference: the initial policy
+    adam = Adam(theta, config, max_updates=steps * int(plan.iterations.max()))
     record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
     noise = None if exact else _noise(streams, config)
+    kl_runs = plan.beta > 0
     for step in range(steps + 1):
         if on_step is not None:
             on_step(step, theta)
         for name, values in exact_metrics(theta, config.cap, config.min_length).items():
             record[name][:, step] = values
         if noise is None:
-            grad = -expected_update(theta, config, std_scaled, length_mean)
+            grad = -expected_update(theta, config, plan.variants)
             statistics = {name: np.full(n_runs, np.nan) for name in BATCH_COLUMNS}
             statistics["grad_norm"] = np.linalg.norm(grad, axis=-1)
+            statistics["clip_fraction"] = np.zeros(n_runs)
+            if step < steps:
+                adam.step(theta, grad, np.ones(n_runs, dtype=bool))
         else:
             prompt_index, approach, exponential = next(noise)
             batch = sample_batch(theta, prompt_index, approach, exponential, config.cap)
             rewards = batch.rewards(config.min_length)
-            grad = loss_gradient(
-                theta,
-                prompt_index,
-                batch,
-                rewards,
-                std_scaled[:, None, None],
-                length_mean[:, None, None],
-                config,
-            )
+            weights = plan.weights(batch, rewards, config)
+            grad = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))
+            if kl_runs.any():  # the KL term acts from the first update on
+                theta_now = theta.copy()
+                kl_grad, _ = clipped_gradient(theta, theta_now, theta_ref, prompt_index, batch, weights, plan)
+                grad = np.where(kl_runs[:, None], kl_grad, grad)
             statistics = batch_statistics(batch, rewards, grad)
+            clip_sum = np.zeros(n_runs)
+            if step < steps:
+                theta_old = theta.copy()
+                adam.step(theta, grad, np.ones(n_runs, dtype=bool))
+                for iteration in range(2, int(plan.iterations.max()) + 1):
+                    active = plan.iterations >= iteration
+                    later, clipped = clipped_gradient(
+                        theta, theta_old, theta_ref, prompt_index, batch, weights, plan
+                    )
+                    clip_sum += np.where(active, clipped, 0.0)
+                    adam.step(theta, later, active)
+            statistics["clip_fraction"] = clip_sum / plan.iterations
         for name, values in statistics.items():
             record[name][:, step] = values
-        if step < steps:
-            adam_step(theta, grad, moment1, moment2, step + 1, config)
     frame = pd.DataFrame(
         {
-            "variant": np.repeat([name for name, _ in runs], steps + 1),
+            "variant": np.repeat([variant.name for variant, _ in runs], steps + 1),
             "seed": np.repeat([seed for _, seed in runs], steps + 1),
             "step": np.tile(np.arange(steps + 1), n_runs),
         }
@@ -216,7 +344,7 @@ def simulate(
 
 def run_experiment(
     config: Config,
-    variants: Sequence[str],
+    variants: Sequence[Variant | str],
     seeds: Sequence[int],
     n_jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
@@ -228,14 +356,12 @@ def run_experiment(
     `exact`: the mean-field trajectories (see `simulate`).
     `progress(done, total)` is called as chunks of runs finish.
     """
-    unknown = [name for name in variants if name not in VARIANTS]
-    if unknown:
-        raise ConfigError("variant", f"must be one of {', '.join(VARIANTS)}", unknown[0])
+    resolved = [v if isinstance(v, Variant) else parse_variant(v, ALL_VARIANTS) for v in variants]
     if not seeds or min(seeds) < 0:
         raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
     if n_jobs == 0 or n_jobs < -1:
         raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
-    runs = [(variant, seed) for variant in variants for seed in seeds]
+    runs = [(variant, seed) for variant in resolved for seed in seeds]
     workers = min(effective_n_jobs(n_jobs), len(runs))
     n_chunks = max(math.ceil(len(runs) / RUNS_PER_CHUNK), workers)
     chunks = [list(chunk) for chunk in np.array_split(np.arange(len(runs)), n_chunks)]
