@@ -8,7 +8,7 @@ import pytest
 from toyrl.bias import bias_report
 from toyrl.config import Config
 from toyrl.expected import expected_update, true_gradient
-from toyrl.objective import VARIANTS, Variant
+from toyrl.objective import ADVANTAGES, AGGREGATIONS, VARIANTS, Variant
 from toyrl.policy import Batch, exact_metrics, sample_batch
 from toyrl.train import Plan, initial_theta, loss_gradient
 
@@ -205,3 +205,48 @@ def test_mean_field_runs(tmp_path) -> None:
     assert (grpo.stop_prob_wrong < 1 / 700).all()
     again = invoke("bias", "--results", str(csv), "--json")  # replays mean-field runs as such
     assert again.exit_code == 0, again.output
+
+
+def enumerate_batches(theta: np.ndarray, config: Config, variant: Variant) -> np.ndarray:
+    """E[sampled update] by summing over every batch when B = P (both prompts, every outcome)."""
+    group, cap = config.group_size, config.cap
+    outcomes = [(right, k) for right in (True, False) for k in range(1, cap + 2)]
+    slots = config.batch_prompts * group
+    combos = np.array(list(itertools.product(range(len(outcomes)), repeat=slots)))
+    right = np.array([outcomes[i][0] for i in combos.ravel()]).reshape(
+        len(combos), config.batch_prompts, group
+    )
+    rambled = np.array([outcomes[i][1] for i in combos.ravel()]).reshape(right.shape)
+    psi, phi = theta[: config.prompts], theta[config.prompts :]
+    p_right = (1 / (1 + np.exp(-psi)))[None, :, None]
+    s = 1 / (1 + np.exp(-np.where(right, phi[0], phi[1])))
+    length_prob = np.where(rambled <= cap, s * (1 - s) ** (rambled - 1), (1 - s) ** cap)
+    probability = np.prod(np.where(right, p_right, 1 - p_right) * length_prob, axis=(1, 2))
+    batch = Batch(right=right, length=np.minimum(rambled, cap), stopped=rambled <= cap)
+    index = np.tile(np.arange(config.batch_prompts), (len(combos), 1))
+    thetas = np.repeat(theta[None], len(combos), axis=0)
+    return (probability[:, None] * ascent(thetas, index, batch, variant, config)).sum(axis=0)
+
+
+BATCH_CONFIG = Config(prompts=2, batch_prompts=2, group_size=2, cap=2, min_length=2, length_norm=3.0)
+MODES = [("advantage", mode) for mode in ADVANTAGES] + [("aggregation", mode) for mode in AGGREGATIONS]
+
+
+@pytest.mark.parametrize(("switch", "mode"), MODES, ids=[f"{s}={m}" for s, m in MODES])
+def test_monte_carlo_update_of_every_mode_matches_exhaustive_enumeration(switch: str, mode: str) -> None:
+    """Every advantage and aggregation mode, batch-level ones included: the mean of the simulator's
+    sampled updates (its own sampler) against the exact sum over every possible batch."""
+    base = {"advantage": "group_std", "aggregation": "token_mean"}
+    variant = Variant("v", **(base | {switch: mode}), mask_truncated=True)
+    theta = np.array([0.3, -0.6, np.log(0.45 / 0.55), np.log(0.3 / 0.7)])
+    exact = enumerate_batches(theta, BATCH_CONFIG, variant)
+    rng = np.random.default_rng(17)
+    runs = 300_000
+    thetas = np.repeat(theta[None], runs, axis=0)
+    index = np.tile(np.arange(2), (runs, 1))
+    shape = (runs, 2, 2)
+    batch = sample_batch(thetas, index, rng.random(shape), rng.standard_exponential(shape), BATCH_CONFIG.cap)
+    sampled = ascent(thetas, index, batch, variant, BATCH_CONFIG)
+    error = sampled.mean(axis=0) - exact
+    assert np.all(np.abs(error) <= 4 * sampled.std(axis=0) / np.sqrt(runs) + 1e-15), error
+    assert np.abs(exact).max() > 0

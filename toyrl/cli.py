@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import io
 import json
 import os
 import sys
@@ -388,6 +389,88 @@ def bias(
         if i == 0:
             typer.echo("  ".join("-" * width for width in widths))
     typer.echo("grad J's phi_wrong component is 0: a wrong approach earns nothing at any length.")
+
+
+@app.command()
+@with_config_options
+def sweep(
+    config: Config,
+    out_dir: Annotated[
+        Path, typer.Option(help="The sweep's folder (made if missing; its parent must exist).")
+    ],
+    variant: Annotated[
+        list[str] | None,
+        typer.Option(help="Variant axis, repeatable: names, presets or key=value specs (default: the four)."),
+    ] = None,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(help="A configuration axis KEY=V1,V2,..., repeatable, e.g. group_size=4,8,16,64."),
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds per grid point (>= 1).")] = 3,
+    seed_start: Annotated[int, typer.Option(help="First seed (>= 0).")] = 0,
+    n_jobs: Annotated[int, typer.Option(help="Workers; -1 uses every core.")] = 1,
+    backend: Annotated[str, typer.Option(help="loky (joblib's processes) or dask (toyrl[dask]).")] = "loky",
+    scheduler: Annotated[
+        str | None, typer.Option(help="With --backend dask: a scheduler address (default: a local cluster).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace a different sweep already in --out-dir.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+) -> None:
+    """Run every variant x grid point x seed; resumable: run it again to finish a stopped sweep."""
+    from toyrl.sweep import estimate_left, parse_grid, run_sweep
+
+    chosen = parse_variants(variant or ["all"], ALL_VARIANTS)
+    axes = parse_grid(grid or [], config)
+    if seeds < 1:
+        raise ConfigError("seeds", "must be an integer >= 1", seeds)
+    if seed_start < 0:
+        raise ConfigError("seed_start", "must be an integer >= 0", seed_start)
+    if n_jobs == 0 or n_jobs < -1:
+        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+    if backend not in ("loky", "dask"):
+        raise InvalidInput(f"--backend must be loky or dask (got {backend!r})")
+    if scheduler and backend != "dask":
+        raise InvalidInput("--scheduler needs --backend dask")
+    if backend == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise InvalidInput("--backend dask needs the optional extra: pip install 'toyrl[dask]'") from None
+    if not out_dir.parent.is_dir():
+        raise InvalidInput(f"--out-dir: parent folder '{out_dir.parent}' does not exist")
+    started = time.perf_counter()
+    finished = 0
+
+    def report(done: int, total: int, just_finished: int) -> None:
+        nonlocal finished
+        finished += just_finished
+        left = estimate_left(done, total, time.perf_counter() - started, finished)
+        eta = "?" if left == float("inf") else f"~{left:.0f} s"
+        typer.echo(f"toyrl sweep: {done}/{total} runs done, {total - done} left, {eta} left", err=True)
+
+    table = run_sweep(
+        out_dir,
+        chosen,
+        axes,
+        list(range(seed_start, seed_start + seeds)),
+        config,
+        n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
+        force=force,
+        progress=None if quiet else report,
+    )
+    from toyrl.plots import plot_sweep
+
+    figure = plot_sweep(table, list(axes))
+    for kind in ("png", "svg"):
+        buffer = io.BytesIO()
+        figure.savefig(
+            buffer, format=kind, dpi=150, metadata={"Software": None} if kind == "png" else {"Date": None}
+        )
+        write_atomic(out_dir / f"sweep.{kind}", buffer.getvalue())
+    if not quiet:
+        typer.echo(f"wrote {out_dir / 'results.csv'}, {out_dir / 'final.csv'} and {out_dir / 'sweep.png'}")
 
 
 @app.command()

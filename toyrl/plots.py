@@ -176,6 +176,57 @@ def plot_branch_lengths(
     return fig
 
 
+def plot_sweep(table: pd.DataFrame, axes_keys: list[str]) -> Figure:
+    """Final accuracy and final E[L | incorrect] across a sweep's grid, one line per variant.
+
+    x is the first grid axis (or the variant alone); one row of panels per combination of the other
+    axes. Points are means over seeds with +-1 sd error bars.
+    """
+    last = table[table["step"] == table.groupby(["variant", *axes_keys])["step"].transform("max")]
+    x_key = axes_keys[0] if axes_keys else None
+    facets = axes_keys[1:]
+    groups = list(last.groupby(facets, sort=False)) if facets else [((), last)]
+    fig, grid = plt.subplots(len(groups), 2, figsize=(WIDTH, 3.2 * len(groups)), squeeze=False)
+    for row, (facet, part) in zip(grid, groups, strict=True):
+        for ax, column, label in (
+            (row[0], "accuracy", "final accuracy (%)"),
+            (row[1], "length_incorrect", "final E[L | incorrect] (tokens)"),
+        ):
+            scale = 100 if column == "accuracy" else 1
+            for position, variant in enumerate(_variants(part)):
+                runs = part[part["variant"] == variant]
+                stats = runs.groupby(x_key if x_key else "variant", sort=False)[column].agg(["mean", "std"])
+                xs = stats.index.to_numpy() if x_key else [position]
+                ax.errorbar(
+                    xs,
+                    stats["mean"] * scale,
+                    yerr=stats["std"].fillna(0) * scale,
+                    marker="o",
+                    capsize=3,
+                    color=VARIANT_COLOURS.get(variant, None),
+                    label=VARIANT_LABELS.get(variant, variant),
+                )
+            ax.set_ylabel(label)
+            ax.set_xlabel(x_key or "variant")
+            if (
+                x_key
+                and pd.api.types.is_numeric_dtype(part[x_key])
+                and (part[x_key] > 0).all()
+                and part[x_key].nunique() > 2
+            ):
+                ax.set_xscale("log")
+                values = sorted(part[x_key].unique())
+                ax.set_xticks(values, [f"{v:g}" for v in values])
+                ax.minorticks_off()
+            if facets:
+                names = facet if isinstance(facet, tuple) else (facet,)
+                ax.set_title(", ".join(f"{k} = {v}" for k, v in zip(facets, names, strict=True)), fontsize=9)
+    grid[0][0].legend(frameon=False, fontsize=7)
+    fig.suptitle("Sweep: final step, mean ± sd over seeds")
+    fig.tight_layout()
+    return fig
+
+
 def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None) -> Figure:
     """The bias over training: cosine of E[g] to grad J, and the share of E[g] along phi_wrong.
 
