@@ -139,8 +139,11 @@ def sample_batch(
     psi, phi_right, phi_wrong = split(theta)
     psi_batch = np.take_along_axis(psi, prompt_index, axis=-1)
     right = approach_uniform < expit(psi_batch)[..., None]
-    stop_logit = np.where(right, phi_right[:, None, None], phi_wrong[:, None, None])
-    rambled = np.minimum(np.floor(length_exponential / np.logaddexp(0.0, stop_logit)) + 1, cap + 1)
+    # softplus per run and branch, then selected: no transcendental per response.
+    rate = np.where(
+        right, np.logaddexp(0.0, phi_right)[:, None, None], np.logaddexp(0.0, phi_wrong)[:, None, None]
+    )
+    rambled = np.minimum(np.floor(length_exponential / rate) + 1, cap + 1)
     return Batch(right=right, length=np.minimum(rambled, cap).astype(np.int64), stopped=rambled <= cap)
 
 
@@ -157,7 +160,7 @@ def response_scores(
     """
     psi, phi_right, phi_wrong = split(theta)
     psi_batch = np.take_along_axis(psi, prompt_index, axis=-1)
-    stop_prob = expit(np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None]))
+    stop_prob = np.where(batch.right, expit(phi_right)[:, None, None], expit(phi_wrong)[:, None, None])
     score_approach = batch.right - expit(psi_batch)[..., None]
     score_stop = batch.stopped - batch.length * stop_prob
     return score_approach, score_stop

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,7 @@ from scipy.special import expit, log_expit, logit
 
 from toyrl.config import Config, ConfigError
 from toyrl.expected import check_exact_supported, expected_update
-from toyrl.objective import Variant, Weights, parse_variant, token_weights
+from toyrl.objective import Variant, Weights, advantages, parse_variant, token_denominators
 from toyrl.policy import Batch, FloatArray, exact_metrics, response_scores, sample_batch
 from toyrl.presets import ALL_VARIANTS
 
@@ -67,10 +68,12 @@ def initial_theta(config: Config, rng: np.random.Generator) -> FloatArray:
 
 @dataclass(frozen=True)
 class Plan:
-    """Every run's variant, grouped for vectorised weights, and its PPO settings as arrays [R]."""
+    """Every run's variant and its settings as arrays [R], grouped for vectorised weights."""
 
     variants: tuple[Variant, ...]
-    groups: tuple[tuple[Variant, NDArray[np.intp]], ...]
+    advantage_groups: tuple[tuple[tuple[str, float | None], NDArray[np.intp] | slice], ...]
+    aggregation_groups: tuple[tuple[str, NDArray[np.intp] | slice], ...]
+    mask_truncated: NDArray[np.bool_]
     iterations: NDArray[np.int64]
     clip_low: FloatArray
     clip_high: FloatArray
@@ -78,12 +81,21 @@ class Plan:
 
     @classmethod
     def of(cls, variants: Sequence[Variant]) -> Plan:
-        rows: dict[Variant, list[int]] = {}
-        for i, variant in enumerate(variants):
-            rows.setdefault(variant, []).append(i)
+        def groups(keys: list[Any]) -> tuple[tuple[Any, NDArray[np.intp] | slice], ...]:
+            rows: dict[Any, list[int]] = {}
+            for i, key in enumerate(keys):
+                rows.setdefault(key, []).append(i)
+            # One group spanning every run is a slice: no copies on the common single-variant path.
+            return tuple(
+                (key, slice(None) if len(index) == len(keys) else np.array(index))
+                for key, index in rows.items()
+            )
+
         return cls(
             variants=tuple(variants),
-            groups=tuple((variant, np.array(index)) for variant, index in rows.items()),
+            advantage_groups=groups([(v.advantage, v.eps) for v in variants]),
+            aggregation_groups=groups([v.aggregation for v in variants]),
+            mask_truncated=np.array([v.mask_truncated for v in variants]),
             iterations=np.array([v.num_iterations for v in variants]),
             clip_low=np.array([v.epsilon for v in variants]),
             clip_high=np.array([v.clip_high for v in variants]),
@@ -91,19 +103,18 @@ class Plan:
         )
 
     def weights(self, batch: Batch, rewards: FloatArray, config: Config) -> Weights:
-        """Every run's per-token weights [R, B, G] under its own variant, and n [R]."""
+        """Every run's per-token weights [R, B, G] under its own variant, and n [R]
+        (`toyrl.objective.token_weights`, a group of runs sharing a mode at a time)."""
+        tokens = (batch.length + 1).astype(np.float64)
+        included = ~(self.mask_truncated[:, None, None] & ~batch.stopped)
         advantage, denominator = np.empty(rewards.shape), np.empty(rewards.shape)
-        n, included = np.empty(len(self.variants)), np.empty(rewards.shape, dtype=bool)
-        for variant, rows in self.groups:
-            part = token_weights(
-                variant,
-                rewards[rows],
-                batch.length[rows] + 1,
-                batch.stopped[rows],
-                config.std_eps,
-                config.length_norm_value,
+        n = np.empty(len(self.variants))
+        for (mode, eps), rows in self.advantage_groups:
+            advantage[rows] = advantages(rewards[rows], mode, config.std_eps if eps is None else eps)
+        for aggregation, rows in self.aggregation_groups:
+            denominator[rows], n[rows] = token_denominators(
+                aggregation, tokens[rows], included[rows], config.length_norm_value
             )
-            advantage[rows], denominator[rows], n[rows], included[rows] = part
         return Weights(advantage, denominator, n, included)
 
 
@@ -210,7 +221,7 @@ class Adam:
     def step(self, theta: FloatArray, grad: FloatArray, active: NDArray[np.bool_]) -> None:
         """One step on the `active` runs' theta, in place."""
         c = self.config
-        rows = np.flatnonzero(active)
+        rows: NDArray[np.intp] | slice = slice(None) if active.all() else np.flatnonzero(active)
         self.count[rows] += 1
         m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad[rows]
         v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad[rows] ** 2
@@ -221,19 +232,28 @@ class Adam:
 
 
 def batch_statistics(batch: Batch, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
-    """The sampled batch's own accuracy and lengths [R]; NaN where a batch has no such response."""
-    n_correct = rewards.sum(axis=(1, 2))
-    n_incorrect = rewards[0].size - n_correct
+    """The sampled batch's own accuracy and lengths [R]; NaN where a batch has no such response.
+
+    Rewards are 0/1 and lengths whole numbers, so every sum here is exact in float64: the means
+    are derived from three sums (fewer passes over [R, B, G] than one reduction per statistic).
+    """
+    responses = rewards[0].size
+    group_correct = rewards.sum(axis=-1)
+    n_correct = group_correct.sum(axis=-1)
+    n_incorrect = responses - n_correct
     length = batch.length.astype(np.float64)
+    length_sum = length.sum(axis=(1, 2))
+    correct_length_sum = (length * rewards).sum(axis=(1, 2))
     with np.errstate(invalid="ignore", divide="ignore"):
-        length_correct = (length * rewards).sum(axis=(1, 2)) / n_correct
-        length_incorrect = (length * (1 - rewards)).sum(axis=(1, 2)) / n_incorrect
+        length_correct = correct_length_sum / n_correct
+        length_incorrect = (length_sum - correct_length_sum) / n_incorrect
+    uniform = (group_correct == 0) | (group_correct == rewards.shape[-1])
     return {
-        "batch_accuracy": rewards.mean(axis=(1, 2)),
-        "batch_length_mean": length.mean(axis=(1, 2)),
+        "batch_accuracy": n_correct / responses,
+        "batch_length_mean": length_sum / responses,
         "batch_length_correct": np.where(n_correct > 0, length_correct, np.nan),
         "batch_length_incorrect": np.where(n_incorrect > 0, length_incorrect, np.nan),
-        "zero_variance_fraction": (rewards.min(axis=-1) == rewards.max(axis=-1)).mean(axis=-1),
+        "zero_variance_fraction": uniform.mean(axis=-1),
         "grad_norm": np.linalg.norm(grad, axis=-1),
     }
 
