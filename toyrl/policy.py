@@ -36,6 +36,11 @@ def split(theta: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     return theta[..., :-2], theta[..., -2], theta[..., -1]
 
 
+def prompt_logits(psi: FloatArray, prompt_index: NDArray[np.intp]) -> FloatArray:
+    """psi_j of each run's chosen prompts [R, B] (plain fancy indexing: cheaper than take_along_axis)."""
+    return psi[np.arange(psi.shape[0])[:, None], prompt_index]
+
+
 def log_continue(stop_logit: FloatArray) -> FloatArray:
     """log(1 - sigma(phi)) = -softplus(phi): log-probability that a ramble token is not the stop."""
     return -np.logaddexp(0.0, stop_logit)
@@ -137,7 +142,7 @@ def sample_batch(
     float before any integer conversion, so tiny stop probabilities cannot overflow.
     """
     psi, phi_right, phi_wrong = split(theta)
-    psi_batch = np.take_along_axis(psi, prompt_index, axis=-1)
+    psi_batch = prompt_logits(psi, prompt_index)
     right = approach_uniform < expit(psi_batch)[..., None]
     # softplus per run and branch, then selected: no transcendental per response.
     rate = np.where(
@@ -159,7 +164,7 @@ def response_scores(
     to phi_wrong.
     """
     psi, phi_right, phi_wrong = split(theta)
-    psi_batch = np.take_along_axis(psi, prompt_index, axis=-1)
+    psi_batch = prompt_logits(psi, prompt_index)
     stop_prob = np.where(batch.right, expit(phi_right)[:, None, None], expit(phi_wrong)[:, None, None])
     score_approach = batch.right - expit(psi_batch)[..., None]
     score_stop = batch.stopped - batch.length * stop_prob
@@ -169,7 +174,7 @@ def response_scores(
 def log_likelihood(theta: FloatArray, prompt_index: NDArray[np.intp], batch: Batch) -> FloatArray:
     """log pi(response) [R, B, G]: approach token, L - 1[stopped] non-stop tokens, the stop token."""
     psi, phi_right, phi_wrong = split(theta)
-    psi_batch = np.take_along_axis(psi, prompt_index, axis=-1)[..., None]
+    psi_batch = prompt_logits(psi, prompt_index)[..., None]
     stop_logit = np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None])
     approach = np.where(batch.right, log_expit(psi_batch), log_expit(-psi_batch))
     return (

@@ -30,7 +30,7 @@ from scipy.special import expit, log_expit, logit
 from toyrl.config import Config, ConfigError
 from toyrl.expected import check_exact_supported, expected_update
 from toyrl.objective import Variant, Weights, advantages, parse_variant, token_denominators
-from toyrl.policy import Batch, FloatArray, exact_metrics, response_scores, sample_batch
+from toyrl.policy import Batch, FloatArray, exact_metrics, prompt_logits, response_scores, sample_batch
 from toyrl.presets import ALL_VARIANTS
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn this many steps at a time, to bound memory
@@ -109,12 +109,13 @@ class Plan:
         included = ~(self.mask_truncated[:, None, None] & ~batch.stopped)
         advantage, denominator = np.empty(rewards.shape), np.empty(rewards.shape)
         n = np.empty(len(self.variants))
+        # Each mode is computed on the whole batch and kept for its own runs: on these small arrays
+        # that is cheaper than gathering and scattering each group's rows.
         for (mode, eps), rows in self.advantage_groups:
-            advantage[rows] = advantages(rewards[rows], mode, config.std_eps if eps is None else eps)
+            advantage[rows] = advantages(rewards, mode, config.std_eps if eps is None else eps)[rows]
         for aggregation, rows in self.aggregation_groups:
-            denominator[rows], n[rows] = token_denominators(
-                aggregation, tokens[rows], included[rows], config.length_norm_value
-            )
+            whole, count = token_denominators(aggregation, tokens, included, config.length_norm_value)
+            denominator[rows], n[rows] = whole[rows], count
         return Weights(advantage, denominator, n, included)
 
 
@@ -130,7 +131,7 @@ def loss_gradient(
     weighted_stop = weight * score_stop
     grad = np.zeros_like(theta)
     prompt_grad = -(weight * score_approach).sum(axis=-1) / n[:, None]
-    np.put_along_axis(grad[:, :-2], prompt_index, prompt_grad, axis=-1)
+    grad[np.arange(len(grad))[:, None], prompt_index] = prompt_grad
     grad[:, -2] = -np.where(batch.right, weighted_stop, 0.0).sum(axis=(1, 2)) / n
     grad[:, -1] = -np.where(batch.right, 0.0, weighted_stop).sum(axis=(1, 2)) / n
     return grad
@@ -154,7 +155,7 @@ def clipped_gradient(
     grad log pi, u = 0 where the clip is active (rho > 1 + epsilon_high with A > 0, rho < 1 - epsilon
     with A < 0). The clip fraction is over the included tokens, as TRL counts it.
     """
-    psi = np.take_along_axis(theta[:, :-2], prompt_index, axis=-1)[..., None]
+    psi = prompt_logits(theta[:, :-2], prompt_index)[..., None]
     phi_right, phi_wrong = theta[:, -2], theta[:, -1]
     grad = np.zeros_like(theta)
     advantage = weights.advantage
@@ -174,7 +175,7 @@ def clipped_gradient(
     }
 
     def token_log_prob(point: FloatArray, kind: str) -> FloatArray:
-        p = np.take_along_axis(point[:, :-2], prompt_index, axis=-1)[..., None]
+        p = prompt_logits(point[:, :-2], prompt_index)[..., None]
         phi = np.where(batch.right, point[:, -2, None, None], point[:, -1, None, None])
         if kind == "approach":
             return np.where(batch.right, log_expit(p), log_expit(-p))
@@ -194,7 +195,7 @@ def clipped_gradient(
         coefficient[kind] = scale * (np.where(clipped, 0.0, advantage * ratio) + kl_term) * counts[kind]
         clipped_tokens += np.where(weights.included & clipped, counts[kind], 0.0)
     prompt_grad = -(coefficient["approach"] * scores["approach"]).sum(axis=-1)
-    np.put_along_axis(grad[:, :-2], prompt_index, prompt_grad, axis=-1)
+    grad[np.arange(len(grad))[:, None], prompt_index] = prompt_grad
     stop_grad = coefficient["non_stop"] * scores["non_stop"] + coefficient["stop"] * scores["stop"]
     grad[:, -2] = -np.where(batch.right, stop_grad, 0.0).sum(axis=(1, 2))
     grad[:, -1] = -np.where(batch.right, 0.0, stop_grad).sum(axis=(1, 2))
@@ -231,19 +232,19 @@ class Adam:
         theta[rows] -= c.lr * mean / (np.sqrt(second) + c.adam_eps)
 
 
-def batch_statistics(batch: Batch, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
-    """The sampled batch's own accuracy and lengths [R]; NaN where a batch has no such response.
+def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
+    """The sampled batches' own accuracy and lengths [...]; NaN where a batch has no such response.
 
+    length, rewards [..., B, G], grad [..., P + 2], for any leading axes (runs, or steps and runs).
     Rewards are 0/1 and lengths whole numbers, so every sum here is exact in float64: the means
-    are derived from three sums (fewer passes over [R, B, G] than one reduction per statistic).
+    are derived from three sums (fewer passes over the batch than one reduction per statistic).
     """
-    responses = rewards[0].size
+    responses = rewards.shape[-2] * rewards.shape[-1]
     group_correct = rewards.sum(axis=-1)
     n_correct = group_correct.sum(axis=-1)
     n_incorrect = responses - n_correct
-    length = batch.length.astype(np.float64)
-    length_sum = length.sum(axis=(1, 2))
-    correct_length_sum = (length * rewards).sum(axis=(1, 2))
+    length_sum = length.sum(axis=(-2, -1))
+    correct_length_sum = (length * rewards).sum(axis=(-2, -1))
     with np.errstate(invalid="ignore", divide="ignore"):
         length_correct = correct_length_sum / n_correct
         length_incorrect = (length_sum - correct_length_sum) / n_incorrect
@@ -313,16 +314,21 @@ def simulate(
     record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
     noise = None if exact else _noise(streams, config)
     kl_runs = plan.beta > 0
+    # Exact metrics depend on theta alone, batch statistics on the batch and gradient alone: both
+    # are evaluated for a block of steps at once, from these buffers.
+    block = NOISE_BLOCK_STEPS
+    states, grads = np.empty((block, *theta.shape)), np.empty((block, *theta.shape))
+    shape = (block, n_runs, config.batch_prompts, config.group_size)
+    lengths, all_rewards = np.zeros(shape), np.zeros(shape)
+    clip_fractions = np.zeros((block, n_runs))
     for step in range(steps + 1):
         if on_step is not None:
             on_step(step, theta)
-        for name, values in exact_metrics(theta, config.cap, config.min_length).items():
-            record[name][:, step] = values
+        slot = step % block
+        states[slot] = theta
         if noise is None:
             grad = -expected_update(theta, config, plan.variants)
-            statistics = {name: np.full(n_runs, np.nan) for name in BATCH_COLUMNS}
-            statistics["grad_norm"] = np.linalg.norm(grad, axis=-1)
-            statistics["clip_fraction"] = np.zeros(n_runs)
+            grads[slot] = grad
             if step < steps:
                 adam.step(theta, grad, np.ones(n_runs, dtype=bool))
         else:
@@ -335,7 +341,7 @@ def simulate(
                 theta_now = theta.copy()
                 kl_grad, _ = clipped_gradient(theta, theta_now, theta_ref, prompt_index, batch, weights, plan)
                 grad = np.where(kl_runs[:, None], kl_grad, grad)
-            statistics = batch_statistics(batch, rewards, grad)
+            grads[slot], lengths[slot], all_rewards[slot] = grad, batch.length, rewards
             clip_sum = np.zeros(n_runs)
             if step < steps:
                 theta_old = theta.copy()
@@ -347,9 +353,16 @@ def simulate(
                     )
                     clip_sum += np.where(active, clipped, 0.0)
                     adam.step(theta, later, active)
-            statistics["clip_fraction"] = clip_sum / plan.iterations
-        for name, values in statistics.items():
-            record[name][:, step] = values
+            clip_fractions[slot] = clip_sum / plan.iterations
+        if slot == block - 1 or step == steps:
+            first, used = step - slot, slot + 1
+            metrics = exact_metrics(states[:used], config.cap, config.min_length)
+            metrics |= batch_statistics(lengths[:used], all_rewards[:used], grads[:used])
+            metrics["clip_fraction"] = clip_fractions[:used]
+            if noise is None:  # mean-field runs draw no batch
+                metrics |= {name: np.full((used, n_runs), np.nan) for name in BATCH_COLUMNS[:-2]}
+            for name, values in metrics.items():
+                record[name][:, first : step + 1] = values.T
     frame = pd.DataFrame(
         {
             "variant": np.repeat([variant.name for variant, _ in runs], steps + 1),

@@ -1,0 +1,191 @@
+"""Benchmark: toyrl's closed-form simulator against a token-level baseline, and the targets.
+
+    python scripts/bench.py [--repeats 5] [--skip-baseline]
+
+Every figure is a median over `--repeats` runs on this machine, measured in this process (the
+baseline and its ratio in the same run). The token-level baseline, written here, computes the same
+model and the same update the way trainers do: padded [responses, cap + 1] per-token arrays and
+masks, one run at a time. It draws the same noise as the simulator, and the script checks that both
+end at the same parameters before it reports the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+
+from toyrl.config import Config
+from toyrl.expected import expected_update
+from toyrl.objective import ARTICLE_VARIANTS, Variant
+from toyrl.policy import exact_metrics, sample_batch
+from toyrl.train import Adam, Plan, initial_theta, run_experiment, run_streams, simulate
+
+ARTICLE = [(variant, seed) for variant in ARTICLE_VARIANTS.values() for seed in range(6)]
+
+
+def median_time(task: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        task()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_memory(task: Callable[[], Any]) -> float:
+    """Peak bytes allocated while `task` runs (tracemalloc; numpy reports its arrays to it), in MB."""
+    tracemalloc.start()
+    task()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 1e6
+
+
+def token_level_gradient(theta, prompt_index, batch, weight, n, cap):
+    """The loss gradient of one run, token by token: per-token scores in padded [N, cap + 1] arrays."""
+    right, length, stopped = (a.reshape(-1) for a in (batch.right, batch.length, batch.stopped))
+    prompt = np.repeat(prompt_index.reshape(-1), batch.right.shape[-1])
+    position = np.arange(cap + 1)[None, :]
+    mask = position <= length[:, None]  # the approach token, then L ramble tokens
+    is_approach = position == 0
+    is_stop = stopped[:, None] & (position == length[:, None])
+    stop_prob = expit(np.where(right, theta[-2], theta[-1]))[:, None]
+    approach_score = (right - expit(theta[prompt]))[:, None]
+    score_psi = np.where(is_approach, approach_score, 0.0)
+    score_phi = np.where(is_approach, 0.0, np.where(is_stop, 1 - stop_prob, -stop_prob))
+    token_weight = np.where(mask, weight.reshape(-1)[:, None], 0.0)
+    grad = np.zeros_like(theta)
+    np.add.at(grad, prompt, -(token_weight * score_psi).sum(axis=1) / n)
+    phi_grad = -(token_weight * score_phi).sum(axis=1) / n
+    grad[-2], grad[-1] = phi_grad[right].sum(), phi_grad[~right].sum()
+    return grad
+
+
+def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
+    """One run trained through the token-level baseline; returns its final parameters."""
+    init, prompts, approach, lengths = run_streams(seed)
+    theta = initial_theta(config, init)[None]
+    adam = Adam(theta, config, config.steps)
+    plan = Plan.of([variant])
+    shape = (config.batch_prompts, config.group_size)
+    for step in range(config.steps + 1):
+        if step % 50 == 0:  # the simulator's noise blocks, so both draw the same numbers
+            block = min(50, config.steps + 1 - step)
+            index = prompts.random((block, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
+            uniforms, exponentials = (
+                approach.random((block, *shape)),
+                lengths.standard_exponential((block, *shape)),
+            )
+        k = step % 50
+        exact_metrics(theta, config.cap, config.min_length)
+        batch = sample_batch(theta, index[k][None], uniforms[k][None], exponentials[k][None], config.cap)
+        weights = plan.weights(batch, batch.rewards(config.min_length), config)
+        grad = token_level_gradient(
+            theta[0], index[k], batch, weights.weight, float(weights.n[0]), config.cap
+        )
+        if step < config.steps:
+            adam.step(theta, grad[None], np.ones(1, dtype=bool))
+    return theta[0]
+
+
+def wall(command: list[str], repeats: int, cwd: str) -> float:
+    def task() -> None:
+        subprocess.run(command, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    return median_time(task, repeats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="runs per figure, median reported (default 5)")
+    parser.add_argument("--skip-baseline", action="store_true", help="skip the slow token-level baseline")
+    args = parser.parse_args()
+    repeats = args.repeats
+    config = Config()
+    rows: list[tuple[str, str, str]] = []
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"numpy {np.__version__}"
+    )
+
+    simulate(config.replace(steps=20), ARTICLE)  # warm caches and imports
+    article = median_time(lambda: simulate(config, ARTICLE), repeats)
+    run_steps = len(ARTICLE) * (config.steps + 1)
+    rows.append(("article set (4 x 6 x 400), one core", f"{article:.3f} s", "<= 0.2 s"))
+    rows.append(("  per run-step", f"{article / run_steps * 1e6:.1f} us", ""))
+    memory = peak_memory(lambda: simulate(config, ARTICLE))
+    rows.append(("  peak memory (allocations)", f"{memory:.1f} MB", "<= 200 MB"))
+
+    def thousand() -> None:
+        run_experiment(config, [ARTICLE_VARIANTS["dr_grpo"]], list(range(1000)), n_jobs=-1)
+
+    many = median_time(thousand, max(repeats // 2, 2))
+    rows.append((f"1,000 runs x 400 steps, {os.cpu_count()} cores", f"{many:.2f} s", "<= 3 s"))
+    rows.append(("  peak memory, parent (allocations)", f"{peak_memory(thousand):.1f} MB", ""))
+
+    per_step = {}
+    for cap in (1500, 10_000, 100_000):
+        capped = config.replace(cap=cap, steps=100)
+        per_step[cap] = median_time(lambda capped=capped: simulate(capped, ARTICLE), repeats) / 101
+        rows.append((f"  cap {cap:,}: article set, per step", f"{per_step[cap] * 1e3:.3f} ms", ""))
+    rows.append(
+        ("cost per step, cap 100,000 / cap 1,500", f"{per_step[100_000] / per_step[1500]:.2f}x", "<= 1.5x")
+    )
+
+    theta = np.repeat(initial_theta(config, run_streams(0)[0])[None], 1, axis=0)
+    dr = [ARTICLE_VARIANTS["dr_grpo"]]
+    call = median_time(lambda: expected_update(theta, config, dr), repeats * 20)
+    rows.append(("exact expected update, one policy, per call", f"{call * 1e3:.2f} ms", ""))
+    rows.append(("  peak memory", f"{peak_memory(lambda: expected_update(theta, config, dr)):.1f} MB", ""))
+
+    if not args.skip_baseline:
+        short = config.replace(steps=40)
+        states: list[np.ndarray] = []
+        simulate(
+            short, ARTICLE[:1], on_step=lambda step, th: states.append(th[0].copy()) if step == 40 else None
+        )
+        check = token_level_run(short, *ARTICLE[0])
+        assert np.allclose(check, states[0], rtol=1e-9, atol=1e-12), (
+            "the baseline does not reproduce the simulator"
+        )
+        baseline = median_time(
+            lambda: [token_level_run(config, v, s) for v, s in ARTICLE], max(repeats // 2, 1)
+        )
+        simulator = median_time(lambda: simulate(config, ARTICLE), repeats)
+        rows.append(("token-level baseline, article set", f"{baseline:.1f} s", ""))
+        rows.append(
+            ("  peak memory", f"{peak_memory(lambda: token_level_run(config, *ARTICLE[0])):.1f} MB", "")
+        )
+        rows.append(("simulator speed-up over the baseline", f"{baseline / simulator:.0f}x", ">= 100x"))
+
+    with tempfile.TemporaryDirectory() as folder:
+        toyrl = [
+            shutil.which("toyrl") or sys.executable,
+            *([] if shutil.which("toyrl") else ["-m", "toyrl.cli"]),
+        ]
+        run = wall([*toyrl, "run", "--variant", "dr_grpo", "--seeds", "6", "-q"], repeats, folder)
+        rows.append(("toyrl run --variant dr_grpo --seeds 6, wall", f"{run:.2f} s", "<= 1.5 s"))
+        reproduce = wall([*toyrl, "reproduce", "-q"], max(repeats // 2, 1), folder)
+        rows.append(("toyrl reproduce, wall", f"{reproduce:.2f} s", "<= 10 s"))
+
+    width = max(len(name) for name, _, _ in rows)
+    print(f"{'measure'.ljust(width)}  {'value':>10}  target")
+    for name, value, target in rows:
+        print(f"{name.ljust(width)}  {value:>10}  {target}")
+
+
+if __name__ == "__main__":
+    main()
