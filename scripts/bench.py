@@ -4,9 +4,10 @@
 
 Every figure is a median over `--repeats` runs on this machine, measured in this process (the
 baseline and its ratio in the same run). The token-level baseline, written here, computes the same
-model and the same update the way trainers do: padded [responses, cap + 1] per-token arrays and
-masks, one run at a time. It draws the same noise as the simulator, and the script checks that both
-end at the same parameters before it reports the ratio.
+model and the same update the way trainers do: per-token log-probabilities, ratios, clipped
+objective and gradients in padded [responses, cap + 1] arrays with masks, one run at a time. It
+draws the same noise as the simulator, and the script checks that both end at the same parameters
+before it reports the ratio.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, log_expit
 
 from toyrl.config import Config
 from toyrl.expected import expected_update
@@ -54,24 +55,40 @@ def peak_memory(task: Callable[[], Any]) -> float:
     return peak / 1e6
 
 
-def token_level_gradient(theta, prompt_index, batch, weight, n, cap):
-    """The loss gradient of one run, token by token: per-token scores in padded [N, cap + 1] arrays."""
+def token_level_step(theta, prompt_index, batch, weight, n, cap, clip=0.2):
+    """One run's loss and loss gradient, computed the way trainers compute them: per-token tensors.
+
+    Forward: per-token log-probabilities in padded [N, cap + 1] arrays with a mask, the ratio to the
+    sampling policy (1 here: one on-policy update), PPO's clipped per-token objective, the masked
+    aggregation. Backward: per-token d log pi / d theta (the approach token's psi_j, each ramble
+    token's phi of its branch), weighted by the per-token loss coefficient and summed.
+    """
     right, length, stopped = (a.reshape(-1) for a in (batch.right, batch.length, batch.stopped))
     prompt = np.repeat(prompt_index.reshape(-1), batch.right.shape[-1])
     position = np.arange(cap + 1)[None, :]
     mask = position <= length[:, None]  # the approach token, then L ramble tokens
     is_approach = position == 0
     is_stop = stopped[:, None] & (position == length[:, None])
-    stop_prob = expit(np.where(right, theta[-2], theta[-1]))[:, None]
-    approach_score = (right - expit(theta[prompt]))[:, None]
-    score_psi = np.where(is_approach, approach_score, 0.0)
+    psi, stop_logit = theta[prompt][:, None], np.where(right, theta[-2], theta[-1])[:, None]
+    # Each response has three distinct token log-probabilities; they fill its row of the tensor.
+    approach_logp = np.where(right[:, None], log_expit(psi), log_expit(-psi))
+    ramble_logp = np.where(is_stop, log_expit(stop_logit), log_expit(-stop_logit))
+    logp = np.where(mask, np.where(is_approach, approach_logp, ramble_logp), 0.0)
+    old_logp = logp.copy()  # the batch was sampled from this policy
+    ratio = np.exp(logp - old_logp)
+    advantage = weight.reshape(-1)[:, None]  # A_i / D_i: the aggregation's per-token weight
+    objective = np.minimum(ratio * advantage, np.clip(ratio, 1 - clip, 1 + clip) * advantage)
+    loss = -np.where(mask, objective, 0.0).sum() / n
+    unclipped = (ratio * advantage <= np.clip(ratio, 1 - clip, 1 + clip) * advantage) & mask
+    coefficient = np.where(unclipped, -advantage * ratio / n, 0.0)  # d loss / d log pi, per token
+    stop_prob = expit(stop_logit)
+    score_psi = np.where(is_approach, right[:, None] - expit(psi), 0.0)
     score_phi = np.where(is_approach, 0.0, np.where(is_stop, 1 - stop_prob, -stop_prob))
-    token_weight = np.where(mask, weight.reshape(-1)[:, None], 0.0)
     grad = np.zeros_like(theta)
-    np.add.at(grad, prompt, -(token_weight * score_psi).sum(axis=1) / n)
-    phi_grad = -(token_weight * score_phi).sum(axis=1) / n
+    np.add.at(grad, prompt, (coefficient * score_psi).sum(axis=1))
+    phi_grad = (coefficient * score_phi).sum(axis=1)
     grad[-2], grad[-1] = phi_grad[right].sum(), phi_grad[~right].sum()
-    return grad
+    return loss, grad
 
 
 def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
@@ -93,9 +110,7 @@ def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
         exact_metrics(theta, config.cap, config.min_length)
         batch = sample_batch(theta, index[k][None], uniforms[k][None], exponentials[k][None], config.cap)
         weights = plan.weights(batch, batch.rewards(config.min_length), config)
-        grad = token_level_gradient(
-            theta[0], index[k], batch, weights.weight, float(weights.n[0]), config.cap
-        )
+        _, grad = token_level_step(theta[0], index[k], batch, weights.weight, float(weights.n[0]), config.cap)
         if step < config.steps:
             adam.step(theta, grad[None], np.ones(1, dtype=bool))
     return theta[0]
@@ -108,10 +123,31 @@ def wall(command: list[str], repeats: int, cwd: str) -> float:
     return median_time(task, repeats)
 
 
+LAUNCHER = """
+import os, subprocess, sys
+process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(os.wait4(process.pid, 0)[2].ru_maxrss)
+"""
+
+
+def child_rss(command: list[str], cwd: str) -> float:
+    """Peak resident memory of one process running `command`, in MB.
+
+    Linux carries a process's high-water mark across exec, so a child forked from this (large)
+    process would report this process's memory: a small launcher process starts it instead.
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *command], cwd=cwd, capture_output=True, text=True
+    )
+    return int(result.stdout.split()[-1]) / 1e3  # kilobytes on Linux
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per figure, median reported (default 5)")
-    parser.add_argument("--skip-baseline", action="store_true", help="skip the slow token-level baseline")
+    parser.add_argument(
+        "--skip-baseline", action="store_true", help="skip the token-level baseline (about two minutes)"
+    )
     args = parser.parse_args()
     repeats = args.repeats
     config = Config()
@@ -164,7 +200,7 @@ def main() -> None:
         baseline = median_time(
             lambda: [token_level_run(config, v, s) for v, s in ARTICLE], max(repeats // 2, 1)
         )
-        simulator = median_time(lambda: simulate(config, ARTICLE), repeats)
+        simulator = median_time(lambda: simulate(config, ARTICLE), 3 * repeats)
         rows.append(("token-level baseline, article set", f"{baseline:.1f} s", ""))
         rows.append(
             ("  peak memory", f"{peak_memory(lambda: token_level_run(config, *ARTICLE[0])):.1f} MB", "")
@@ -176,8 +212,16 @@ def main() -> None:
             shutil.which("toyrl") or sys.executable,
             *([] if shutil.which("toyrl") else ["-m", "toyrl.cli"]),
         ]
-        run = wall([*toyrl, "run", "--variant", "dr_grpo", "--seeds", "6", "-q"], repeats, folder)
+        run_command = [*toyrl, "run", "--variant", "dr_grpo", "--seeds", "6", "-q"]
+        run = wall(run_command, repeats, folder)
         rows.append(("toyrl run --variant dr_grpo --seeds 6, wall", f"{run:.2f} s", "<= 1.5 s"))
+        rows.append(
+            (
+                "  peak resident memory of that process",
+                f"{child_rss(run_command, folder):.0f} MB",
+                "<= 200 MB",
+            )
+        )
         reproduce = wall([*toyrl, "reproduce", "-q"], max(repeats // 2, 1), folder)
         rows.append(("toyrl reproduce, wall", f"{reproduce:.2f} s", "<= 10 s"))
 

@@ -222,7 +222,20 @@ class Adam:
     def step(self, theta: FloatArray, grad: FloatArray, active: NDArray[np.bool_]) -> None:
         """One step on the `active` runs' theta, in place."""
         c = self.config
-        rows: NDArray[np.intp] | slice = slice(None) if active.all() else np.flatnonzero(active)
+        if active.all():
+            self.count += 1
+            self.moment1 = self.moment1 * c.adam_beta1 + (1 - c.adam_beta1) * grad
+            self.moment2 = self.moment2 * c.adam_beta2 + (1 - c.adam_beta2) * grad**2
+            first, last = self.count[0], self.count[-1]
+            if first == last and (self.count == first).all():  # one shared count: scalar corrections
+                mean = self.moment1 / self.correction1[first - 1]
+                second = self.moment2 / self.correction2[first - 1]
+            else:
+                mean = self.moment1 / self.correction1[self.count - 1, None]
+                second = self.moment2 / self.correction2[self.count - 1, None]
+            theta -= c.lr * mean / (np.sqrt(second) + c.adam_eps)
+            return
+        rows = np.flatnonzero(active)
         self.count[rows] += 1
         m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad[rows]
         v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad[rows] ** 2
