@@ -146,7 +146,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per figure, median reported (default 5)")
     parser.add_argument(
-        "--skip-baseline", action="store_true", help="skip the token-level baseline (about two minutes)"
+        "--skip-baseline", action="store_true", help="skip the token-level baseline (three runs of ~30 s)"
     )
     args = parser.parse_args()
     repeats = args.repeats
@@ -197,9 +197,7 @@ def main() -> None:
         assert np.allclose(check, states[0], rtol=1e-9, atol=1e-12), (
             "the baseline does not reproduce the simulator"
         )
-        baseline = median_time(
-            lambda: [token_level_run(config, v, s) for v, s in ARTICLE], max(repeats // 2, 1)
-        )
+        baseline = median_time(lambda: [token_level_run(config, v, s) for v, s in ARTICLE], 3)
         simulator = median_time(lambda: simulate(config, ARTICLE), 3 * repeats)
         rows.append(("token-level baseline, article set", f"{baseline:.1f} s", ""))
         rows.append(
