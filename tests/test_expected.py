@@ -176,6 +176,14 @@ def test_bias_command_replays_saved_runs_and_refuses_tampered_ones(tmp_path) -> 
     frame = pd.read_csv(csv)
     frame.loc[frame.step == 20, "accuracy"] += 1e-12
     frame.to_csv(csv, index=False)
+    mismatched = invoke("bias", "--results", str(csv), "--step", "20")
+    assert mismatched.exit_code == 2 and "does not match run.json" in mismatched.stderr
+    # A consistent pair whose numbers the current code does not make (another version, say):
+    import hashlib
+
+    meta = json.loads(csv.with_suffix(".json").read_text())
+    meta["csv_sha256"] = hashlib.sha256(csv.read_bytes()).hexdigest()
+    csv.with_suffix(".json").write_text(json.dumps(meta))
     tampered = invoke("bias", "--results", str(csv), "--step", "20")
     assert tampered.exit_code == 2 and "does not reproduce the saved results" in tampered.stderr
     for args, message in [

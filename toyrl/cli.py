@@ -7,8 +7,10 @@ import inspect
 import io
 import json
 import os
+import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -24,6 +26,7 @@ from toyrl.objective import ARTICLE_VARIANTS, parse_variant, parse_variants
 from toyrl.presets import ALL_VARIANTS
 from toyrl.results import (
     check_output_path,
+    check_overwrite,
     final_summary,
     final_table_markdown,
     format_summary,
@@ -41,6 +44,7 @@ class _OneLineErrors(TyperGroup):
 
     def main(self, args: Any = None, prog_name: Any = None, *_: Any, **extra: Any) -> Any:
         extra["standalone_mode"] = False  # errors come back here instead of being printed
+        warnings.showwarning = _one_line_warning
         try:
             status = super().main(args, prog_name, **extra)
         except (typer.TyperException, InvalidInput) as error:
@@ -57,6 +61,15 @@ class _OneLineErrors(TyperGroup):
                 typer.echo("toyrl: interrupted", err=True)
             sys.exit(status)
         return status
+
+
+def _one_line_warning(message: Warning | str, *_: Any, **__: Any) -> None:
+    typer.echo(f"toyrl: warning: {message}", err=True)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: unwind, so that temporary files are removed and nothing half-written stays."""
+    raise KeyboardInterrupt
 
 
 def _message(error: Exception) -> str:
@@ -145,6 +158,7 @@ def run(
     exact: Annotated[
         bool, typer.Option("--exact", help="Mean-field runs: Adam driven by the exact expected update.")
     ] = False,
+    force: Annotated[bool, typer.Option(help="Replace results at --out made with other settings.")] = False,
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
     variants = parse_variants(variant or ["all"], ALL_VARIANTS)
@@ -154,6 +168,9 @@ def run(
         raise ConfigError("seed_start", "must be an integer >= 0", seed_start)
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
+    command = "toyrl run --exact" if exact else "toyrl run"
+    meta = metadata(config, variants, seed_list, command, exact=exact)
+    check_overwrite(out, meta, force)
     frame = run_experiment(
         config,
         variants,
@@ -162,8 +179,7 @@ def run(
         progress=None if quiet else _progress("toyrl run"),
         exact=exact,
     )
-    command = "toyrl run --exact" if exact else "toyrl run"
-    save_results(frame, out, metadata(config, variants, seed_list, command, exact=exact))
+    save_results(frame, out, meta)
     if not quiet:
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
@@ -221,18 +237,22 @@ def reproduce(
     ),
     n_jobs: Annotated[int, typer.Option(help="Worker processes; -1 uses every core.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Replace results in --results-dir made with other settings.")
+    ] = False,
 ) -> None:
     """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
     config, variants, seeds = Config(), list(ARTICLE_VARIANTS.values()), list(range(ARTICLE_SEEDS))
     out = _folder(results_dir, "--results-dir") / "article.csv"
     check_output_path(out, "--results-dir")
     _folder(figures_dir, "--figures-dir")
+    meta = metadata(config, variants, seeds, "toyrl reproduce")
+    check_overwrite(out, meta, force, "--results-dir")
     say = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
     say(f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps")
     frame = run_experiment(
         config, variants, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
     )
-    meta = metadata(config, variants, seeds, "toyrl reproduce")
     save_results(frame, out, meta)
     say("rendering figures")
     from toyrl.plots import render_teaching
@@ -537,6 +557,7 @@ def examples(
 
 def main() -> None:
     """Console-script entry point."""
+    signal.signal(signal.SIGTERM, _terminate)
     app()
 
 

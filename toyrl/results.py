@@ -7,10 +7,12 @@ first, so a reader never sees a half-written file.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import platform
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -116,9 +118,35 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 
 def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> None:
-    """Write `frame` to `path` (CSV, floats written to round-trip exactly) and `meta` beside it."""
+    """Write `frame` to `path` (CSV, floats written to round-trip exactly) and `meta` beside it.
+
+    Each file is replaced atomically, and the sidecar records the CSV's SHA-256: a pair left
+    mismatched by a kill between the two renames is detected on loading, never used silently.
+    """
+    text = frame.to_csv(index=False, lineterminator="\n")
+    meta = meta | {"csv_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
     write_atomic(sidecar_path(path), json.dumps(meta, indent=2) + "\n")
-    write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+    write_atomic(path, text)
+
+
+def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str = "--out") -> None:
+    """Refuse to replace results made with another configuration, variants or seeds, unless `force`.
+
+    Results of the same settings are simply replaced (the run is deterministic, so they are the same
+    numbers, or the remedy for an interrupted write).
+    """
+    sidecar = sidecar_path(path)
+    if force or not (path.exists() or sidecar.exists()):
+        return
+    try:
+        existing = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        existing = {}
+    keys = ("config", "variants", "seeds", "exact")
+    if any(existing.get(key) != json.loads(json.dumps(meta.get(key))) for key in keys):
+        raise InvalidInput(
+            f"{option}: {path} holds results made with other settings; choose another path, or add --force"
+        )
 
 
 def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
@@ -146,6 +174,15 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
             meta = json.loads(sidecar.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise InvalidInput(f"{sidecar}: not readable JSON ({error})") from None
+        recorded = meta.get("csv_sha256") if isinstance(meta, dict) else None
+        if recorded and recorded != hashlib.sha256(path.read_bytes()).hexdigest():
+            raise InvalidInput(
+                f"{path}: does not match {sidecar.name} (a write was interrupted?); "
+                "run the command that made it again"
+            )
+        version = meta.get("toyrl_version") if isinstance(meta, dict) else None
+        if version and version != __version__:
+            warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
     return frame, meta
 
 

@@ -1,0 +1,87 @@
+"""Reliability: no silent overwrite, version warnings, and interrupted runs that leave nothing broken."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toyrl.cli import app
+from toyrl.results import load_results
+
+TINY = ["--steps", "20", "--prompts", "8", "--batch-prompts", "4", "--seeds", "2", "-q"]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_results_of_other_settings_are_not_overwritten_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    assert invoke("run", *TINY, "--out", str(out)).exit_code == 0
+    before = (out.read_bytes(), out.with_suffix(".json").read_bytes())
+    refused = invoke("run", *TINY, "--lr", "0.05", "--out", str(out))
+    assert refused.exit_code == 2 and "holds results made with other settings" in refused.stderr
+    assert (out.read_bytes(), out.with_suffix(".json").read_bytes()) == before
+    assert invoke("run", *TINY, "--out", str(out)).exit_code == 0  # same settings: replaced
+    assert out.read_bytes() == before[0]
+    forced = invoke("run", *TINY, "--lr", "0.05", "--out", str(out), "--force")
+    assert forced.exit_code == 0 and out.read_bytes() != before[0]
+
+
+def test_results_of_another_version_warn_and_mismatched_pairs_are_refused(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    assert invoke("run", *TINY, "--out", str(out)).exit_code == 0
+    meta = json.loads(out.with_suffix(".json").read_text())
+    out.with_suffix(".json").write_text(json.dumps(meta | {"toyrl_version": "0.0.1"}))
+    with pytest.warns(UserWarning, match="made by toyrl 0.0.1"):
+        load_results(out)
+    plotted = invoke("plot", str(out), "--out", str(tmp_path / "figs"))
+    assert plotted.exit_code == 0 and "toyrl: warning:" in plotted.stderr and "0.0.1" in plotted.stderr
+    out.write_text(out.read_text().replace("dr_grpo", "grpo", 1))
+    broken = invoke("plot", str(out), "--out", str(tmp_path / "figs"))
+    assert broken.exit_code == 2 and "does not match r.json" in broken.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path, sig: signal.Signals) -> None:
+    args = ["run", "--seeds", "120", "--steps", "400", "-q", "--out", "r.csv"]
+    command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(1.5)  # imports done, simulating
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    if sig != signal.SIGKILL:
+        assert process.returncode == 130 and "Traceback" not in stderr and "interrupted" in stderr
+        assert list(tmp_path.iterdir()) == []  # nothing written, no temporary file left
+    names = {path.name for path in tmp_path.iterdir() if not path.name.startswith(".")}
+    assert names in (set(), {"r.csv", "r.json"})  # never one without the other
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    load_results(tmp_path / "r.csv")  # the pair matches
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    subprocess.run(command, cwd=reference, check=True, capture_output=True)
+    assert (tmp_path / "r.csv").read_bytes() == (reference / "r.csv").read_bytes()
+
+
+def test_two_fresh_processes_give_identical_numbers(tmp_path: Path) -> None:
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"r{i}.csv"
+        env = os.environ | {"PYTHONHASHSEED": str(i)}
+        subprocess.run(
+            [sys.executable, "-c", "from toyrl.cli import main; main()", "run", *TINY, "--out", str(out)],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
