@@ -75,13 +75,13 @@ def test_all_runs_the_four_and_one_seed_has_no_spread(tmp_path: Path) -> None:
 BAD = [
     (["--variant", "drgrpo"], "unknown variant 'drgrpo' (did you mean 'dr_grpo'?); valid: grpo, std_only"),
     (["--variant", "advantage=median"], "advantage must be one of group_std, group_std_sample"),
-    (["--group-size", "1"], "--group-size must be an integer >= 2 (got 1)"),
+    (["--group-size", "1"], "--group-size must be an integer in 2..10,000 (got 1)"),
     (["--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64 (got 65)"),
     (["--cap", "99"], "--cap must be at least min_length = 100 (got 99)"),
-    (["--steps", "0"], "--steps must be an integer >= 1 (got 0)"),
-    (["--steps", "-3"], "--steps must be an integer >= 1 (got -3)"),
-    (["--seeds", "0"], "--seeds must be an integer >= 1 (got 0)"),
-    (["--seed-start", "-1"], "--seed-start must be an integer >= 0 (got -1)"),
+    (["--steps", "0"], "--steps must be an integer in 1..10,000,000 (got 0)"),
+    (["--steps", "-3"], "--steps must be an integer in 1..10,000,000 (got -3)"),
+    (["--seeds", "0"], "--seeds must be an integer in 1..1,000,000 (got 0)"),
+    (["--seed-start", "-1"], "--seed-start must be an integer >= 0 (and below 2**63) (got -1)"),
     (["--lr", "0"], "--lr must be a finite number > 0 (got 0.0)"),
     (["--lr", "-0.1"], "--lr must be a finite number > 0 (got -0.1)"),
     (["--lr", "nan"], "--lr must be a finite number > 0 (got nan)"),
@@ -126,5 +126,5 @@ def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
         command, capture_output=True, text=True, cwd=tmp_path, env=os.environ | {"COLUMNS": "80"}
     )
     assert result.returncode == 2
-    assert result.stderr == "toyrl: error: --group-size must be an integer >= 2 (got 1)\n"
+    assert result.stderr == "toyrl: error: --group-size must be an integer in 2..10,000 (got 1)\n"
     assert list(tmp_path.iterdir()) == []

@@ -6,7 +6,6 @@ import dataclasses
 import inspect
 import io
 import json
-import os
 import signal
 import sys
 import time
@@ -22,11 +21,13 @@ import typer
 from typer.core import TyperGroup
 
 from toyrl.config import Config, ConfigError, InvalidInput, field_help
+from toyrl.expected import check_exact_supported
 from toyrl.objective import ARTICLE_VARIANTS, parse_variant, parse_variants
 from toyrl.presets import ALL_VARIANTS
 from toyrl.results import (
     check_output_path,
     check_overwrite,
+    check_writable,
     final_summary,
     final_table_markdown,
     format_summary,
@@ -126,6 +127,16 @@ def with_config_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+MAX_SEEDS = 1_000_000
+
+
+def _check_seeds(seeds: int, seed_start: int) -> None:
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError("seeds", f"must be an integer in 1..{MAX_SEEDS:,}", seeds)
+    if not 0 <= seed_start < 2**63:
+        raise ConfigError("seed_start", "must be an integer >= 0 (and below 2**63)", seed_start)
+
+
 def _progress(label: str) -> Callable[[int, int], None]:
     started = time.perf_counter()
 
@@ -162,10 +173,9 @@ def run(
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
     variants = parse_variants(variant or ["all"], ALL_VARIANTS)
-    if seeds < 1:
-        raise ConfigError("seeds", "must be an integer >= 1", seeds)
-    if seed_start < 0:
-        raise ConfigError("seed_start", "must be an integer >= 0", seed_start)
+    _check_seeds(seeds, seed_start)
+    if exact:
+        check_exact_supported(variants)
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
     command = "toyrl run --exact" if exact else "toyrl run"
@@ -195,8 +205,7 @@ def _folder(path: Path, option: str) -> Path:
         path.mkdir()
     if not path.is_dir():
         raise InvalidInput(f"{option}: '{path}' is not a folder, and its parent folder does not exist")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InvalidInput(f"{option}: folder '{path}' is not writable")
+    check_writable(path, option)
     return path
 
 
@@ -441,10 +450,7 @@ def sweep(
 
     chosen = parse_variants(variant or ["all"], ALL_VARIANTS)
     axes = parse_grid(grid or [], config)
-    if seeds < 1:
-        raise ConfigError("seeds", "must be an integer >= 1", seeds)
-    if seed_start < 0:
-        raise ConfigError("seed_start", "must be an integer >= 0", seed_start)
+    _check_seeds(seeds, seed_start)
     if n_jobs == 0 or n_jobs < -1:
         raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
     if backend not in ("loky", "dask"):

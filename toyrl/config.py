@@ -56,15 +56,15 @@ class Config:
     length_norm: float = _describe(0.0, "Dr. GRPO's constant denominator L_norm; 0 means the cap.")
 
     def __post_init__(self) -> None:
-        _check_int(self, "prompts", 1)
+        _check_int(self, "prompts", 1, 100_000)
         _check_int(self, "batch_prompts", 1)
         if self.batch_prompts > self.prompts:
             raise ConfigError(
                 "batch_prompts", f"must be at most prompts = {self.prompts}", self.batch_prompts
             )
-        _check_int(self, "group_size", 2)
-        _check_int(self, "steps", 1)
-        _check_int(self, "cap", 1)
+        _check_int(self, "group_size", 2, 10_000)
+        _check_int(self, "steps", 1, 10_000_000)
+        _check_int(self, "cap", 1, 10_000_000)
         _check_int(self, "min_length", 1)
         if self.min_length > self.cap:
             raise ConfigError("cap", f"must be at least min_length = {self.min_length}", self.cap)
@@ -105,10 +105,12 @@ def field_help(name: str) -> str:
     return str(next(f for f in fields(Config) if f.name == name).metadata["help"])
 
 
-def _check_int(config: Config, name: str, minimum: int) -> None:
+def _check_int(config: Config, name: str, minimum: int, maximum: int | None = None) -> None:
     value = getattr(config, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(name, f"must be an integer >= {minimum}", value)
+    bad = isinstance(value, bool) or not isinstance(value, int) or value < minimum
+    if bad or (maximum is not None and value > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum:,}"
+        raise ConfigError(name, f"must be an integer {bounds}", value)
 
 
 def _check_float(

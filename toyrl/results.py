@@ -72,10 +72,21 @@ def check_output_path(path: Path, option: str = "--out") -> None:
     folder = path.parent
     if not folder.is_dir():
         raise InvalidInput(f"{option}: folder '{folder}' does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InvalidInput(f"{option}: folder '{folder}' is not writable")
+    check_writable(folder, option)
     if path.is_dir():
         raise InvalidInput(f"{option}: '{path}' is a folder, not a file")
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """InvalidInput unless a file can be created in `folder` (probed: permission bits do not bind root)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InvalidInput(f"{option}: folder '{folder}' is not writable")
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".toyrl-probe-")
+    except OSError as error:
+        raise InvalidInput(f"{option}: folder '{folder}' is not writable ({error.strerror})") from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 def metadata(
@@ -101,8 +112,15 @@ def metadata(
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `data` to `path` through a temporary file in the same folder and a rename.
+
+    A failure to write (permissions, a read-only or full file system) is InvalidInput naming the
+    path; the temporary file is removed, and `path` keeps its old content.
+    """
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
     umask = os.umask(0)
     os.umask(umask)
     try:
@@ -112,6 +130,9 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -27,7 +27,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from numpy.typing import NDArray
 from scipy.special import expit, log_expit, logit
 
-from toyrl.config import Config, ConfigError
+from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.expected import check_exact_supported, expected_update
 from toyrl.objective import Variant, Weights, advantages, parse_variant, token_denominators
 from toyrl.policy import Batch, FloatArray, exact_metrics, prompt_logits, response_scores, sample_batch
@@ -35,6 +35,7 @@ from toyrl.presets import ALL_VARIANTS
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn this many steps at a time, to bound memory
 RUNS_PER_CHUNK = 256  # runs simulated together as one array
+MAX_ROWS = 20_000_000  # rows of one results table (about 4 GB in memory): beyond, refuse up front
 
 EXACT_COLUMNS = [
     "accuracy",
@@ -408,6 +409,12 @@ def run_experiment(
     if n_jobs == 0 or n_jobs < -1:
         raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
     runs = [(variant, seed) for variant in resolved for seed in seeds]
+    if len(runs) * (config.steps + 1) > MAX_ROWS:
+        rows = len(runs) * (config.steps + 1)
+        raise InvalidInput(
+            f"{len(runs):,} runs x {config.steps + 1:,} steps would be {rows:,} rows; "
+            f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
+        )
     workers = min(effective_n_jobs(n_jobs), len(runs))
     n_chunks = max(math.ceil(len(runs) / RUNS_PER_CHUNK), workers)
     chunks = [list(chunk) for chunk in np.array_split(np.arange(len(runs)), n_chunks)]

@@ -1,0 +1,131 @@
+"""Bad input everywhere: one line naming the problem, exit status 2, no traceback, nothing written."""
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from toyrl.cli import app
+
+# (arguments, a fragment of the message); {tmp} is a fresh folder, {ro} a read-only one, {csv} a
+# valid results CSV and {bad} a malformed one, both made before the call.
+BAD = [
+    (["run", "--variant", "grpoo"], "unknown variant 'grpoo' (did you mean 'grpo'?)"),
+    (["run", "--variant", "advantage=median"], "advantage must be one of"),
+    (
+        ["run", "--variant", "aggregation=token_mean,num_iterations=0"],
+        "num_iterations must be an integer >= 1",
+    ),
+    (["run", "--variant", "advantage=none,beta=-1"], "beta must be a number >= 0"),
+    (["run", "--group-size", "1"], "--group-size must be an integer in 2..10,000 (got 1)"),
+    (["run", "--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64"),
+    (["run", "--prompts", "0"], "--prompts must be an integer in 1..100,000"),
+    (["run", "--cap", "10"], "--cap must be at least min_length = 100"),
+    (["run", "--min-length", "0"], "--min-length must be an integer >= 1"),
+    (["run", "--steps", "0"], "--steps must be an integer in 1..10,000,000"),
+    (["run", "--seeds", "-2"], "--seeds must be an integer in 1..1,000,000"),
+    (["run", "--seed-start", "-1"], "--seed-start must be an integer >= 0 (and below 2**63)"),
+    (["run", "--lr", "0"], "--lr must be a finite number > 0"),
+    (["run", "--lr", "inf"], "--lr must be a finite number > 0"),
+    (["run", "--lr", "nan"], "--lr must be a finite number > 0"),
+    (["run", "--adam-beta1", "1"], "--adam-beta1 must be a finite number >= 0 and < 1"),
+    (["run", "--stop-prob-right", "0"], "--stop-prob-right must be a finite number > 0 and < 1"),
+    (["run", "--prompt-logit-std", "-1"], "--prompt-logit-std must be a finite number >= 0"),
+    (["run", "--std-eps", "nan"], "--std-eps must be a finite number >= 0"),
+    (["run", "--n-jobs", "-5"], "--n-jobs must be -1 (all cores) or an integer >= 1"),
+    (["run", "--steps", "ten"], "Invalid value for '--steps'"),
+    (["run", "--out", "{tmp}/missing/r.csv"], "does not exist"),
+    (["run", "--out", "{ro}/r.csv"], "writ"),
+    (["run", "--out", "{tmp}/r.txt"], "--out must be a path ending in .csv"),
+    (["run", "--exact", "--variant", "trl_default"], "no exact expected update for variant 'trl_default'"),
+    (["reproduce", "--results-dir", "{tmp}/a/b"], "its parent folder does not exist"),
+    (["reproduce", "--results-dir", "{ro}"], "writ"),
+    (["plot", "{tmp}/nothing.csv"], "no such results file"),
+    (["plot", "{bad}"], "missing columns"),
+    (["plot", "{csv}", "--out", "{ro}"], "writ"),
+    (["examples", "lengths"], "unknown example 'lengths'"),
+    (["explore", "--out", "{tmp}/page.htm"], "--out must be a path ending in .html"),
+    (["explore", "--results", "{bad}", "--out", "{tmp}/page.html"], "missing columns"),
+    (["bias", "--step", "4"], "--step needs --results"),
+    (["bias", "--results", "{csv}", "--step", "99"], "--step must be in 0..5"),
+    (["bias", "--variant", "dapo"], "no exact expected update for variant 'dapo'"),
+    (["sweep", "--out-dir", "{tmp}/s", "--grid", "lr=0,0.1"], "--lr must be a finite number > 0 (got 0.0)"),
+    (["sweep", "--out-dir", "{tmp}/s", "--grid", "colour=red"], "unknown field 'colour'"),
+    (["sweep", "--out-dir", "{tmp}/s", "--backend", "spark"], "--backend must be loky or dask"),
+    (["sweep", "--out-dir", "{tmp}/a/b"], "parent folder"),
+    (["nonsense"], "No such command 'nonsense'"),
+]
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> dict[str, str]:
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    made = tmp_path / "made"
+    made.mkdir()
+    csv = made / "good.csv"
+    runner = CliRunner()
+    assert runner.invoke(app, ["run", "--steps", "5", "--seeds", "1", "-q", "--out", str(csv)]).exit_code == 0
+    bad = made / "bad.csv"
+    bad.write_text("variant,seed\ngrpo,0\n")
+    read_only.chmod(0o555)
+    work = tmp_path / "work"
+    work.mkdir()
+    # Root writes through permission bits; /proc refuses new files even to root.
+    unwritable = "/proc" if os.geteuid() == 0 else str(read_only)
+    return {"tmp": str(work), "ro": unwritable, "csv": str(csv), "bad": str(bad)}
+
+
+def test_the_table_is_large_enough() -> None:
+    assert len(BAD) >= 30 and len({args[0] for args, _ in BAD}) >= 7
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a)[:40] for a, _ in BAD])
+def test_bad_invocation(args: list[str], message: str, folders: dict[str, str]) -> None:
+    filled = [arg.format(**folders) for arg in args]
+    before = {path: path.stat().st_mtime_ns for path in Path(folders["tmp"]).parent.rglob("*")}
+    result = CliRunner().invoke(app, filled)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    after = {path: path.stat().st_mtime_ns for path in Path(folders["tmp"]).parent.rglob("*")}
+    assert after == before  # nothing written, created or touched
+
+
+NUMBER = st.one_of(
+    st.integers(-(10**6), 10**6).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["", "x", "1e400", "-0", "0.5", "1/2", "nan", "-inf"]),
+)
+OPTIONS = [
+    "--steps",
+    "--lr",
+    "--group-size",
+    "--batch-prompts",
+    "--prompts",
+    "--cap",
+    "--min-length",
+    "--seeds",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(OPTIONS), value=NUMBER)
+def test_random_option_values_never_crash(option: str, value: str, tmp_path: Path) -> None:
+    """Any value: either a clean run (tiny budget) or a one-line error with exit 2; never a traceback."""
+    out = tmp_path / "fuzz.csv"
+    args = ["run", "--steps", "2", "--seeds", "1", "--prompts", "4", "--batch-prompts", "2", "--cap", "150"]
+    args += ["--min-length", "100", "-q", "--out", str(out), option, value]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 2), (result.exit_code, result.output, result.exception)
+    if result.exit_code == 2:
+        assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1
+    else:
+        assert out.exists()
+    out.unlink(missing_ok=True)
+    out.with_suffix(".json").unlink(missing_ok=True)
