@@ -57,6 +57,12 @@ class _OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("toyrl: interrupted", err=True)
             sys.exit(130)
+        except Exception as error:
+            # Ctrl-C inside a C extension's import surfaces as an ImportError caused by it.
+            if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
+                typer.echo("toyrl: interrupted", err=True)
+                sys.exit(130)
+            raise
         if isinstance(status, int) and status:  # an Exit raised inside: 130 is Ctrl-C
             if status == 130:
                 typer.echo("toyrl: interrupted", err=True)

@@ -16,8 +16,8 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
 
+from toyrl.expected import binomial_pmf
 from toyrl.objective import VARIANTS, advantages, leave_one_out_advantages, variant_weights
 
 FloatArray = np.ndarray
@@ -310,13 +310,13 @@ def difficulty_profiles(group_sizes: list[int], pass_rates: FloatArray) -> dict[
     expected: dict[int, dict[str, FloatArray]] = {}
     for group in group_sizes:
         k = np.arange(group + 1)
-        pmf = binom.pmf(k[None, :], group, pass_rates[:, None])
+        pmf = binomial_pmf(k[None, :].astype(np.float64), group, pass_rates[:, None])
         observed[group], expected[group] = {"p": k / group}, {}
         for name, std_scaled in (("grpo", True), ("dr_grpo", False)):
             mass = group_mass(k, group, std_scaled)
             observed[group][name] = mass / mass[group // 2] if group % 2 == 0 else mass / mass.max()
             mean_mass = pmf @ mass
-            at_half = binom.pmf(k, group, 0.5) @ mass
+            at_half = binomial_pmf(k.astype(np.float64), group, np.full(k.shape, 0.5)) @ mass
             expected[group][name] = mean_mass / at_half
     return {
         "pass_rates": pass_rates,
