@@ -125,6 +125,7 @@ def test_random_option_values_never_crash(option: str, value: str, tmp_path: Pat
     assert result.exit_code in (0, 2), (result.exit_code, result.output, result.exception)
     if result.exit_code == 2:
         assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1
+        assert not out.exists() and not out.with_suffix(".json").exists()
     else:
         assert out.exists()
     out.unlink(missing_ok=True)

@@ -59,7 +59,10 @@ def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path,
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     if sig != signal.SIGKILL:
-        assert process.returncode == 130 and "Traceback" not in stderr and "interrupted" in stderr
+        # 130: stopped cleanly; -sig: the signal came before toyrl had started (a slow import).
+        assert process.returncode in (130, -sig), stderr
+        if process.returncode == 130:
+            assert "Traceback" not in stderr and "interrupted" in stderr
         assert list(tmp_path.iterdir()) == []  # nothing written, no temporary file left
     names = {path.name for path in tmp_path.iterdir() if not path.name.startswith(".")}
     assert names in (set(), {"r.csv", "r.json"})  # never one without the other
