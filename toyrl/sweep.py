@@ -21,6 +21,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -183,15 +184,13 @@ def _execute(
     if backend == "dask":
         from dask.distributed import Client, LocalCluster
 
-        client = (
-            Client(scheduler)
+        workers = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+        local = (
+            None
             if scheduler
-            else Client(
-                LocalCluster(
-                    n_workers=max(n_jobs, 1), threads_per_worker=1, processes=True, dashboard_address=None
-                )
-            )
+            else LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None)
         )
+        client = Client(scheduler or local)
 
         def run_on_dask() -> Any:
             try:
@@ -203,6 +202,8 @@ def _execute(
                         yield frame, todo[i]
             finally:
                 client.close()
+                if local is not None:
+                    local.close()
 
         return run_on_dask()
     if n_jobs == 1 or len(todo) == 1:
