@@ -32,7 +32,7 @@ from toyrl.config import Config
 from toyrl.expected import expected_update
 from toyrl.objective import ARTICLE_VARIANTS, Variant
 from toyrl.policy import exact_metrics, sample_batch
-from toyrl.train import Adam, Plan, initial_theta, run_experiment, run_streams, simulate
+from toyrl.train import Adam, Plan, initial_theta, run_experiment, run_streams, simulate, step_noise
 
 ARTICLE = [(variant, seed) for variant in ARTICLE_VARIANTS.values() for seed in range(6)]
 
@@ -93,24 +93,17 @@ def token_level_step(theta, prompt_index, batch, weight, n, cap, clip=0.2):
 
 def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
     """One run trained through the token-level baseline; returns its final parameters."""
-    init, prompts, approach, lengths = run_streams(seed)
-    theta = initial_theta(config, init)[None]
+    streams = run_streams(seed)
+    theta = initial_theta(config, streams[0])[None]
     adam = Adam(theta, config, config.steps)
     plan = Plan.of([variant])
-    shape = (config.batch_prompts, config.group_size)
+    noise = step_noise([streams], config)  # the simulator's own noise, so both draw the same numbers
     for step in range(config.steps + 1):
-        if step % 50 == 0:  # the simulator's noise blocks, so both draw the same numbers
-            block = min(50, config.steps + 1 - step)
-            index = prompts.random((block, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
-            uniforms, exponentials = (
-                approach.random((block, *shape)),
-                lengths.standard_exponential((block, *shape)),
-            )
-        k = step % 50
+        index, uniforms, exponentials = next(noise)
         exact_metrics(theta, config.cap, config.min_length)
-        batch = sample_batch(theta, index[k][None], uniforms[k][None], exponentials[k][None], config.cap)
+        batch = sample_batch(theta, index, uniforms, exponentials, config.cap)
         weights = plan.weights(batch, batch.rewards(config.min_length), config)
-        _, grad = token_level_step(theta[0], index[k], batch, weights.weight, float(weights.n[0]), config.cap)
+        _, grad = token_level_step(theta[0], index[0], batch, weights.weight, float(weights.n[0]), config.cap)
         if step < config.steps:
             adam.step(theta, grad[None], np.ones(1, dtype=bool))
     return theta[0]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import io
 import json
 import signal
 import sys
@@ -31,6 +30,7 @@ from toyrl.results import (
     final_summary,
     final_table_markdown,
     format_summary,
+    format_table,
     load_results,
     metadata,
     save_results,
@@ -412,17 +412,7 @@ def bias(
         "phi_wrong",
         "phi_wrong_share",
     ]
-    table = [header] + [[_cell(row[key]) for key in keys] for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for i, line in enumerate(table):
-        typer.echo(
-            "  ".join(
-                text.rjust(width) if j else text.ljust(width)
-                for j, (text, width) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-        if i == 0:
-            typer.echo("  ".join("-" * width for width in widths))
+    typer.echo(format_table([header, *[[_cell(row[key]) for key in keys] for row in rows]]))
     typer.echo("grad J's phi_wrong component is 0: a wrong approach earns nothing at any length.")
 
 
@@ -492,15 +482,9 @@ def sweep(
         force=force,
         progress=None if quiet else report,
     )
-    from toyrl.plots import plot_sweep
+    from toyrl.plots import plot_sweep, save_figures
 
-    figure = plot_sweep(table, list(axes))
-    for kind in ("png", "svg"):
-        buffer = io.BytesIO()
-        figure.savefig(
-            buffer, format=kind, dpi=150, metadata={"Software": None} if kind == "png" else {"Date": None}
-        )
-        write_atomic(out_dir / f"sweep.{kind}", buffer.getvalue())
+    save_figures({"sweep": plot_sweep(table, list(axes))}, out_dir)
     if not quiet:
         typer.echo(f"wrote {out_dir / 'results.csv'}, {out_dir / 'final.csv'} and {out_dir / 'sweep.png'}")
 
@@ -556,12 +540,8 @@ def examples(
         return
     for example in chosen:
         rows = [example.columns, *[[_cell(value) for value in row] for row in example.rows]]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(example.columns))]
         typer.echo(f"\n{example.title}\n  ({example.source})\n")
-        for i, row in enumerate(rows):
-            typer.echo("  " + "  ".join(text.rjust(width) for text, width in zip(row, widths, strict=True)))
-            if i == 0:
-                typer.echo("  " + "  ".join("-" * width for width in widths))
+        typer.echo(format_table(rows, indent="  ", left_first=False))
         typer.echo("")
         for conclusion in example.conclusions:
             typer.echo(f"  - {conclusion}")

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import expit, gammaln, log_expit, xlog1py, xlogy
 
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import Variant
+from toyrl.objective import SUMMED_AGGREGATIONS, Variant, response_denominator
 from toyrl.policy import FloatArray, split, stop_within, survival
 
 
@@ -112,18 +112,6 @@ def _mean_advantage(
     return result[0], result[1]
 
 
-def _denominator(variant: Variant, token_count: FloatArray, length_norm: float) -> FloatArray:
-    """D(L) of the variant's aggregation, times n/N so that E[g] = (1/P) sum_j E_j[w_1 s_1 N/n]."""
-    responses_over_n = {"token_sum_norm": 1.0, "token_sum": 1.0}
-    if variant.aggregation == "seq_mean_token_mean":
-        denominator = token_count
-    elif variant.aggregation in ("seq_mean_token_sum_norm", "token_sum_norm"):
-        denominator = np.full(token_count.shape, length_norm)
-    else:
-        denominator = np.ones(token_count.shape)
-    return denominator * responses_over_n.get(variant.aggregation, 1.0)
-
-
 def _branch_sums(
     stop_logit: FloatArray,
     config: Config,
@@ -142,18 +130,12 @@ def _branch_sums(
     pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
-    d_k = np.stack([_denominator(v, k + 1, config.length_norm_value) for v in variants])
-    d_tail = np.array([_denominator(v, np.array([cap + 1.0]), config.length_norm_value)[0] for v in variants])
+    d_k = np.stack([response_denominator(v.aggregation, k + 1, config.length_norm_value) for v in variants])
+    d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
     keep_tail = np.array([not v.mask_truncated for v in variants])
     # The number of responses N over the aggregation's n: token sums are not averaged over responses.
-    scale = np.array(
-        [
-            config.batch_prompts * config.group_size
-            if v.aggregation in ("token_sum_norm", "token_sum")
-            else 1.0
-            for v in variants
-        ]
-    )
+    responses = config.batch_prompts * config.group_size
+    scale = np.array([responses if v.aggregation in SUMMED_AGGREGATIONS else 1.0 for v in variants])
     weight, scored = scale[:, None] * pmf / d_k, scale[:, None] * pmf * (1 - k * s) / d_k
     tail_weight = np.where(keep_tail, scale * tail / d_tail, 0.0)
     tail_scored = np.where(keep_tail, scale * tail * (-cap * s[..., 0]) / d_tail, 0.0)

@@ -175,20 +175,28 @@ def advantages(rewards: ArrayLike, mode: str, eps: float) -> FloatArray:
     )
 
 
+SUMMED_AGGREGATIONS = ("token_sum_norm", "token_sum")  # n = 1: summed over responses, not averaged
+
+
+def response_denominator(aggregation: str, token_count: FloatArray, length_norm: float) -> FloatArray:
+    """D of a per-response aggregation (all but `token_mean`): the token count, L_norm, or 1."""
+    if aggregation == "seq_mean_token_mean":
+        return token_count
+    if aggregation in ("seq_mean_token_sum_norm", "token_sum_norm"):
+        return np.full(token_count.shape, length_norm)
+    return np.ones(token_count.shape)
+
+
 def token_denominators(
     aggregation: str, token_count: FloatArray, included: NDArray[np.bool_], length_norm: float
 ) -> tuple[FloatArray, float]:
     """(D [..., B, G], n) of an aggregation; `included` marks responses that count (not masked out)."""
     responses = token_count.shape[-2] * token_count.shape[-1]
-    if aggregation == "seq_mean_token_mean":
-        return token_count, responses
     if aggregation == "token_mean":
         total = np.where(included, token_count, 0).sum(axis=(-2, -1), keepdims=True)
         return np.broadcast_to(total, token_count.shape), 1.0
-    if aggregation in ("seq_mean_token_sum_norm", "token_sum_norm"):
-        constant = np.full(token_count.shape, length_norm)
-        return constant, responses if aggregation == "seq_mean_token_sum_norm" else 1.0
-    return np.ones(token_count.shape), responses if aggregation == "seq_mean_token_sum" else 1.0
+    n = 1.0 if aggregation in SUMMED_AGGREGATIONS else responses
+    return response_denominator(aggregation, token_count, length_norm), n
 
 
 class Weights(NamedTuple):

@@ -340,7 +340,7 @@ def plot_difficulty(profiles: dict[str, Any], axes: Sequence[Axes] | None = None
 
 def render_bias(table: pd.DataFrame, folder: Path) -> list[Path]:
     """The bias-over-training figure as PNG and SVG in `folder`."""
-    return _save({BIAS_FIGURE_NAME: plot_bias(table)}, folder)
+    return save_figures({BIAS_FIGURE_NAME: plot_bias(table)}, folder)
 
 
 def render_teaching(folder: Path) -> list[Path]:
@@ -352,7 +352,7 @@ def render_teaching(folder: Path) -> list[Path]:
         "token_weights": plot_token_weights(lengths, token_weight_curves(lengths)),
         "difficulty": plot_difficulty(difficulty_profiles(list(GROUP_STYLES), np.linspace(0, 1, 201))),
     }
-    return _save(figures, folder)
+    return save_figures(figures, folder)
 
 
 def render_all(frame: pd.DataFrame, folder: Path, cap: int | None = None) -> list[Path]:
@@ -362,10 +362,12 @@ def render_all(frame: pd.DataFrame, folder: Path, cap: int | None = None) -> lis
         "accuracy": plot_accuracy(frame),
         "branch_lengths": plot_branch_lengths(frame, cap=cap),
     }
-    return _save(figures, folder)
+    return save_figures(figures, folder)
 
 
-def _save(figures: dict[str, Figure], folder: Path) -> list[Path]:
+def save_figures(figures: dict[str, Figure], folder: Path) -> list[Path]:
+    """Each figure as NAME.png and NAME.svg in `folder` (atomically, without dates: re-rendering
+    gives the same bytes); the figures are closed. Returns the paths written."""
     written = []
     for name, fig in figures.items():
         for kind, metadata in [("png", {"Software": None}), ("svg", {"Date": None})]:

@@ -242,17 +242,23 @@ def _summary_rows(summary: pd.DataFrame) -> list[list[str]]:
     return rows
 
 
-def format_summary(summary: pd.DataFrame) -> str:
-    """The summary as an aligned text table for the terminal."""
-    rows = [SUMMARY_HEADER, *_summary_rows(summary)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(SUMMARY_HEADER))]
+def format_table(rows: Sequence[Sequence[str]], indent: str = "", left_first: bool = True) -> str:
+    """Rows of cells (the first the header) as an aligned text table with a rule under the header:
+    numbers right-aligned, the first column left-aligned when `left_first`."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 
-    def line(row: list[str]) -> str:
-        return "  ".join(
-            [row[0].ljust(widths[0])] + [t.rjust(w) for t, w in zip(row[1:], widths[1:], strict=True)]
+    def line(cells: Sequence[str]) -> str:
+        return indent + "  ".join(
+            text.ljust(width) if i == 0 and left_first else text.rjust(width)
+            for i, (text, width) in enumerate(zip(cells, widths, strict=True))
         )
 
-    return "\n".join([line(rows[0]), "  ".join("-" * w for w in widths), *map(line, rows[1:])])
+    return "\n".join([line(rows[0]), indent + "  ".join("-" * w for w in widths), *map(line, rows[1:])])
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """The summary as an aligned text table for the terminal."""
+    return format_table([SUMMARY_HEADER, *_summary_rows(summary)])
 
 
 def final_table_markdown(frame: pd.DataFrame, article: bool) -> str:

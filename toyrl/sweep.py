@@ -92,10 +92,6 @@ def run_id(variant: Variant, point: Point, seed: int) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def _simulate_chunk(config: Config, runs: list[tuple[Variant, int]]) -> pd.DataFrame:
-    return simulate(config, runs)
-
-
 def run_sweep(
     folder: Path,
     variants: Sequence[Variant],
@@ -207,7 +203,7 @@ def _execute(
 
         return run_on_dask()
     if n_jobs == 1 or len(todo) == 1:
-        return ((_simulate_chunk(config, runs), (config, runs)) for config, runs in todo)
+        return ((simulate(config, runs), (config, runs)) for config, runs in todo)
     results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
         delayed(_tagged)(i, config, runs) for i, (config, runs) in enumerate(todo)
     )
@@ -215,7 +211,7 @@ def _execute(
 
 
 def _tagged(index: int, config: Config, runs: list[tuple[Variant, int]]) -> tuple[int, pd.DataFrame]:
-    return index, _simulate_chunk(config, runs)
+    return index, simulate(config, runs)
 
 
 def _collect(

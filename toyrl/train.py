@@ -223,20 +223,7 @@ class Adam:
     def step(self, theta: FloatArray, grad: FloatArray, active: NDArray[np.bool_]) -> None:
         """One step on the `active` runs' theta, in place."""
         c = self.config
-        if active.all():
-            self.count += 1
-            self.moment1 = self.moment1 * c.adam_beta1 + (1 - c.adam_beta1) * grad
-            self.moment2 = self.moment2 * c.adam_beta2 + (1 - c.adam_beta2) * grad**2
-            first, last = self.count[0], self.count[-1]
-            if first == last and (self.count == first).all():  # one shared count: scalar corrections
-                mean = self.moment1 / self.correction1[first - 1]
-                second = self.moment2 / self.correction2[first - 1]
-            else:
-                mean = self.moment1 / self.correction1[self.count - 1, None]
-                second = self.moment2 / self.correction2[self.count - 1, None]
-            theta -= c.lr * mean / (np.sqrt(second) + c.adam_eps)
-            return
-        rows = np.flatnonzero(active)
+        rows: NDArray[np.intp] | slice = slice(None) if active.all() else np.flatnonzero(active)
         self.count[rows] += 1
         m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad[rows]
         v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad[rows] ** 2
@@ -278,7 +265,7 @@ def run_streams(seed: int) -> list[np.random.Generator]:
     return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(4)]
 
 
-def _noise(
+def step_noise(
     streams: list[list[np.random.Generator]], config: Config
 ) -> Iterator[tuple[NDArray[np.intp], FloatArray, FloatArray]]:
     """Each step's (prompt_index [R, B], approach_uniform, length_exponential [R, B, G]).
@@ -326,8 +313,9 @@ def simulate(
     theta_ref = theta.copy()  # the KL term's reference: the initial policy
     adam = Adam(theta, config, max_updates=steps * int(plan.iterations.max()))
     record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
-    noise = None if exact else _noise(streams, config)
+    noise = None if exact else step_noise(streams, config)
     kl_runs = plan.beta > 0
+    every_run = np.ones(n_runs, dtype=bool)
     # Exact metrics depend on theta alone, batch statistics on the batch and gradient alone: both
     # are evaluated for a block of steps at once, from these buffers.
     block = NOISE_BLOCK_STEPS
@@ -344,22 +332,21 @@ def simulate(
             grad = -expected_update(theta, config, plan.variants)
             grads[slot] = grad
             if step < steps:
-                adam.step(theta, grad, np.ones(n_runs, dtype=bool))
+                adam.step(theta, grad, every_run)
         else:
             prompt_index, approach, exponential = next(noise)
             batch = sample_batch(theta, prompt_index, approach, exponential, config.cap)
             rewards = batch.rewards(config.min_length)
             weights = plan.weights(batch, rewards, config)
             grad = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))
-            if kl_runs.any():  # the KL term acts from the first update on
-                theta_now = theta.copy()
-                kl_grad, _ = clipped_gradient(theta, theta_now, theta_ref, prompt_index, batch, weights, plan)
+            if kl_runs.any():  # the KL term acts from the first update on (theta is theta_old here)
+                kl_grad, _ = clipped_gradient(theta, theta, theta_ref, prompt_index, batch, weights, plan)
                 grad = np.where(kl_runs[:, None], kl_grad, grad)
             grads[slot], lengths[slot], all_rewards[slot] = grad, batch.length, rewards
             clip_sum = np.zeros(n_runs)
             if step < steps:
                 theta_old = theta.copy()
-                adam.step(theta, grad, np.ones(n_runs, dtype=bool))
+                adam.step(theta, grad, every_run)
                 for iteration in range(2, int(plan.iterations.max()) + 1):
                     active = plan.iterations >= iteration
                     later, clipped = clipped_gradient(
