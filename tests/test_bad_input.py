@@ -17,7 +17,7 @@ BAD = [
     (["run", "--variant", "advantage=median"], "advantage must be one of"),
     (
         ["run", "--variant", "aggregation=token_mean,num_iterations=0"],
-        "num_iterations must be an integer >= 1",
+        "num_iterations must be an integer in 1..64",
     ),
     (["run", "--variant", "advantage=none,beta=-1"], "beta must be a number >= 0"),
     (["run", "--group-size", "1"], "--group-size must be an integer in 2..10,000 (got 1)"),

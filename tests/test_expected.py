@@ -56,7 +56,7 @@ def test_dr_grpo_expected_update_is_parallel_to_the_true_gradient(config: Config
     for row in rows:
         assert abs(row["cosine"] - 1) < 1e-9
         assert row["norm_ratio"] == pytest.approx(constant, rel=1e-9)
-        assert row["phi_wrong"] == 0.0 or abs(row["phi_wrong_share"]) < 1e-12
+        assert row["phi_wrong"] == 0.0 or abs(row["phi_wrong_cosine"]) < 1e-12
 
 
 def test_length_normalised_variants_push_phi_wrong_and_std_only_does_not() -> None:
@@ -71,10 +71,10 @@ def test_length_normalised_variants_push_phi_wrong_and_std_only_does_not() -> No
         }
         for name in ("grpo", "length_only"):
             assert rows[name]["cosine"] < 1 - 1e-3
-            assert rows[name]["phi_wrong"] < 0 and abs(rows[name]["phi_wrong_share"]) > 0.01
+            assert rows[name]["phi_wrong"] < 0 and abs(rows[name]["phi_wrong_cosine"]) > 0.01
             assert rows[name]["true_phi_wrong"] == 0.0
         # std_only: no length bias (phi_wrong untouched) but the difficulty bias tilts the psi block.
-        assert abs(rows["std_only"]["phi_wrong_share"]) < 1e-12
+        assert abs(rows["std_only"]["phi_wrong_cosine"]) < 1e-12
         assert rows["std_only"]["psi_cosine"] < 1 - 1e-6
 
 
@@ -157,7 +157,7 @@ def test_bias_command_at_the_initial_policy() -> None:
     assert result.exit_code == 0
     rows = {row["variant"]: row for row in json.loads(result.stdout)["variants"]}
     assert set(rows) == set(NAMES)
-    assert abs(rows["dr_grpo"]["cosine"] - 1) < 1e-9 and rows["grpo"]["phi_wrong_share"] < -0.1
+    assert abs(rows["dr_grpo"]["cosine"] - 1) < 1e-9 and rows["grpo"]["phi_wrong_cosine"] < -0.1
     table = invoke("bias", "--variant", "grpo").stdout
     assert "grpo" in table and "dr_grpo" not in table
 

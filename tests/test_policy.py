@@ -175,3 +175,28 @@ def test_min_length_one_means_no_response_is_too_short() -> None:
     stop_by_cap = 1 - 0.99**10
     np.testing.assert_allclose(exact["accuracy"], 0.5 * stop_by_cap, rtol=1e-12)
     assert np.isfinite(exact["length_incorrect"]).all()
+
+
+@pytest.mark.parametrize(
+    ("ramble", "right", "reward", "length", "stopped"),
+    [
+        (99, True, 0.0, 99, True),  # one token short of min_length
+        (100, True, 1.0, 100, True),  # exactly min_length: the minimum amount of work
+        (CAP, True, 1.0, CAP, True),  # stopped on the cap's last token: stopped, counts
+        (CAP + 1, True, 0.0, CAP, False),  # the stop token would come after the cap: truncated
+        (10 * CAP, True, 0.0, CAP, False),
+        (100, False, 0.0, 100, True),  # a wrong approach earns nothing at any length
+        (CAP, False, 0.0, CAP, True),
+    ],
+)
+def test_reward_boundaries(ramble: int, right: bool, reward: float, length: int, stopped: bool) -> None:
+    """K = floor(E / softplus(phi)) + 1: E chosen in the middle of K's interval gives that K."""
+    phi = logit(1 / 300)
+    rate = np.logaddexp(0.0, phi)
+    theta = np.array([[8.0 if right else -8.0, phi, phi]])
+    approach = np.array([[[0.5]]])
+    exponential = np.array([[[(ramble - 0.5) * rate]]])
+    batch = sample_batch(theta, np.array([[0]]), approach, exponential, CAP)
+    assert batch.right.item() is right
+    assert (batch.length.item(), batch.stopped.item()) == (length, stopped)
+    assert batch.rewards(MIN_LENGTH).item() == reward

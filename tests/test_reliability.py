@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.results import load_results
 
+from .files import assert_equivalent_results, assert_identical_files, first_difference
+
 TINY = ["--steps", "20", "--prompts", "8", "--batch-prompts", "4", "--seeds", "2", "-q"]
 
 
@@ -72,7 +74,7 @@ def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path,
     reference = tmp_path / "reference"
     reference.mkdir()
     subprocess.run(command, cwd=reference, check=True, capture_output=True)
-    assert (tmp_path / "r.csv").read_bytes() == (reference / "r.csv").read_bytes()
+    assert_identical_files(tmp_path / "r.csv", reference / "r.csv")
 
 
 def test_two_fresh_processes_give_identical_numbers(tmp_path: Path) -> None:
@@ -87,7 +89,7 @@ def test_two_fresh_processes_give_identical_numbers(tmp_path: Path) -> None:
             capture_output=True,
         )
         outs.append(out.read_bytes())
-    assert outs[0] == outs[1]
+    assert not first_difference(outs[0], outs[1])
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,10 +132,7 @@ def test_an_interrupted_reproduce_and_sweep_finish_on_a_rerun(tmp_path: Path, si
             assert not list(tmp_path.rglob(".*.tmp"))  # temporary files removed on the way out
         rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
         assert rerun.returncode == 0, rerun.stderr
-    assert (tmp_path / "results" / "article.csv").read_bytes() == (
-        ROOT / "results" / "article.csv"
-    ).read_bytes()
-    load_results(tmp_path / "results" / "article.csv")
+    assert_equivalent_results(ROOT / "results" / "article.csv", tmp_path / "results" / "article.csv")
     whole = subprocess.run(
         [
             sys.executable,
@@ -146,7 +145,7 @@ def test_an_interrupted_reproduce_and_sweep_finish_on_a_rerun(tmp_path: Path, si
         capture_output=True,
     )
     assert whole.returncode == 0
-    assert (tmp_path / "s" / "results.csv").read_bytes() == (tmp_path / "w" / "results.csv").read_bytes()
+    assert_identical_files(tmp_path / "s" / "results.csv", tmp_path / "w" / "results.csv")
 
 
 def test_numbers_are_the_same_on_every_worker_count() -> None:

@@ -52,7 +52,7 @@ def test_loss_gradient_equals_finite_differences_of_the_surrogate(name: str) -> 
 def test_adam_steps_by_hand() -> None:
     config = Config(lr=0.1)
     theta = np.array([[1.0, -2.0, 0.0], [5.0, 5.0, 5.0]])
-    adam = Adam(theta, config, max_updates=4)
+    adam = Adam(theta, config)
     first = np.array([[0.5, -3.0, 0.0], [1.0, 1.0, 1.0]])
     adam.step(theta, first, np.array([True, False]))
     # Step 1: the bias-corrected moments are g and g^2, so each parameter moves by -lr sign(g).

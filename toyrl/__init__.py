@@ -5,4 +5,4 @@ loss variants as data) -> `train` (Adam on exact updates, many runs at once) -> 
 with its configuration) -> `cli` (the `toyrl` command).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

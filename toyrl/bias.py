@@ -18,7 +18,9 @@ from toyrl.expected import expected_update, true_gradient
 from toyrl.objective import Variant, parse_variant
 from toyrl.policy import FloatArray
 from toyrl.presets import ALL_VARIANTS
-from toyrl.train import EXACT_COLUMNS, simulate
+from toyrl.train import simulate
+
+RUNS_PER_REPLAY = 32  # runs replayed together by bias_over_training (its exact sums are [states, cap])
 
 
 def bias_report(
@@ -27,7 +29,10 @@ def bias_report(
     """Per variant: cosine and norm ratio of E[g] to grad J, and their components.
 
     theta [R, P + 2] holds one policy state per variant (R = len(variants)). Components: the
-    psi block (norms and cosine), phi_right and phi_wrong (values; grad J's phi_wrong is 0).
+    psi block (norms and cosine), phi_right and phi_wrong (values; grad J's phi_wrong is 0), and
+    how much of E[g] lies along phi_wrong: the cosine with that axis, u_w / |u| (signed: negative
+    when E[g] lowers the wrong approach's stop logit), and its share of the squared norm,
+    u_w^2 / |u|^2 (between 0 and 1; the shares of all P + 2 axes add up to 1).
     """
     update = expected_update(theta, config, variants)
     gradient = true_gradient(theta, config.cap, config.min_length)
@@ -46,7 +51,9 @@ def bias_report(
                 "true_phi_right": float(g[-2]),
                 "phi_wrong": float(u[-1]),
                 "true_phi_wrong": float(g[-1]),
-                "phi_wrong_share": float(u[-1] / np.linalg.norm(u)),
+                # E[g]'s cosine with the phi_wrong axis, and that axis's share of its squared norm.
+                "phi_wrong_cosine": float(u[-1] / np.linalg.norm(u)),
+                "phi_wrong_share": float(u[-1] ** 2 / (u @ u)),
             }
         )
     return rows
@@ -61,10 +68,13 @@ def replay_states(
 ) -> FloatArray:
     """theta [len(runs), len(steps), P + 2] of each run at each step, by re-simulating the runs.
 
-    With `check` (the saved results), the replay's exact metrics must equal the saved ones at those
-    steps to the last bit; otherwise the results were made by other code or settings, and
-    InvalidInput says so. `exact`: the runs are mean-field runs (`toyrl run --exact`).
+    With `check` (the saved results), every replayed row up to the last wanted step must agree with
+    the saved one as `toyrl.results.compare_results` requires (exactly, or within the cross-machine
+    tolerance for exact metrics); otherwise InvalidInput names the first difference and the largest.
+    `exact`: the runs are mean-field runs (`toyrl run --mean-field`).
     """
+    from toyrl.results import compare_results
+
     wanted = sorted(set(steps))
     states = np.empty((len(runs), len(wanted), config.prompts + 2))
 
@@ -72,15 +82,25 @@ def replay_states(
         if step in wanted:
             states[:, wanted.index(step)] = theta
 
-    replay = simulate(config.replace(steps=max(wanted)), runs, exact=exact, on_step=keep)
+    last = max(wanted)
+    replay = simulate(config.replace(steps=max(last, 1)), runs, exact=exact, on_step=keep)
+    replay = replay[replay["step"] <= last].reset_index(drop=True)
     if check is not None:
         key = ["variant", "seed", "step"]
-        saved = check[check["step"].isin(wanted)].set_index(key)[EXACT_COLUMNS]
-        replayed = replay[replay["step"].isin(wanted)].set_index(key)[EXACT_COLUMNS]
-        if not replayed.equals(saved.reindex(replayed.index)):
+        saved_rows = check.set_index(key)
+        replayed_rows = pd.MultiIndex.from_frame(replay[key])
+        missing = ~replayed_rows.isin(saved_rows.index)
+        if missing.any():
+            variant, seed, step = replay.loc[int(missing.argmax()), key]
             raise InvalidInput(
-                "replaying the runs does not reproduce the saved results (made by another toyrl version "
-                "or with other settings?), so their policy states cannot be recovered"
+                f"the saved results have no row for variant {variant}, seed {seed}, step {step}"
+            )
+        saved = saved_rows.reindex(replayed_rows).reset_index()[replay.columns]
+        comparison = compare_results(saved, replay, mean_field=exact)
+        if not comparison.same:
+            raise InvalidInput(
+                "replaying the runs does not reproduce the saved results, so their policy states cannot "
+                f"be recovered (other settings, or another toyrl version?): {comparison.describe()}"
             )
     return states[:, [wanted.index(step) for step in steps]]
 
@@ -88,18 +108,25 @@ def replay_states(
 def bias_over_training(
     frame: pd.DataFrame, config: Config, stride: int = 10, exact: bool = False
 ) -> pd.DataFrame:
-    """For every run of a results table, every `stride` steps: cosine, norm ratio and phi_wrong share
-    of its own variant's E[g] against grad J. A tidy frame, one row per (variant, seed, step)."""
+    """For every run of a results table, every `stride` steps: cosine, norm ratio and phi_wrong
+    cosine and share of its own variant's E[g] against grad J. A tidy frame, one row per (variant,
+    seed, step). Runs are replayed RUNS_PER_REPLAY at a time, so memory does not grow with the table.
+    """
     runs = [
         (parse_variant(name, ALL_VARIANTS), int(seed))
         for name, seed in frame[["variant", "seed"]].drop_duplicates().itertuples(index=False, name=None)
     ]
     last = int(frame["step"].max())
     steps = list(range(0, last + 1, stride)) + ([last] if last % stride else [])
-    states = replay_states(config.replace(steps=last), runs, steps, check=frame, exact=exact)
-    variants = [variant for variant, _ in runs for _ in steps]
-    rows = bias_report(states.reshape(-1, states.shape[-1]), config, variants)
-    table = pd.DataFrame(rows)
-    table.insert(1, "seed", [seed for _, seed in runs for _ in steps])
-    table.insert(2, "step", steps * len(runs))
-    return table
+    tables = []
+    for start in range(0, len(runs), RUNS_PER_REPLAY):
+        chunk = runs[start : start + RUNS_PER_REPLAY]
+        names = {variant.name for variant, _ in chunk}
+        rows = frame[frame["variant"].isin(names) & frame["seed"].isin({seed for _, seed in chunk})]
+        states = replay_states(config.replace(steps=max(last, 1)), chunk, steps, check=rows, exact=exact)
+        variants = [variant for variant, _ in chunk for _ in steps]
+        table = pd.DataFrame(bias_report(states.reshape(-1, states.shape[-1]), config, variants))
+        table.insert(1, "seed", [seed for _, seed in chunk for _ in steps])
+        table.insert(2, "step", steps * len(chunk))
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True)

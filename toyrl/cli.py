@@ -24,9 +24,11 @@ from toyrl.expected import check_exact_supported
 from toyrl.objective import ARTICLE_VARIANTS, parse_variant, parse_variants
 from toyrl.presets import ALL_VARIANTS
 from toyrl.results import (
+    RELATIVE_TOLERANCE,
     check_output_path,
     check_overwrite,
     check_writable,
+    claim,
     final_summary,
     final_table_markdown,
     format_summary,
@@ -57,6 +59,16 @@ class _OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("toyrl: interrupted", err=True)
             sys.exit(130)
+        except OSError as error:  # the file system or a connection refused what the command needed
+            typer.echo(f"toyrl: error: {_system_message(error)}", err=True)
+            sys.exit(2)
+        except MemoryError:
+            typer.echo(
+                "toyrl: error: out of memory; use fewer variants, seeds, steps or responses per step "
+                "(--batch-prompts, --group-size), or fewer --n-jobs",
+                err=True,
+            )
+            sys.exit(2)
         except Exception as error:
             # Ctrl-C inside a C extension's import surfaces as an ImportError caused by it.
             if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
@@ -68,6 +80,12 @@ class _OneLineErrors(TyperGroup):
                 typer.echo("toyrl: interrupted", err=True)
             sys.exit(status)
         return status
+
+
+def _system_message(error: OSError) -> str:
+    """An operating-system error as 'path: reason', the way the shell says it."""
+    reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
+    return f"{error.filename}: {reason}" if error.filename else reason
 
 
 def _one_line_warning(message: Warning | str, *_: Any, **__: Any) -> None:
@@ -186,20 +204,30 @@ def run(
     seed_list = list(range(seed_start, seed_start + seeds))
     command = "toyrl run --exact" if exact else "toyrl run"
     meta = metadata(config, variants, seed_list, command, exact=exact)
-    check_overwrite(out, meta, force)
-    frame = run_experiment(
-        config,
-        variants,
-        seed_list,
-        n_jobs=n_jobs,
-        progress=None if quiet else _progress("toyrl run"),
-        exact=exact,
-    )
-    save_results(frame, out, meta)
+    with claim(out, "results"):
+        check_overwrite(out, meta, force)
+        frame = run_experiment(
+            config,
+            variants,
+            seed_list,
+            n_jobs=n_jobs,
+            progress=None if quiet else _progress("toyrl run"),
+            exact=exact,
+        )
+        frame, kept = save_results(frame, out, meta)
     if not quiet:
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
-        typer.echo(f"wrote {out} and {out.with_suffix('.json')}")
+        typer.echo(_saved(out, kept))
+
+
+def _saved(out: Path, kept: bool) -> str:
+    if kept:
+        return (
+            f"kept {out} and {out.with_suffix('.json')}: the new numbers agree with them within "
+            f"{RELATIVE_TOLERANCE:g} relative (exact metrics; everything else to the bit)"
+        )
+    return f"wrote {out} and {out.with_suffix('.json')}"
 
 
 ARTICLE_SEEDS = 6  # article, "Toy run": "6 seeds"
@@ -207,10 +235,12 @@ ARTICLE_SEEDS = 6  # article, "Toy run": "6 seeds"
 
 def _folder(path: Path, option: str) -> Path:
     """An output folder, made if missing (its parent must exist); InvalidInput if it cannot be used."""
-    if not path.exists() and path.parent.is_dir():
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(f"{option}: '{path}' is a file, not a folder")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise InvalidInput(f"{option}: '{path}' cannot be made: its parent folder does not exist")
         path.mkdir()
-    if not path.is_dir():
-        raise InvalidInput(f"{option}: '{path}' is not a folder, and its parent folder does not exist")
     check_writable(path, option)
     return path
 
@@ -262,23 +292,26 @@ def reproduce(
     check_output_path(out, "--results-dir")
     _folder(figures_dir, "--figures-dir")
     meta = metadata(config, variants, seeds, "toyrl reproduce")
-    check_overwrite(out, meta, force, "--results-dir")
     say = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
-    say(f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps")
-    frame = run_experiment(
-        config, variants, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
-    )
-    save_results(frame, out, meta)
-    say("rendering figures")
-    from toyrl.plots import render_teaching
+    with claim(out, "results"), claim(figures_dir, "figures in"):
+        check_overwrite(out, meta, force, "--results-dir")
+        say(f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps")
+        frame = run_experiment(
+            config, variants, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
+        )
+        # Figures are drawn from the results on disk: when those are kept (equal within the
+        # cross-machine tolerance), the figures are the committed ones to the byte.
+        frame, kept = save_results(frame, out, meta)
+        say("rendering figures")
+        from toyrl.plots import render_teaching
 
-    written = _render(frame, meta, figures_dir) + render_teaching(figures_dir)
-    explorer = figures_dir / "explorer.html"
-    description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
-    _explorer(frame, config, description, explorer)
-    written.append(explorer)
+        written = _render(frame, meta, figures_dir) + render_teaching(figures_dir)
+        explorer = figures_dir / "explorer.html"
+        description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
+        _explorer(frame, config, description, explorer)
+        written.append(explorer)
     if not quiet:
-        typer.echo(f"results: {out} and {out.with_suffix('.json')}")
+        typer.echo(f"results: {_saved(out, kept)}")
         typer.echo("figures: " + ", ".join(str(path) for path in written))
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
@@ -353,6 +386,8 @@ def bias(
     from toyrl.train import initial_theta, run_streams
 
     rows: list[dict[str, Any]]
+    if not 0 <= seed < 2**63:
+        raise ConfigError("seed", "must be an integer >= 0 (and below 2**63)", seed)
     if results is None:
         if step is not None:
             raise InvalidInput("--step needs --results (the runs whose policy it names)")
@@ -377,13 +412,15 @@ def bias(
         chosen = last if step is None else step
         if not 0 <= chosen <= last:
             raise InvalidInput(f"--step must be in 0..{last} for {results} (got {chosen})")
+        if (frame.groupby(["variant", "seed"])["step"].max() < chosen).any():
+            raise InvalidInput(f"--step {chosen}: not every run in {results} reaches that step")
         runs = [
             (parse_variant(name, ALL_VARIANTS), int(s))
             for name in names
             for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
         ]
         exact = bool(meta.get("exact", False)) if meta else False
-        states = replay_states(config.replace(steps=last), runs, [chosen], check=frame, exact=exact)[:, 0]
+        states = replay_states(config, runs, [chosen], check=frame, exact=exact)[:, 0]
         per_run = pd.DataFrame(bias_report(states, config, [v for v, _ in runs]))
         means = per_run.groupby("variant", sort=False).mean(numeric_only=True).reset_index()
         rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
@@ -400,6 +437,7 @@ def bias(
         "E[g] phi_right",
         "grad J phi_right",
         "E[g] phi_wrong",
+        "phi_wrong cosine",
         "phi_wrong share",
     ]
     keys = [
@@ -410,10 +448,15 @@ def bias(
         "phi_right",
         "true_phi_right",
         "phi_wrong",
+        "phi_wrong_cosine",
         "phi_wrong_share",
     ]
     typer.echo(format_table([header, *[[_cell(row[key]) for key in keys] for row in rows]]))
-    typer.echo("grad J's phi_wrong component is 0: a wrong approach earns nothing at any length.")
+    typer.echo(
+        "grad J's phi_wrong component is 0: a wrong approach earns nothing at any length. phi_wrong "
+        "cosine: E[g]'s cosine with that axis (negative: lengthens wrong answers); share: its part of "
+        "|E[g]|^2."
+    )
 
 
 @app.command()

@@ -26,6 +26,9 @@ class ConfigError(InvalidInput):
         super().__init__(f"{field_name} {self.detail}")
 
 
+MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of a step, at most
+
+
 def _describe(default: Any, text: str) -> Any:
     return field(default=default, metadata={"help": text})
 
@@ -54,6 +57,14 @@ class Config:
     prompt_logit_std: float = _describe(1.0, "Std of the initial prompt logits (0: all equal the mean).")
     std_eps: float = _describe(1e-6, "Epsilon added to the group reward std (std-scaled variants).")
     length_norm: float = _describe(0.0, "Dr. GRPO's constant denominator L_norm; 0 means the cap.")
+    # A trainer's completion mask covers every generated token, and the approach token is one, so
+    # GRPO's per-response mean divides by L + 1. The article's worked example divides by the length
+    # alone; the choice moves GRPO's final accuracy by 2.5 points (docs/initialisation.md).
+    count_approach_token: bool = _describe(
+        True,
+        "Count the approach token in |o_i|, the token count of GRPO's per-response mean and of token "
+        "means: L + 1; with --no-count-approach-token, |o_i| = L (ramble tokens only).",
+    )
 
     def __post_init__(self) -> None:
         _check_int(self, "prompts", 1, 100_000)
@@ -63,6 +74,13 @@ class Config:
                 "batch_prompts", f"must be at most prompts = {self.prompts}", self.batch_prompts
             )
         _check_int(self, "group_size", 2, 10_000)
+        if self.batch_prompts * self.group_size > MAX_RESPONSES:
+            raise ConfigError(
+                "group_size",
+                f"times batch_prompts must be at most {MAX_RESPONSES:,} responses per step "
+                f"(batch_prompts = {self.batch_prompts:,})",
+                self.group_size,
+            )
         _check_int(self, "steps", 1, 10_000_000)
         _check_int(self, "cap", 1, 10_000_000)
         _check_int(self, "min_length", 1)
@@ -78,11 +96,18 @@ class Config:
         _check_float(self, "prompt_logit_std", low=0.0)
         _check_float(self, "std_eps", low=0.0)
         _check_float(self, "length_norm", low=0.0)
+        if not isinstance(self.count_approach_token, bool):
+            raise ConfigError("count_approach_token", "must be true or false", self.count_approach_token)
 
     @property
     def length_norm_value(self) -> float:
         """L_norm actually used: `length_norm`, or the cap when it is 0 (the paper's choice)."""
         return float(self.length_norm) if self.length_norm > 0 else float(self.cap)
+
+    @property
+    def approach_tokens(self) -> int:
+        """Tokens of a response counted in |o_i| besides its L ramble tokens: 1 (the approach token) or 0."""
+        return int(self.count_approach_token)
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed (validated like any Config)."""

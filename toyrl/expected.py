@@ -130,7 +130,12 @@ def _branch_sums(
     pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
-    d_k = np.stack([response_denominator(v.aggregation, k + 1, config.length_norm_value) for v in variants])
+    d_k = np.stack(
+        [
+            response_denominator(v.aggregation, k + config.approach_tokens, config.length_norm_value)
+            for v in variants
+        ]
+    )
     d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
     keep_tail = np.array([not v.mask_truncated for v in variants])
     # The number of responses N over the aggregation's n: token sums are not averaged over responses.

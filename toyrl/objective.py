@@ -59,6 +59,9 @@ AGGREGATIONS = (
 )
 
 
+MAX_ITERATIONS = 64  # updates per sampled batch; trainers use 1 to a few (TRL's mu, verl's ppo_epochs)
+
+
 @dataclass(frozen=True)
 class Variant:
     """A loss variant: the two switches, PPO settings, and what it stands for."""
@@ -84,9 +87,11 @@ class Variant:
         if (
             isinstance(self.num_iterations, bool)
             or not isinstance(self.num_iterations, int)
-            or self.num_iterations < 1
+            or not 1 <= self.num_iterations <= MAX_ITERATIONS
         ):
-            raise InvalidInput(f"num_iterations must be an integer >= 1 (got {self.num_iterations!r})")
+            raise InvalidInput(
+                f"num_iterations must be an integer in 1..{MAX_ITERATIONS} (got {self.num_iterations!r})"
+            )
         for name in ("epsilon", "epsilon_high"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and 0 < value < 10):

@@ -10,6 +10,7 @@ palette, which stays distinct under the common colour-vision deficiencies.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -228,11 +229,12 @@ def plot_sweep(table: pd.DataFrame, axes_keys: list[str]) -> Figure:
 
 
 def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None) -> Figure:
-    """The bias over training: cosine of E[g] to grad J, and the share of E[g] along phi_wrong.
+    """The bias over training: cosine of E[g] to grad J, and E[g]'s squared-norm share on phi_wrong.
 
     `table` is `toyrl.bias.bias_over_training` (one row per variant, seed and step); lines are
     means over seeds with a +-1 sd band. grad J has no phi_wrong component, so any share there is
-    the length bias: the expected update making wrong answers longer.
+    the length bias: the expected update making wrong answers longer (share u_w^2 / |u|^2, from 0
+    to 1; its sign, always the lengthening one here, is in `toyrl bias`'s phi_wrong cosine).
     """
     if axes is None:
         _, grid = plt.subplots(1, 2, figsize=(WIDTH, 3.6))
@@ -243,17 +245,19 @@ def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None) -> Figure
         colour, style = VARIANT_COLOURS.get(variant, "0.2"), VARIANT_STYLES.get(variant, "-")
         label = VARIANT_LABELS.get(variant, variant)
         _band(axes[0], runs, "cosine", colour, label, linestyle=style)
-        _band(axes[1], runs, "phi_wrong_share", colour, label, linestyle=style)
+        _band(
+            axes[1], runs.assign(share=runs["phi_wrong_share"] * 100), "share", colour, label, linestyle=style
+        )
     axes[0].set_ylabel("cosine(E[g], grad J)")
     axes[0].set_ylim(-1.05, 1.05)
+    axes[0].axhline(0, color="0.4", linewidth=0.8)
     axes[0].set_title("direction: 1 = the true gradient's", fontsize=10)
-    axes[1].set_ylabel("E[g] along phi_wrong / |E[g]|")
-    axes[1].set_ylim(-1.05, 0.1)
-    axes[1].set_title("share spent lengthening wrong answers", fontsize=10)
+    axes[1].set_ylabel("share of |E[g]|² along phi_wrong (%)")
+    axes[1].set_ylim(0, 100)
+    axes[1].set_title("squared-norm share lengthening wrong answers", fontsize=10)
     for ax in axes:
         ax.set_xlabel("training step")
-        ax.axhline(0, color="0.4", linewidth=0.8)
-    axes[1].legend(frameon=False, fontsize=8, loc="center")
+    axes[1].legend(frameon=False, fontsize=8, loc="upper right")
     fig.suptitle("Exact expected update against the true gradient of expected accuracy")
     fig.tight_layout()
     return fig
@@ -374,10 +378,30 @@ def save_figures(figures: dict[str, Figure], folder: Path) -> list[Path]:
             buffer = io.BytesIO()
             fig.savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
             path = folder / f"{name}.{kind}"
-            write_atomic(path, buffer.getvalue())
+            data = buffer.getvalue()
+            write_atomic(path, _numbered_ids(data.decode("utf-8")) if kind == "svg" else data)
             written.append(path)
         plt.close(fig)
     return written
+
+
+# matplotlib names an SVG's markers and clip paths by a hash of their path and transform, whose
+# floats carry the data limits to the last bit: a last-bit difference in the data (another CPU's
+# exp) renames them all. Numbered in order of appearance instead, they depend on the drawing alone.
+_SVG_ID = re.compile(r'(?<=id=")[mp][0-9a-f]{10}(?=")|(?<=#)[mp][0-9a-f]{10}\b')
+
+
+def _numbered_ids(svg: str) -> str:
+    """The SVG with its hashed marker and clip-path ids renamed m1, m2, ... and p1, p2, ..."""
+    names: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        old = match.group(0)
+        if old not in names:
+            names[old] = f"{old[0]}{sum(1 for n in names if n[0] == old[0]) + 1}"
+        return names[old]
+
+    return _SVG_ID.sub(rename, svg)
 
 
 def figure_size_pixels(name: str, variants: int) -> tuple[int, int]:

@@ -6,14 +6,18 @@ first, so a reader never sees a half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,9 @@ import pandas as pd
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant
+from toyrl.policy import FloatArray
 from toyrl.presets import stands_for
+from toyrl.train import EXACT_COLUMNS
 
 COLUMN_DOCS = {
     "variant": "loss variant (toyrl.objective.VARIANTS)",
@@ -71,7 +77,14 @@ def check_output_path(path: Path, option: str = "--out") -> None:
         raise InvalidInput(f"{option} must be a path ending in .csv (got '{path}')")
     folder = path.parent
     if not folder.is_dir():
-        raise InvalidInput(f"{option}: folder '{folder}' does not exist")
+        reason = "is not a folder" if folder.exists() else "does not exist"
+        raise InvalidInput(f"{option}: folder '{folder}' {reason}")
+    # Temporary and lock files beside it add up to 20 characters to the name.
+    longest = os.pathconf(folder, "PC_NAME_MAX") - 20
+    if len(os.fsencode(path.name)) > longest:
+        raise InvalidInput(
+            f"{option}: the file name '{path.name[:40]}...' is too long (at most {longest} bytes)"
+        )
     check_writable(folder, option)
     if path.is_dir():
         raise InvalidInput(f"{option}: '{path}' is a folder, not a file")
@@ -87,6 +100,43 @@ def check_writable(folder: Path, option: str) -> None:
         raise InvalidInput(f"{option}: folder '{folder}' is not writable ({error.strerror})") from None
     os.close(handle)
     os.unlink(probe)
+
+
+@contextlib.contextmanager
+def claim(path: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive claim on `path` (a results file or a sweep folder) while writing it.
+
+    The claim is an advisory lock on a hidden `.NAME.lock` beside `path`, taken without waiting:
+    a second toyrl writing to the same place fails at once with a one-line InvalidInput instead of
+    silently replacing the first one's results. The lock file is removed on the way out; a claim
+    taken on a lock file that another process has just removed is retried on the new one.
+    """
+    lock_path = path.parent / f".{path.name}.lock"
+    while True:
+        try:
+            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            raise InvalidInput(
+                f"another toyrl command is writing {what} {path}; "
+                "wait for it to finish, or choose another path"
+            ) from None
+        try:
+            same = os.fstat(handle).st_ino == os.stat(lock_path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(handle)  # the lock file was removed by its last holder meanwhile: claim the new one
+    try:
+        yield
+    finally:
+        Path(lock_path).unlink(missing_ok=True)
+        os.close(handle)
 
 
 def metadata(
@@ -107,8 +157,17 @@ def metadata(
         "seeds": [int(seed) for seed in seeds],
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "matplotlib": _installed_version("matplotlib"),
         "columns": COLUMN_DOCS,
     }
+
+
+def _installed_version(package: str) -> str | None:
+    """A package's installed version, read without importing it (None if it is not installed)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -117,6 +176,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     A failure to write (permissions, a read-only or full file system) is InvalidInput naming the
     path; the temporary file is removed, and `path` keeps its old content.
     """
+    write_together([(path, data)])
+
+
+def _temporary_copy(path: Path, data: str | bytes) -> Path:
+    """A whole, synced temporary file beside `path` holding `data` (mode as a new file would get)."""
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
@@ -129,25 +193,207 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             stream.write(data.encode("utf-8") if isinstance(data, str) else data)
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temporary, path)
     except OSError as error:
         Path(temporary).unlink(missing_ok=True)
         raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return Path(temporary)
 
 
-def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> None:
+def write_together(files: Sequence[tuple[Path, str | bytes]]) -> None:
+    """Replace several files so that a failure at any point leaves the old ones as they were.
+
+    Every new content is first written whole to a temporary file (a full disk or a read-only file
+    fails here, before anything is replaced); only then are the files renamed into place, in order.
+    If a rename fails, the files already replaced get their old content back (from hard links made
+    beforehand). Only a kill between two renames can leave a mix; the sidecar's digest tells.
+    """
+    temporaries: list[Path] = []
+    backups: list[tuple[Path, Path | None]] = []
+    try:
+        for path, data in files:
+            temporaries.append(_temporary_copy(path, data))
+        for (path, _), temporary in zip(files, temporaries, strict=True):
+            backup = None
+            if path.exists() and len(files) > 1:
+                backup = path.parent / f"{temporary.name}.old"
+                try:
+                    os.link(path, backup)
+                except OSError:
+                    backup = None
+            try:
+                os.replace(temporary, path)
+            except OSError as error:
+                if backup is not None:
+                    backup.unlink(missing_ok=True)
+                raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
+            backups.append((path, backup))
+    except BaseException:
+        for path, backup in backups:
+            if backup is not None:
+                os.replace(backup, path)
+        raise
+    finally:
+        for temporary in temporaries:
+            temporary.unlink(missing_ok=True)
+        for _, backup in backups:
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+
+
+# Exact-metric columns are closed forms through exp, expm1 and log1p, whose last bits differ from one
+# CPU to another (numpy picks its SIMD kernels by instruction set): compared within this relative
+# tolerance. Identities, sampled-batch columns and counts are compared exactly: their arithmetic
+# is the same on every machine (measured: identical on two x86-64 CPUs whose exact metrics differ by
+# up to 5e-16). In mean-field runs the parameters themselves follow the exact update, so there every
+# numeric column is compared within the tolerance.
+RELATIVE_TOLERANCE = 1e-12
+IDENTITY_COLUMNS = ("variant", "seed", "step")
+TOLERANT_COLUMNS = frozenset(EXACT_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How two results tables differ: cells compared, cells that differ, cells beyond what is allowed."""
+
+    cells: int
+    differing: int
+    beyond: int
+    max_relative: float  # largest relative difference among the tolerant columns' cells
+    first: str = ""  # the first cell beyond what is allowed, or the structural difference
+
+    @property
+    def same(self) -> bool:
+        return self.beyond == 0 and not self.first
+
+    def describe(self) -> str:
+        """One line: equal within tolerance, or what differs first and how much."""
+        if self.same:
+            return (
+                f"equal within {RELATIVE_TOLERANCE:g} relative: {self.differing:,} of {self.cells:,} cells "
+                f"differ, by at most {self.max_relative:.2g} relative"
+            )
+        beyond = f"; {self.beyond:,} of {self.cells:,} cells differ beyond it" if self.beyond else ""
+        return f"{self.first}{beyond} (largest relative difference {self.max_relative:.3g})"
+
+
+def relative_difference(saved: FloatArray, fresh: FloatArray) -> FloatArray:
+    """|a - b| / max(|a|, |b|) per cell: 0 where equal (NaN and NaN, or equal infinities), inf where
+    one side is NaN or infinite and the other is not."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.maximum(np.abs(saved), np.abs(fresh))
+        difference = np.abs(saved - fresh) / scale
+    same = (saved == fresh) | (np.isnan(saved) & np.isnan(fresh))
+    return np.where(same, 0.0, np.where(np.isfinite(difference), difference, np.inf))
+
+
+def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool = False) -> Comparison:
+    """Compare a results table with a regeneration of it, as another machine would make it.
+
+    The same columns and rows are required; identity, sampled-batch and count columns must be equal
+    to the bit, exact-metric columns (all numeric columns of mean-field runs) equal within
+    RELATIVE_TOLERANCE. Reports the first offending cell and how many there are; never the tables.
+    """
+    if list(saved.columns) != list(fresh.columns):
+        missing = [c for c in saved.columns if c not in fresh.columns]
+        extra = [c for c in fresh.columns if c not in saved.columns]
+        return Comparison(0, 0, 0, 0.0, f"different columns (missing {missing}, extra {extra})")
+    if len(saved) != len(fresh):
+        return Comparison(0, 0, 0, 0.0, f"{len(saved):,} rows against {len(fresh):,}")
+    keys = [c for c in IDENTITY_COLUMNS if c in saved.columns]
+    for key in keys:
+        unequal = np.flatnonzero(saved[key].to_numpy() != fresh[key].to_numpy())
+        if len(unequal):
+            row = int(unequal[0])
+            return Comparison(
+                0,
+                0,
+                0,
+                0.0,
+                f"different runs: row {row} is {key} {saved[key].iloc[row]} against {fresh[key].iloc[row]}",
+            )
+    numeric = [c for c in saved.columns if c not in keys]
+    tolerant = set(numeric) if mean_field else {c for c in numeric if c in TOLERANT_COLUMNS}
+    cells = differing = beyond = 0
+    largest, first = 0.0, ""
+    for column in numeric:
+        try:
+            a = saved[column].to_numpy(dtype=np.float64)
+            b = fresh[column].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            return Comparison(0, 0, 0, 0.0, f"column {column} does not hold numbers")
+        relative = relative_difference(a, b)
+        allowed = RELATIVE_TOLERANCE if column in tolerant else 0.0
+        over = relative > allowed
+        cells += len(a)
+        differing += int(np.count_nonzero(relative))
+        beyond += int(np.count_nonzero(over))
+        if column in tolerant and len(a):
+            largest = max(largest, float(relative.max()))
+        if over.any() and not first:
+            row = int(np.flatnonzero(over)[0])
+            where = ", ".join(f"{key} {saved[key].iloc[row]}" for key in keys) or f"row {row}"
+            kind = f"within {RELATIVE_TOLERANCE:g}" if column in tolerant else "exactly"
+            first = f"{column} at {where}: {float(a[row])!r} against {float(b[row])!r} (must agree {kind})"
+    return Comparison(cells, differing, beyond, largest, first)
+
+
+def _results_on_disk_if_equal(path: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame | None:
+    """The results already at `path` if they were made by this version with the same settings and
+    agree with `frame` within the tolerance (`compare_results`); None otherwise."""
+    sidecar = sidecar_path(path)
+    if not (path.is_file() and sidecar.is_file()):
+        return None
+    try:
+        existing = _read_json(sidecar)
+        if existing.get("toyrl_version") != meta.get("toyrl_version") or not _same_settings(existing, meta):
+            return None
+        saved, _ = load_results(path)
+    except InvalidInput:
+        return None
+    return saved if compare_results(saved, frame, mean_field=bool(meta.get("exact"))).same else None
+
+
+def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> tuple[pd.DataFrame, bool]:
     """Write `frame` to `path` (CSV, floats written to round-trip exactly) and `meta` beside it.
 
-    Each file is replaced atomically, and the sidecar records the CSV's SHA-256: a pair left
-    mismatched by a kill between the two renames is detected on loading, never used silently.
+    If `path` already holds results of this version and settings that agree with `frame` within the
+    cross-machine tolerance, they are kept as they are (a clone stays clean when another CPU rounds
+    the last bits differently). Returns (the results now on disk, whether they were kept).
+    Both files are written together (`write_together`), and the sidecar records the CSV's SHA-256:
+    a pair left mismatched by a kill between the two renames is detected on loading.
     """
+    kept = _results_on_disk_if_equal(path, frame, meta)
+    if kept is not None:
+        return kept, True
     text = frame.to_csv(index=False, lineterminator="\n")
     meta = meta | {"csv_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
-    write_atomic(sidecar_path(path), json.dumps(meta, indent=2) + "\n")
-    write_atomic(path, text)
+    write_together([(path, text), (sidecar_path(path), json.dumps(meta, indent=2) + "\n")])
+    return frame, False
+
+
+def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
+    """Whether a sidecar read from disk records the settings of `meta`: the same configuration (a
+    field the sidecar lacks counts at its default), variants, seeds and kind of run."""
+    if not isinstance(existing, dict):
+        return False
+    try:
+        if Config.from_dict(existing["config"]) != Config.from_dict(meta["config"]):
+            return False
+    except (InvalidInput, KeyError, TypeError):
+        return False
+    return all(existing.get(k) == json.loads(json.dumps(meta.get(k))) for k in ("variants", "seeds", "exact"))
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file's content, or InvalidInput naming the file (unreadable, malformed, too deeply nested)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise InvalidInput(f"{path}: not readable JSON ({reason})") from None
 
 
 def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str = "--out") -> None:
@@ -160,11 +406,10 @@ def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str =
     if force or not (path.exists() or sidecar.exists()):
         return
     try:
-        existing = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        existing = _read_json(sidecar)
+    except InvalidInput:
         existing = {}
-    keys = ("config", "variants", "seeds", "exact")
-    if any(existing.get(key) != json.loads(json.dumps(meta.get(key))) for key in keys):
+    if not _same_settings(existing, meta):
         raise InvalidInput(
             f"{option}: {path} holds results made with other settings; choose another path, or add --force"
         )
@@ -188,23 +433,50 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     if numeric:
         raise InvalidInput(f"{path}: columns {', '.join(numeric)} must hold numbers")
     frame["variant"] = frame["variant"].astype(str)
+    _check_runs(frame, path)
     meta = None
     sidecar = sidecar_path(path)
     if sidecar.is_file():
-        try:
-            meta = json.loads(sidecar.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise InvalidInput(f"{sidecar}: not readable JSON ({error})") from None
-        recorded = meta.get("csv_sha256") if isinstance(meta, dict) else None
+        meta = _read_json(sidecar)
+        if not isinstance(meta, dict):
+            raise InvalidInput(f"{sidecar}: not a toyrl sidecar (a JSON object was expected)")
+        recorded = meta.get("csv_sha256")
         if recorded and recorded != hashlib.sha256(path.read_bytes()).hexdigest():
             raise InvalidInput(
                 f"{path}: does not match {sidecar.name} (a write was interrupted?); "
                 "run the command that made it again"
             )
-        version = meta.get("toyrl_version") if isinstance(meta, dict) else None
+        version = meta.get("toyrl_version")
         if version and version != __version__:
             warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
     return frame, meta
+
+
+def _check_runs(frame: pd.DataFrame, path: Path) -> None:
+    """InvalidInput unless every run (variant, seed) has whole steps 0, 1, ..., its last, once each."""
+    for column in ("seed", "step"):
+        values = frame[column].to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise InvalidInput(
+                f"{path}: column {column} must hold whole numbers >= 0 (row {row + 2} has {values[row]!r})"
+            )
+    frame["seed"] = frame["seed"].astype(np.int64)
+    frame["step"] = frame["step"].astype(np.int64)
+    keys = ["variant", "seed", "step"]
+    repeated = frame.duplicated(keys)
+    if repeated.any():
+        variant, seed, step = frame.loc[repeated.idxmax(), keys]
+        raise InvalidInput(f"{path}: variant {variant}, seed {seed}, step {step} appears more than once")
+    runs = frame.groupby(["variant", "seed"], sort=False)["step"].agg(["min", "max", "size"])
+    gaps = runs[(runs["min"] != 0) | (runs["size"] != runs["max"] + 1)]
+    if len(gaps):
+        (variant, seed), row = next(iter(gaps.iterrows()))
+        raise InvalidInput(
+            f"{path}: variant {variant}, seed {seed} has steps {row['min']}..{row['max']} with "
+            f"{row['size']} rows; each run needs every step from 0 to its last"
+        )
 
 
 def final_summary(frame: pd.DataFrame) -> pd.DataFrame:

@@ -17,6 +17,8 @@ final row's batch and gradient are evaluated but not applied.
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +35,12 @@ from toyrl.objective import Variant, Weights, advantages, parse_variant, token_d
 from toyrl.policy import Batch, FloatArray, exact_metrics, prompt_logits, response_scores, sample_batch
 from toyrl.presets import ALL_VARIANTS
 
-NOISE_BLOCK_STEPS = 50  # noise is drawn this many steps at a time, to bound memory
-RUNS_PER_CHUNK = 256  # runs simulated together as one array
+NOISE_BLOCK_STEPS = 50  # noise is drawn at most this many steps at a time ...
+VALUES_PER_BLOCK = 2**22  # ... and at most about this many values per array (32 MB), to bound memory
+RUNS_PER_CHUNK = 256  # runs simulated together as one array, at most ...
+VALUES_PER_CHUNK = 2**16  # ... and so many sampled responses (or exact-sum terms) per step
 MAX_ROWS = 20_000_000  # rows of one results table (about 4 GB in memory): beyond, refuse up front
+MAX_UPDATES = 100_000_000  # optimiser updates of one run (steps x num_iterations): beyond, refuse
 
 EXACT_COLUMNS = [
     "accuracy",
@@ -106,7 +111,7 @@ class Plan:
     def weights(self, batch: Batch, rewards: FloatArray, config: Config) -> Weights:
         """Every run's per-token weights [R, B, G] under its own variant, and n [R]
         (`toyrl.objective.token_weights`, a group of runs sharing a mode at a time)."""
-        tokens = (batch.length + 1).astype(np.float64)
+        tokens = (batch.length + config.approach_tokens).astype(np.float64)
         included = ~(self.mask_truncated[:, None, None] & ~batch.stopped)
         advantage, denominator = np.empty(rewards.shape), np.empty(rewards.shape)
         n = np.empty(len(self.variants))
@@ -209,16 +214,26 @@ def clipped_gradient(
 class Adam:
     """Adam (Kingma and Ba, bias-corrected) over every run's parameters, with a step count per run.
 
-    The bias corrections come from tables of Python floats, so a run's numbers do not depend on how
-    many runs share the array.
+    The bias corrections 1 - beta^t are Python floats computed per distinct step count, so a run's
+    numbers do not depend on how many runs share the array, and nothing is sized by the number of
+    updates a run will take.
     """
 
-    def __init__(self, theta: FloatArray, config: Config, max_updates: int) -> None:
+    def __init__(self, theta: FloatArray, config: Config) -> None:
         self.config = config
         self.moment1, self.moment2 = np.zeros_like(theta), np.zeros_like(theta)
         self.count = np.zeros(theta.shape[0], dtype=np.int64)
-        self.correction1 = np.array([1 - config.adam_beta1**t for t in range(1, max_updates + 1)])
-        self.correction2 = np.array([1 - config.adam_beta2**t for t in range(1, max_updates + 1)])
+
+    def _corrections(self, counts: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+        """(1 - beta1^t, 1 - beta2^t) [rows, 1] for each row's step count t."""
+        b1, b2 = self.config.adam_beta1, self.config.adam_beta2
+        if counts[0] == counts[-1] and (counts == counts[0]).all():  # the common case: one count
+            t = int(counts[0])
+            return np.full((len(counts), 1), 1 - b1**t), np.full((len(counts), 1), 1 - b2**t)
+        unique, inverse = np.unique(counts, return_inverse=True)
+        first = np.array([1 - b1 ** int(t) for t in unique])[inverse]
+        second = np.array([1 - b2 ** int(t) for t in unique])[inverse]
+        return first[:, None], second[:, None]
 
     def step(self, theta: FloatArray, grad: FloatArray, active: NDArray[np.bool_]) -> None:
         """One step on the `active` runs' theta, in place."""
@@ -228,9 +243,8 @@ class Adam:
         m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad[rows]
         v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad[rows] ** 2
         self.moment1[rows], self.moment2[rows] = m, v
-        mean = m / self.correction1[self.count[rows] - 1, None]
-        second = v / self.correction2[self.count[rows] - 1, None]
-        theta[rows] -= c.lr * mean / (np.sqrt(second) + c.adam_eps)
+        correction1, correction2 = self._corrections(self.count[rows])
+        theta[rows] -= c.lr * (m / correction1) / (np.sqrt(v / correction2) + c.adam_eps)
 
 
 def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
@@ -265,17 +279,26 @@ def run_streams(seed: int) -> list[np.random.Generator]:
     return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(4)]
 
 
+def noise_block_steps(config: Config, n_runs: int) -> int:
+    """Steps of noise drawn (and of metrics evaluated) at a time: NOISE_BLOCK_STEPS, or fewer when a
+    step's arrays are large (many prompts, responses or runs), so that each stays near VALUES_PER_BLOCK."""
+    per_step = n_runs * (config.prompts + config.batch_prompts * config.group_size)
+    return max(1, min(NOISE_BLOCK_STEPS, VALUES_PER_BLOCK // per_step))
+
+
 def step_noise(
     streams: list[list[np.random.Generator]], config: Config
 ) -> Iterator[tuple[NDArray[np.intp], FloatArray, FloatArray]]:
     """Each step's (prompt_index [R, B], approach_uniform, length_exponential [R, B, G]).
 
-    Drawn NOISE_BLOCK_STEPS steps at a time per run and stream, so memory stays bounded and a
-    run's numbers do not depend on the block size.
+    Drawn `noise_block_steps` steps at a time per run and stream, so memory stays bounded; a
+    stream's draws follow one another whatever their blocks, so a run's numbers do not depend on
+    the block size.
     """
     shape = (config.batch_prompts, config.group_size)
-    for start in range(0, config.steps + 1, NOISE_BLOCK_STEPS):
-        n = min(NOISE_BLOCK_STEPS, config.steps + 1 - start)
+    block = noise_block_steps(config, len(streams))
+    for start in range(0, config.steps + 1, block):
+        n = min(block, config.steps + 1 - start)
         # A uniformly random permutation's first B entries: B distinct prompts.
         prompt_index = np.stack(
             [
@@ -311,14 +334,14 @@ def simulate(
     streams = [run_streams(seed) for _, seed in runs]
     theta = np.stack([initial_theta(config, init) for init, *_ in streams])
     theta_ref = theta.copy()  # the KL term's reference: the initial policy
-    adam = Adam(theta, config, max_updates=steps * int(plan.iterations.max()))
+    adam = Adam(theta, config)
     record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
     noise = None if exact else step_noise(streams, config)
     kl_runs = plan.beta > 0
     every_run = np.ones(n_runs, dtype=bool)
     # Exact metrics depend on theta alone, batch statistics on the batch and gradient alone: both
     # are evaluated for a block of steps at once, from these buffers.
-    block = NOISE_BLOCK_STEPS
+    block = noise_block_steps(config, n_runs)
     states, grads = np.empty((block, *theta.shape)), np.empty((block, *theta.shape))
     shape = (block, n_runs, config.batch_prompts, config.group_size)
     lengths, all_rewards = np.zeros(shape), np.zeros(shape)
@@ -376,6 +399,46 @@ def simulate(
     return frame
 
 
+def runs_per_chunk(config: Config, exact: bool = False) -> int:
+    """Runs simulated together: RUNS_PER_CHUNK, or fewer when a run's step is large (its sampled
+    responses, or for mean-field runs its exact sums over the cap's lengths), so that a chunk's
+    arrays stay near VALUES_PER_CHUNK values per step. Chunking changes no number."""
+    per_run = config.cap if exact else config.batch_prompts * config.group_size
+    return max(1, min(RUNS_PER_CHUNK, VALUES_PER_CHUNK // per_run))
+
+
+_watched_parent: int | None = None
+
+
+def die_with_parent() -> None:
+    """In a worker process: exit as soon as the process that started it is gone.
+
+    A parent killed by SIGKILL cannot stop its workers; without this they would compute on (and
+    hold the terminal's output open) for minutes. A daemon thread polls the parent's pid twice a
+    second; started once per process, it is a no-op in the parent itself.
+    """
+    global _watched_parent
+    parent = os.getppid()
+    if _watched_parent == parent:
+        return
+    _watched_parent = parent
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="toyrl-parent-watch", daemon=True).start()
+
+
+def simulate_in_worker(
+    config: Config, runs: Sequence[tuple[Variant, int]], exact: bool = False
+) -> pd.DataFrame:
+    """`simulate` in a worker process that ends with its parent (see `die_with_parent`)."""
+    die_with_parent()
+    return simulate(config, runs, exact)
+
+
 def run_experiment(
     config: Config,
     variants: Sequence[Variant | str],
@@ -402,15 +465,21 @@ def run_experiment(
             f"{len(runs):,} runs x {config.steps + 1:,} steps would be {rows:,} rows; "
             f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
         )
+    updates = config.steps * max(variant.num_iterations for variant in resolved)
+    if updates > MAX_UPDATES:
+        raise InvalidInput(
+            f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
+            f"the limit is {MAX_UPDATES:,}"
+        )
     workers = min(effective_n_jobs(n_jobs), len(runs))
-    n_chunks = max(math.ceil(len(runs) / RUNS_PER_CHUNK), workers)
+    n_chunks = max(math.ceil(len(runs) / runs_per_chunk(config, exact)), workers)
     chunks = [list(chunk) for chunk in np.array_split(np.arange(len(runs)), n_chunks)]
     jobs = ([runs[i] for i in chunk] for chunk in chunks)
     if workers == 1:
         results = (simulate(config, job, exact) for job in jobs)
     else:
         results = Parallel(n_jobs=workers, return_as="generator")(
-            delayed(simulate)(config, job, exact) for job in jobs
+            delayed(simulate_in_worker)(config, job, exact) for job in jobs
         )
     frames, done = [], 0
     for frame in results:
