@@ -1,6 +1,6 @@
 """Benchmark: toyrl's closed-form simulator against a token-level baseline, and the targets.
 
-    python scripts/bench.py [--repeats 5] [--skip-baseline]
+    python scripts/bench.py [--repeats 5] [--skip-baseline] [--out results/bench.txt]
 
 Every figure is a median over `--repeats` runs on this machine, measured in this process (the
 baseline and its ratio in the same run). The token-level baseline, written here, computes the same
@@ -23,6 +23,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from toyrl.config import Config
 from toyrl.expected import expected_update
 from toyrl.objective import ARTICLE_VARIANTS, Variant
 from toyrl.policy import exact_metrics, sample_batch
+from toyrl.results import write_atomic
 from toyrl.train import Adam, Plan, initial_theta, run_experiment, run_streams, simulate, step_noise
 
 ARTICLE = [(variant, seed) for variant in ARTICLE_VARIANTS.values() for seed in range(6)]
@@ -95,7 +97,7 @@ def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
     """One run trained through the token-level baseline; returns its final parameters."""
     streams = run_streams(seed)
     theta = initial_theta(config, streams[0])[None]
-    adam = Adam(theta, config, config.steps)
+    adam = Adam(theta, config)
     plan = Plan.of([variant])
     noise = step_noise([streams], config)  # the simulator's own noise, so both draw the same numbers
     for step in range(config.steps + 1):
@@ -141,14 +143,16 @@ def main() -> None:
     parser.add_argument(
         "--skip-baseline", action="store_true", help="skip the token-level baseline (three runs of ~30 s)"
     )
+    parser.add_argument("--out", type=Path, help="also write the table to this file (the README quotes it)")
     args = parser.parse_args()
     repeats = args.repeats
     config = Config()
     rows: list[tuple[str, str, str]] = []
-    print(
+    machine = (
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"numpy {np.__version__}"
     )
+    print(machine, flush=True)
 
     simulate(config.replace(steps=20), ARTICLE)  # warm caches and imports
     article = median_time(lambda: simulate(config, ARTICLE), repeats)
@@ -217,9 +221,11 @@ def main() -> None:
         rows.append(("toyrl reproduce, wall", f"{reproduce:.2f} s", "<= 10 s"))
 
     width = max(len(name) for name, _, _ in rows)
-    print(f"{'measure'.ljust(width)}  {'value':>10}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {target}")
+    lines = [f"{'measure'.ljust(width)}  {'value':>10}  target"]
+    lines += [f"{name.ljust(width)}  {value:>10}  {target}".rstrip() for name, value, target in rows]
+    print("\n".join(lines))
+    if args.out is not None:
+        write_atomic(args.out, "\n".join([machine, *lines]) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -59,6 +60,35 @@ BAD = [
     (["sweep", "--out-dir", "{tmp}/s", "--backend", "spark"], "--backend must be loky or dask"),
     (["sweep", "--out-dir", "{tmp}/a/b"], "parent folder"),
     (["nonsense"], "No such command 'nonsense'"),
+    # Sizes bounded up front, before any memory is taken.
+    (
+        ["run", "--group-size", "10000", "--batch-prompts", "1000", "--prompts", "1000"],
+        "--group-size times batch_prompts must be at most 1,000,000 responses per step",
+    ),
+    (
+        ["run", "--variant", "advantage=none,num_iterations=100000000"],
+        "num_iterations must be an integer in 1..64",
+    ),
+    (
+        ["run", "--steps", "10000000", "--variant", "advantage=none,num_iterations=64", "--seeds", "1"],
+        "updates per run; the limit is 100,000,000",
+    ),
+    # Files that are not what they claim to be, named as such.
+    (["plot", "{dup}"], "variant grpo, seed 0, step 3 appears more than once"),
+    (["plot", "{negseed}"], "column seed must hold whole numbers >= 0"),
+    (
+        ["explore", "--results", "{nanstep}", "--out", "{tmp}/page.html"],
+        "column step must hold whole numbers",
+    ),
+    (["bias", "--results", "{gap}"], "has steps 0..5 with 5 rows"),
+    (["plot", "{nested}"], "not readable JSON (nested too deeply)"),
+    (["bias", "--results", "{notobject}"], "not a toyrl sidecar"),
+    # Where the message used to mislead: the real cause is named.
+    (["reproduce", "--results-dir", "{file}"], "is a file, not a folder"),
+    (["reproduce", "--figures-dir", "{file}"], "is a file, not a folder"),
+    (["run", "--out", "{file}/r.csv"], "folder '{file}' is not a folder"),
+    (["run", "--out", "{tmp}/" + "x" * 250 + ".csv"], "is too long (at most"),
+    (["bias", "--seed", "-1"], "--seed must be an integer >= 0"),
 ]
 
 
@@ -73,12 +103,28 @@ def folders(tmp_path: Path) -> dict[str, str]:
     assert runner.invoke(app, ["run", "--steps", "5", "--seeds", "1", "-q", "--out", str(csv)]).exit_code == 0
     bad = made / "bad.csv"
     bad.write_text("variant,seed\ngrpo,0\n")
+    files = {"csv": str(csv), "bad": str(bad)}
+    good = pd.read_csv(csv)
+    for name, frame in {
+        "dup": pd.concat([good, good.iloc[[3]]]),
+        "negseed": good.assign(seed=-1),
+        "nanstep": good.assign(step=float("nan")),
+        "gap": good.drop(index=2),
+    }.items():
+        frame.to_csv(made / f"{name}.csv", index=False)
+        files[name] = str(made / f"{name}.csv")
+    for name, sidecar in {"nested": "[" * 100_000 + "]" * 100_000, "notobject": "[1, 2]"}.items():
+        (made / f"{name}.csv").write_bytes(csv.read_bytes())
+        (made / f"{name}.json").write_text(sidecar)
+        files[name] = str(made / f"{name}.csv")
+    (made / "a-file").write_text("not a folder")
+    files["file"] = str(made / "a-file")
     read_only.chmod(0o555)
     work = tmp_path / "work"
     work.mkdir()
     # Root writes through permission bits; /proc refuses new files even to root.
     unwritable = "/proc" if os.geteuid() == 0 else str(read_only)
-    return {"tmp": str(work), "ro": unwritable, "csv": str(csv), "bad": str(bad)}
+    return {"tmp": str(work), "ro": unwritable, **files}
 
 
 def test_the_table_is_large_enough() -> None:
@@ -88,6 +134,7 @@ def test_the_table_is_large_enough() -> None:
 @pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a)[:40] for a, _ in BAD])
 def test_bad_invocation(args: list[str], message: str, folders: dict[str, str]) -> None:
     filled = [arg.format(**folders) for arg in args]
+    message = message.format(**folders)
     before = {path: path.stat().st_mtime_ns for path in Path(folders["tmp"]).parent.rglob("*")}
     result = CliRunner().invoke(app, filled)
     assert result.exit_code == 2, result.output

@@ -129,7 +129,8 @@ def test_parse_variants() -> None:
     for bad, message in [
         ("advantage=median", "advantage must be one of"),
         ("aggregation=none", "aggregation must be one of"),
-        ("num_iterations=0", "num_iterations must be an integer >= 1"),
+        ("num_iterations=0", r"num_iterations must be an integer in 1\.\.64"),
+        ("num_iterations=65", r"num_iterations must be an integer in 1\.\.64"),
         ("colour=red", "unknown key 'colour'"),
         ("beta=abc", "beta must be a number"),
         ("epsilon=nan", "epsilon must be a finite number"),

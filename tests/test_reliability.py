@@ -159,3 +159,99 @@ def test_numbers_are_the_same_on_every_worker_count() -> None:
     frames = [run_experiment(config, list(VARIANTS.values()), [0, 1, 2], n_jobs=n) for n in (1, 2, -1)]
     for other in frames[1:]:
         pd.testing.assert_frame_equal(frames[0], other, check_exact=True)
+
+
+def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk or a read-only file at any point: the old CSV and sidecar stay as they were."""
+    import toyrl.results as results
+
+    out = tmp_path / "r.csv"
+    assert invoke("run", *TINY, "--out", str(out)).exit_code == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_copy, real_replace = results._temporary_copy, os.replace
+    calls = {"copy": 0, "replace": 0}
+
+    def full_disk_on_the_sidecar(path: Path, data: str | bytes) -> Path:
+        calls["copy"] += 1
+        if path.suffix == ".json":
+            raise results.InvalidInput(f"cannot write {path}: No space left on device")
+        return real_copy(path, data)
+
+    monkeypatch.setattr(results, "_temporary_copy", full_disk_on_the_sidecar)
+    failed = invoke("run", *TINY, "--lr", "0.05", "--force", "--out", str(out))
+    assert failed.exit_code == 2 and "No space left on device" in failed.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing replaced, no temp
+    monkeypatch.setattr(results, "_temporary_copy", real_copy)
+
+    def second_rename_fails(source: str, target: str) -> None:
+        calls["replace"] += 1
+        if str(target).endswith(".json"):
+            raise OSError(30, "Read-only file system")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", second_rename_fails)
+    failed = invoke("run", *TINY, "--lr", "0.05", "--force", "--out", str(out))
+    assert failed.exit_code == 2 and "Read-only file system" in failed.stderr
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # the CSV was put back
+    load_results(out)
+    fresh = tmp_path / "fresh.csv"
+    monkeypatch.setattr(results, "_temporary_copy", full_disk_on_the_sidecar)
+    assert invoke("run", *TINY, "--out", str(fresh)).exit_code == 2
+    assert {p.name for p in tmp_path.iterdir()} == set(before)  # no orphan sidecar or CSV
+    assert calls["copy"] >= 3 and calls["replace"] >= 2
+
+
+def test_a_second_writer_of_the_same_results_is_refused_at_once(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    command = [sys.executable, "-c", "from toyrl.cli import main; main()", "run", "-q", "--out", str(out)]
+    first = subprocess.Popen([*command, "--seeds", "200"], stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / ".r.csv.lock"
+    deadline = time.monotonic() + 30
+    while not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = subprocess.run([*command, "--lr", "0.05", "--seeds", "1"], capture_output=True, text=True)
+    _, first_stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, first_stderr
+    assert second.returncode == 2 and second.stderr.count("\n") == 1
+    assert "another toyrl command is writing results" in second.stderr
+    _, meta = load_results(out)
+    assert meta is not None and meta["config"]["lr"] == 0.02 and len(meta["seeds"]) == 200
+    assert not lock.exists()  # released and removed
+
+
+def test_workers_end_with_a_killed_parent(tmp_path: Path) -> None:
+    """SIGKILL cannot be handled by the parent; its joblib workers notice and exit by themselves."""
+    psutil = pytest.importorskip("psutil")
+    command = [sys.executable, "-c", "from toyrl.cli import main; main()", "run", "--seeds", "3000"]
+    parent = subprocess.Popen(
+        [*command, "--n-jobs", "2", "-q", "--out", str(tmp_path / "r.csv")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process = psutil.Process(parent.pid)
+    deadline = time.monotonic() + 60
+    while len(process.children(recursive=True)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = process.children(recursive=True)
+    assert len(workers) >= 2
+    time.sleep(1.0)  # the workers are computing
+    parent.kill()
+    parent.wait(timeout=10)
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, [w.pid for w in alive]
+    assert parent.stdout is not None and parent.stdout.read() == b""  # the pipe closed: nobody holds it
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import toyrl.cli
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(toyrl.cli, "run_experiment", no_memory)
+    result = invoke("run", *TINY, "--out", str(tmp_path / "r.csv"))
+    assert result.exit_code == 2 and result.stderr.startswith("toyrl: error: out of memory")
+    assert result.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []

@@ -412,8 +412,14 @@ def bias(
         chosen = last if step is None else step
         if not 0 <= chosen <= last:
             raise InvalidInput(f"--step must be in 0..{last} for {results} (got {chosen})")
-        if (frame.groupby(["variant", "seed"])["step"].max() < chosen).any():
-            raise InvalidInput(f"--step {chosen}: not every run in {results} reaches that step")
+        ends = frame.groupby(["variant", "seed"], sort=False)["step"].max().reset_index()
+        short = ends[ends["step"] < chosen]
+        if len(short):
+            first = short.iloc[0]
+            raise InvalidInput(
+                f"--step {chosen}: in {results}, variant {first['variant']}, seed {first['seed']} "
+                f"ends at step {first['step']}"
+            )
         runs = [
             (parse_variant(name, ALL_VARIANTS), int(s))
             for name in names

@@ -127,7 +127,8 @@ def _branch_sums(
     cap = config.cap
     k = np.arange(1, cap + 1, dtype=np.float64)
     log_q = log_expit(-stop_logit)[..., None]
-    pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
+    with np.errstate(over="ignore"):  # at logits near the float64 limit the pmf is 0, as it should be
+        pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
     d_k = np.stack(
@@ -141,7 +142,9 @@ def _branch_sums(
     # The number of responses N over the aggregation's n: token sums are not averaged over responses.
     responses = config.batch_prompts * config.group_size
     scale = np.array([responses if v.aggregation in SUMMED_AGGREGATIONS else 1.0 for v in variants])
-    weight, scored = scale[:, None] * pmf / d_k, scale[:, None] * pmf * (1 - k * s) / d_k
+    # A stopped one-token response scores 1 - s, which rounds to 0 above logit 37: sigma(-phi) there.
+    score = np.where((k == 1) & (stop_logit[..., None] > 12), expit(-stop_logit)[..., None], 1 - k * s)
+    weight, scored = scale[:, None] * pmf / d_k, scale[:, None] * pmf * score / d_k
     tail_weight = np.where(keep_tail, scale * tail / d_tail, 0.0)
     tail_scored = np.where(keep_tail, scale * tail * (-cap * s[..., 0]) / d_tail, 0.0)
     if window is None:

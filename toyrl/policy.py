@@ -17,7 +17,9 @@ token too); that count is the |o_i| of GRPO's per-response mean (see `toyrl.obje
 Parameters of a run are one vector theta = (psi_1 .. psi_P, phi_right, phi_wrong); functions take a
 leading runs axis, theta of shape [R, P + 2], so that many runs advance together.
 All geometric quantities are computed from log(1 - s) = -softplus(phi), which keeps them accurate
-when s is far below machine epsilon.
+when s is far below machine epsilon; and every closed form holds its limit at any finite logit
+(probabilities in [0, 1], lengths in [1, cap], never NaN or inf), where softplus(phi) underflows
+(phi below about -745: s = 0 in float64) or n softplus(phi) overflows.
 """
 
 from __future__ import annotations
@@ -26,9 +28,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, logsumexp
 
 FloatArray = NDArray[np.float64]
+
+TINY = np.finfo(np.float64).tiny  # smallest normal float: a softplus below it is subnormal or 0
+# Below this p_incorrect, E[L | incorrect] is taken from log-space weights (`_length_incorrect_tail`);
+# at or above it, a weight that underflowed moves the direct ratio by less than cap TINY / 1e-200.
+P_INCORRECT_DIRECT = 1e-200
+# Above this logit x, response_scores takes 1 - sigma(x) as sigma(-x) (see there).
+SCORE_EXACT_ABOVE = 12.0
 
 
 def split(theta: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -48,34 +57,97 @@ def log_continue(stop_logit: FloatArray) -> FloatArray:
 
 def survival(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
     """P(K > n) = (1 - s)^n."""
-    return np.exp(n * log_continue(stop_logit))
+    with np.errstate(over="ignore"):  # n softplus(phi) = inf: the right limit, 0
+        return np.exp(n * log_continue(stop_logit))
 
 
 def stop_within(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
     """P(K <= n) = 1 - (1 - s)^n, without cancellation for small s."""
-    return -np.expm1(n * log_continue(stop_logit))
+    with np.errstate(over="ignore"):  # n softplus(phi) = inf: the right limit, 1
+        return -np.expm1(n * log_continue(stop_logit))
+
+
+def log_stop_within(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
+    """log P(K <= n) for n >= 1, finite where P(K <= n) itself underflows (phi -> -inf).
+
+    With y = softplus(phi) and x = n y: log(1 - e^-x), except for x < e^-40, where it is log x to
+    double precision (the next term is -x/2), and log y = phi for phi < -40 (the next term is
+    -e^phi/2): so neither a subnormal nor a zero y is ever taken the log of.
+    """
+    deep = stop_logit < -40
+    log_y = np.where(deep, stop_logit, np.log(np.where(deep, 1.0, np.logaddexp(0.0, stop_logit))))
+    log_x = np.log(n) + log_y
+    with np.errstate(divide="ignore"):  # log(0) where x < e^-40, not selected
+        direct = np.log(stop_within(n, stop_logit))
+    return np.where(log_x < -40, log_x, direct)
 
 
 def expected_length(stop_logit: FloatArray, cap: int) -> FloatArray:
-    """E[min(K, cap)] = (1 - (1 - s)^cap) / s: sum over k < cap of P(K > k)."""
-    return stop_within(cap, stop_logit) / stop_within(1, stop_logit)
+    """E[min(K, cap)] = (1 - (1 - s)^cap) / s: sum over k < cap of P(K > k); in [1, cap].
+
+    Where softplus(phi) < TINY (phi below about -708, up to a subnormal or zero s) the ratio would
+    be 0/0 or lose digits; its limit cap is returned, exact to double precision there (the next
+    term is cap (cap - 1) s / 2). Rounding never takes the value outside [1, cap].
+    """
+    tiny = np.logaddexp(0.0, stop_logit) < TINY
+    ratio = stop_within(cap, stop_logit) / np.where(tiny, 1.0, stop_within(1, stop_logit))
+    return np.clip(np.where(tiny, float(cap), ratio), 1.0, float(cap))
 
 
 def truncated_mean(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
-    """E[K | K <= n] for n >= 1: 1/s - n / ((1 - s)^-n - 1).
+    """E[K | K <= n] for n >= 1: 1/s - n / ((1 - s)^-n - 1), in [1, (n + 1)/2].
 
     The two terms cancel when x = n softplus(phi) is small (K then nearly uniform on 1..n); there
     the expansion (n + 1)/2 - (n^2 - 1) y / 12 + (n^4 - 1) y^3 / 720, y = softplus(phi), is used,
-    whose truncation error is O(n x^5) and below 1e-14 relative for x < 1e-2.
+    whose truncation error is O(n x^5) and below 1e-14 relative for x < 1e-2. Its limits are
+    (n + 1)/2 as phi -> -inf (y = 0 included) and 1 as phi -> +inf; the value is clipped to
+    [1, (n + 1)/2] against rounding (n = 1 gives exactly 1).
     """
     y = np.logaddexp(0.0, stop_logit)
     n = np.asarray(n, dtype=np.float64)
-    x = n * y
-    small = x < 1e-2
-    with np.errstate(over="ignore"):  # expm1(x) = inf for huge x gives the right limit, 0
+    with np.errstate(over="ignore"):  # x = inf for huge y: expm1(x) = inf gives the right limit, 0
+        x = n * y
+        small = x < 1e-2
         direct = 1.0 / -np.expm1(-np.where(small, 1.0, y)) - n / np.expm1(np.where(small, 1.0, x))
-    series = (n + 1) / 2 - (n**2 - 1) * y / 12 + (n**4 - 1) * y**3 / 720
-    return np.where(small, series, direct)
+    y_small = np.where(small, y, 0.0)  # no overflow in y^3 where the series is not used
+    series = (n + 1) / 2 - (n**2 - 1) * y_small / 12 + (n**4 - 1) * y_small**3 / 720
+    return np.clip(np.where(small, series, direct), 1.0, (n + 1) / 2)
+
+
+def _log_mean_expit(logits: FloatArray) -> FloatArray:
+    """log(mean_j sigma(logit_j)) over the last axis, finite for every finite logit."""
+    return logsumexp(log_expit(logits), axis=-1) - np.log(logits.shape[-1])
+
+
+def _length_incorrect_tail(
+    psi: FloatArray,
+    phi_right: FloatArray,
+    cap: int,
+    min_length: int,
+    length_wrong: FloatArray,
+    short_mean: FloatArray,
+) -> FloatArray:
+    """E[L | incorrect] from log-space weights, for when P(incorrect) underflows.
+
+    The incorrect responses are a mixture of three parts, with log weights: wrong approach,
+    log mean_j sigma(-psi_j), length E[L | wrong]; right approach stopped before m,
+    log mean_j sigma(psi_j) + log P(K < m), length E[K | K < m] (no such part when m = 1); right
+    approach truncated, log mean_j sigma(psi_j) - cap softplus(phi_right), length cap. The first
+    log weight is finite for every finite psi, so the normalised mixture always is.
+    """
+    log_wrong = _log_mean_expit(-psi)
+    log_right = _log_mean_expit(psi)
+    y = np.logaddexp(0.0, phi_right)
+    with np.errstate(over="ignore"):  # cap y = inf: the truncation weight is 0
+        log_truncated = log_right - cap * y
+    if min_length > 1:
+        log_short = log_right + log_stop_within(min_length - 1, phi_right)
+    else:
+        log_short = np.full_like(log_right, -np.inf)
+    top = np.maximum(log_wrong, np.maximum(log_short, log_truncated))
+    w_wrong, w_short, w_truncated = (np.exp(v - top) for v in (log_wrong, log_short, log_truncated))
+    total = w_wrong + w_short + w_truncated
+    return (w_wrong * length_wrong + w_short * short_mean + w_truncated * cap) / total
 
 
 def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, FloatArray]:
@@ -87,6 +159,16 @@ def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, Flo
     E[L | approach] = E[min(K, cap)] on each branch; length_incorrect = E[L 1(incorrect)] /
     P(incorrect), where an incorrect response is a wrong approach, or a right one that stopped before
     m or was truncated.
+
+    At every finite theta the values are finite, probabilities in [0, 1], lengths in [1, cap] and
+    length_correct in [m, cap]. Every condition has positive probability at a finite theta, so no
+    conditional expectation is undefined, even where its probability underflows to 0 in float64:
+    length_correct depends on phi_right alone (not on P(correct)) and goes to (m + cap)/2 as
+    phi_right -> -inf (the right approach rarely stops in the window, but uniformly when it does)
+    and to m as phi_right -> +inf; where P(incorrect) < 1e-200 (psi_j all above about 460 and the
+    right approach almost never short or truncated), length_incorrect is computed from log-space
+    weights of its three parts (`_length_incorrect_tail`), so it stays the exact mixture of
+    E[L | wrong], E[K | K < m] and cap that it is at that theta.
     """
     psi, phi_right, phi_wrong = split(theta)
     p_right = expit(psi).mean(axis=-1)
@@ -97,15 +179,25 @@ def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, Flo
     truncated = survival(cap, phi_right)
     length_right = expected_length(phi_right, cap)
     length_wrong = expected_length(phi_wrong, cap)
-    # E[K 1(K < m)] on the right approach; zero when min_length is 1 (no response is too short).
-    short_length = np.where(min_length > 1, short * truncated_mean(max(min_length - 1, 1), phi_right), 0.0)
+    # E[K | K < m] and E[K 1(K < m)] on the right approach; zero when min_length is 1 (no response is
+    # too short).
+    short_mean = truncated_mean(max(min_length - 1, 1), phi_right)
+    short_length = np.where(min_length > 1, short * short_mean, 0.0)
     p_incorrect = p_wrong + p_right * (short + truncated)
-    length_incorrect = (p_wrong * length_wrong + p_right * (short_length + cap * truncated)) / p_incorrect
+    direct = p_incorrect >= P_INCORRECT_DIRECT
+    with np.errstate(divide="ignore", invalid="ignore"):  # p_incorrect = 0: not selected
+        length_incorrect = (p_wrong * length_wrong + p_right * (short_length + cap * truncated)) / p_incorrect
+    if not direct.all():  # rare: only those runs go through log space
+        tail = ~direct
+        length_incorrect = np.asarray(length_incorrect)  # writable also for a theta without runs axis
+        length_incorrect[tail] = _length_incorrect_tail(
+            psi[tail], phi_right[tail], cap, min_length, length_wrong[tail], short_mean[tail]
+        )
     return {
         "accuracy": p_right * stop_in_window,
-        "length_mean": p_right * length_right + p_wrong * length_wrong,
-        "length_correct": min_length - 1 + truncated_mean(window, phi_right),
-        "length_incorrect": length_incorrect,
+        "length_mean": np.clip(p_right * length_right + p_wrong * length_wrong, 1.0, float(cap)),
+        "length_correct": np.clip(min_length - 1 + truncated_mean(window, phi_right), min_length, cap),
+        "length_incorrect": np.clip(length_incorrect, 1.0, float(cap)),
         "length_right_approach": length_right,
         "length_wrong_approach": length_wrong,
         "p_right_approach": p_right,
@@ -148,7 +240,9 @@ def sample_batch(
     rate = np.where(
         right, np.logaddexp(0.0, phi_right)[:, None, None], np.logaddexp(0.0, phi_wrong)[:, None, None]
     )
-    rambled = np.minimum(np.floor(length_exponential / rate) + 1, cap + 1)
+    # rate = 0 (phi below about -745) never stops: E / 0 = inf, and 0 / 0 = NaN, which fmin drops.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rambled = np.fmin(np.floor(length_exponential / rate) + 1, cap + 1)
     return Batch(right=right, length=np.minimum(rambled, cap).astype(np.int64), stopped=rambled <= cap)
 
 
@@ -162,12 +256,26 @@ def response_scores(
     1 - sigma(phi); summed over the L tokens of a response: 1[stopped] - L sigma(phi).
     Returns (score_approach, score_stop); score_stop belongs to phi_right where batch.right, else
     to phi_wrong.
+
+    1 - sigma(x) cancels to 0 once sigma(x) rounds to 1 (x above about 37): for a logit above
+    `SCORE_EXACT_ABOVE`, the right approach's score and a one-token stopped ramble's are taken as
+    sigma(-x) instead, exact at any x (below it, the difference form's relative error, a few
+    2^-53 e^x, stays under 1e-10, and its bits are kept).
     """
     psi, phi_right, phi_wrong = split(theta)
     psi_batch = prompt_logits(psi, prompt_index)
     stop_prob = np.where(batch.right, expit(phi_right)[:, None, None], expit(phi_wrong)[:, None, None])
     score_approach = batch.right - expit(psi_batch)[..., None]
     score_stop = batch.stopped - batch.length * stop_prob
+    if (theta > SCORE_EXACT_ABOVE).any():  # rare; per run and prompt, not per response, as above
+        exact_approach = batch.right & (psi_batch > SCORE_EXACT_ABOVE)[..., None]
+        score_approach = np.where(exact_approach, expit(-psi_batch)[..., None], score_approach)
+        stop_logit = np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None])
+        one_token = batch.stopped & (batch.length == 1) & (stop_logit > SCORE_EXACT_ABOVE)
+        continue_prob = np.where(
+            batch.right, expit(-phi_right)[:, None, None], expit(-phi_wrong)[:, None, None]
+        )
+        score_stop = np.where(one_token, continue_prob, score_stop)
     return score_approach, score_stop
 
 

@@ -14,7 +14,9 @@ import importlib.metadata
 import json
 import os
 import platform
+import signal
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -210,6 +212,36 @@ def write_together(files: Sequence[tuple[Path, str | bytes]]) -> None:
     If a rename fails, the files already replaced get their old content back (from hard links made
     beforehand). Only a kill between two renames can leave a mix; the sidecar's digest tells.
     """
+    with _interruptions_deferred():
+        _write_together(files)
+
+
+@contextlib.contextmanager
+def _interruptions_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block is done, then act on them.
+
+    A signal landing between creating a temporary file and noting it for removal would leave it
+    behind; a write is short, so it is finished (or undone) first and the interruption follows.
+    Signal handlers belong to the main thread: elsewhere the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {
+        number: signal.signal(number, lambda signum, frame: received.append(signum))
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if received:
+            signal.raise_signal(received[0])
+
+
+def _write_together(files: Sequence[tuple[Path, str | bytes]]) -> None:
     temporaries: list[Path] = []
     backups: list[tuple[Path, Path | None]] = []
     try:
@@ -416,9 +448,25 @@ def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str =
 
 
 def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
-    """A results CSV of `toyrl run` and its sidecar (None if absent), or InvalidInput naming the file."""
+    """A results CSV of `toyrl run` and its sidecar (None if absent), or InvalidInput naming the file.
+
+    Checked before use: the sidecar's digest (a mismatched pair is the first thing to name), the
+    columns, and that every run has each of its steps once.
+    """
     if not path.is_file():
         raise InvalidInput(f"{path}: no such results file")
+    meta = None
+    sidecar = sidecar_path(path)
+    if sidecar.is_file():
+        meta = _read_json(sidecar)
+        if not isinstance(meta, dict):
+            raise InvalidInput(f"{sidecar}: not a toyrl sidecar (a JSON object was expected)")
+        recorded = meta.get("csv_sha256")
+        if recorded and recorded != hashlib.sha256(path.read_bytes()).hexdigest():
+            raise InvalidInput(
+                f"{path}: does not match {sidecar.name} (a write was interrupted?); "
+                "run the command that made it again"
+            )
     try:
         frame = pd.read_csv(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
@@ -434,21 +482,9 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         raise InvalidInput(f"{path}: columns {', '.join(numeric)} must hold numbers")
     frame["variant"] = frame["variant"].astype(str)
     _check_runs(frame, path)
-    meta = None
-    sidecar = sidecar_path(path)
-    if sidecar.is_file():
-        meta = _read_json(sidecar)
-        if not isinstance(meta, dict):
-            raise InvalidInput(f"{sidecar}: not a toyrl sidecar (a JSON object was expected)")
-        recorded = meta.get("csv_sha256")
-        if recorded and recorded != hashlib.sha256(path.read_bytes()).hexdigest():
-            raise InvalidInput(
-                f"{path}: does not match {sidecar.name} (a write was interrupted?); "
-                "run the command that made it again"
-            )
-        version = meta.get("toyrl_version")
-        if version and version != __version__:
-            warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
+    version = meta.get("toyrl_version") if meta else None
+    if version and version != __version__:
+        warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
     return frame, meta
 
 
@@ -467,15 +503,17 @@ def _check_runs(frame: pd.DataFrame, path: Path) -> None:
     keys = ["variant", "seed", "step"]
     repeated = frame.duplicated(keys)
     if repeated.any():
-        variant, seed, step = frame.loc[repeated.idxmax(), keys]
+        row = int(np.flatnonzero(repeated.to_numpy())[0])
+        variant, seed, step = (frame[key].iloc[row] for key in keys)
         raise InvalidInput(f"{path}: variant {variant}, seed {seed}, step {step} appears more than once")
-    runs = frame.groupby(["variant", "seed"], sort=False)["step"].agg(["min", "max", "size"])
+    runs = frame.groupby(["variant", "seed"], sort=False)["step"].agg(["min", "max", "size"]).reset_index()
     gaps = runs[(runs["min"] != 0) | (runs["size"] != runs["max"] + 1)]
     if len(gaps):
-        (variant, seed), row = next(iter(gaps.iterrows()))
+        first = gaps.iloc[0]
         raise InvalidInput(
-            f"{path}: variant {variant}, seed {seed} has steps {row['min']}..{row['max']} with "
-            f"{row['size']} rows; each run needs every step from 0 to its last"
+            f"{path}: variant {first['variant']}, seed {first['seed']} has steps "
+            f"{first['min']}..{first['max']} with {first['size']} rows; each run needs every step from 0 "
+            "to its last"
         )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed, effective_n_jobs, parallel_config
 from numpy.typing import NDArray
 from scipy.special import expit, log_expit, logit
 
@@ -410,15 +410,17 @@ def runs_per_chunk(config: Config, exact: bool = False) -> int:
 _watched_parent: int | None = None
 
 
-def die_with_parent() -> None:
-    """In a worker process: exit as soon as the process that started it is gone.
+def die_with_parent(parent: int | None = None) -> None:
+    """In a worker process: exit as soon as the process that started it (pid `parent`; by default
+    the current parent) is gone.
 
     A parent killed by SIGKILL cannot stop its workers; without this they would compute on (and
     hold the terminal's output open) for minutes. A daemon thread polls the parent's pid twice a
-    second; started once per process, it is a no-op in the parent itself.
+    second; started once per process. The pid is best passed from the parent itself: a worker that
+    starts after its parent died would otherwise watch the process it was handed to.
     """
     global _watched_parent
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     if _watched_parent == parent:
         return
     _watched_parent = parent
@@ -478,9 +480,11 @@ def run_experiment(
     if workers == 1:
         results = (simulate(config, job, exact) for job in jobs)
     else:
-        results = Parallel(n_jobs=workers, return_as="generator")(
-            delayed(simulate_in_worker)(config, job, exact) for job in jobs
-        )
+        # Each worker watches its parent from the moment it starts, idle or busy.
+        with parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)):
+            results = Parallel(n_jobs=workers, return_as="generator")(
+                delayed(simulate)(config, job, exact) for job in jobs
+            )
     frames, done = [], 0
     for frame in results:
         frames.append(frame)

@@ -1,0 +1,333 @@
+"""The README and docs quote no number by hand: each one is rendered from a file a command generates.
+
+Each fragment below is a phrase of the README with `{file.key:format}` in place of its numbers;
+`s.` keys come from results/seed_study.json (`python scripts/seed_study.py`), `i.` keys from
+results/init_sensitivity.json (`python scripts/init_sensitivity.py`), `p.` keys from
+results/presets.json (`python scripts/presets_study.py`). A fragment whose rendering is
+not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
+"""
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLACEHOLDER = re.compile(r"\{([^{}:]+):([^{}]*)\}")
+
+
+def flatten(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in flatten(item, f"{prefix}.{key}").items()}
+    return {prefix: value}
+
+
+def claims() -> dict[str, Any]:
+    study = json.loads((ROOT / "results" / "seed_study.json").read_text())
+    sensitivity = json.loads((ROOT / "results" / "init_sensitivity.json").read_text())
+    presets = json.loads((ROOT / "results" / "presets.json").read_text())
+    return flatten(study, "s") | flatten(sensitivity, "i") | flatten(presets, "p")
+
+
+def render(fragment: str, values: dict[str, Any]) -> str:
+    return PLACEHOLDER.sub(lambda m: format(values[m.group(1)], m.group(2)), " ".join(fragment.split()))
+
+
+def normalised(path: Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+README_FRAGMENTS = [
+    "Over seeds 0–5 GRPO reaches {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
+    "± {s.headline.six.grpo.final.accuracy_pct.se:.1f}",
+    "% and length-only {s.headline.six.length_only.final.accuracy_pct.mean:.1f}",
+    "± {s.headline.six.length_only.final.accuracy_pct.se:.1f}",
+    "Over 100 seeds the means are {s.headline.all.grpo.final.accuracy_pct.mean:.2f}",
+    "± {s.headline.all.grpo.final.accuracy_pct.se:.2f}",
+    "% and {s.headline.all.length_only.final.accuracy_pct.mean:.2f}",
+    "± {s.headline.all.length_only.final.accuracy_pct.se:.2f}",
+    "are still about one 6-seed SE ({s.headline.six.grpo.final.accuracy_pct.se:.1f}",
+    "seeds GRPO − length-only is {s.pairing.all.grpo_minus_length_only.accuracy_pct.paired_mean:+.3f}",
+    "± {s.pairing.all.grpo_minus_length_only.accuracy_pct.paired_se:.3f}",
+    "independent runs would give an SE of {s.pairing.all.grpo_minus_length_only.accuracy_pct.unpaired_se:.3f}",
+    "at the article's six seeds ({s.pairing.six.grpo_minus_length_only.accuracy_pct.paired_mean:+.2f}",
+    "± {s.pairing.six.grpo_minus_length_only.accuracy_pct.paired_se:.2f}",
+    "length-only's final accuracies correlate {s.pairing.all.corr.grpo_length_only.accuracy_pct:.2f}",
+    "GRPO** raises accuracy from {s.headline.six.initial.accuracy_pct.mean:.1f}",
+    "% to {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
+    "start: E[L | incorrect] goes from {s.dr_grpo_curves.six.initial_incorrect:.0f}",
+    "to {s.dr_grpo_curves.six.final_incorrect:.0f}",
+    "tokens ({s.dr_grpo_curves.all.final_incorrect:.0f}",
+    "incorrect length first rises to {s.dr_grpo_curves.six.max_incorrect_0_50:.0f}",
+    "(step {s.dr_grpo_curves.six.max_incorrect_step:.0f}",
+    "; over 100 seeds {s.dr_grpo_curves.all.max_incorrect_overall:.0f}",
+    "at step {s.dr_grpo_curves.all.max_incorrect_overall_step:.0f}",
+    "correct length only from step {s.dr_grpo_curves.six.stays_below_from_step:.0f}",
+    "on (seeds 0–5; from step {s.dr_grpo_curves.all.stays_below_from_step:.0f}",
+    "and at step 400 it is below in {s.dr_grpo_curves.six.final_fraction_incorrect_below:.0%}",
+    "of the six seeds and {s.dr_grpo_curves.all.final_fraction_incorrect_below:.0%}",
+    "GRPO incorrect responses run to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
+    "a wrong approach. GRPO gives {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.mean:,.0f}",
+    "± {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.se:.0f}",
+    "(z = {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.z:+.1f}",
+    "against 1,410) and length-only {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.mean:,.0f}",
+    "± {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.se:.0f}",
+    "(z = {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.z:+.1f}",
+    "responses, does not match: GRPO gives {s.article.l_plus_1.sampled_six.grpo.length_incorrect.mean:,.0f}",
+    "± {s.article.l_plus_1.sampled_six.grpo.length_incorrect.se:.0f}",
+    "(z = {s.article.l_plus_1.sampled_six.grpo.length_incorrect.z:+.1f}",
+    "the wrong-approach length is {s.article.l_plus_1.sampled_all.grpo.length_wrong_approach.diff:+.0f}",
+    "tokens off (z = {s.article.l_plus_1.sampled_all.grpo.length_wrong_approach.z:+.1f}",
+    "), the incorrect length {s.article.l_plus_1.sampled_all.grpo.length_incorrect.diff:+.0f}",
+    "flips: GRPO's E[L | incorrect] is {s.article.l_plus_1.meanfield_six.grpo.length_incorrect.mean:,.0f}",
+    "and its E[L | wrong approach] {s.article.l_plus_1.meanfield_six.grpo.length_wrong_approach.mean:,.0f}",
+    "wrong-approach length falls to {s.article.l.sampled_six.grpo.length_wrong_approach.mean:,.0f}",
+    "0–5), and GRPO's accuracy to {s.article.l.sampled_six.grpo.accuracy_pct.mean:.1f}",
+    "moves its final accuracy by {s.convention.all.grpo.accuracy_pct.paired_mean:+.2f}",
+    "± {s.convention.all.grpo.accuracy_pct.paired_se:.2f}",
+    "its E[L | wrong approach] by {s.convention.all.grpo.length_wrong_approach.paired_mean:+.1f}",
+    "± {s.convention.all.grpo.length_wrong_approach.paired_se:.1f}",
+    "27.4 % over 100 seeds is about {i.calibration.L.crossing_mean:.1f}",
+    "instead of {i.calibration.L + 1.crossing_mean:.1f}",
+    "ratio (G−1)/(G·L_norm). At all {s.bias.dr_grpo.states:.0f}",
+    "cosine deviates from 1 by at most {s.bias.dr_grpo.max_cosine_deviation:.0e}",
+    "policy GRPO's cosine to ∇J is {s.bias.init.grpo.cosine.six.min:.3f}",
+    "–{s.bias.init.grpo.cosine.six.max:.3f}",
+    "over seeds 0–5 ({s.bias.init.grpo.cosine.all.mean:.3f}",
+    "± {s.bias.init.grpo.cosine.all.se:.3f}",
+    "cosine with the φ_wrong axis is {s.bias.init.grpo.phi_wrong_cosine.six.min:.2f}",
+    "to {s.bias.init.grpo.phi_wrong_cosine.six.max:.2f}",
+    "(seed 0: {s.bias.init.grpo.phi_wrong_cosine.six.seed0:.3f}",
+    "answers longer. That axis holds {s.bias.init.grpo.phi_wrong_share.six.min:.2f}",
+    "–{s.bias.init.grpo.phi_wrong_share.six.max:.2f}",
+    "of E[ĝ]'s squared norm (seed 0: {s.bias.init.grpo.phi_wrong_share.six.seed0:.2f}",
+    "; over 100 seeds {s.bias.init.grpo.phi_wrong_share.all.mean:.2f}",
+    "± {s.bias.init.grpo.phi_wrong_share.all.se:.2f}",
+    "points against ∇J, with cosine {s.bias.step100.grpo.cosine.six.mean:.2f}",
+    "(mean over seeds 0–5, range {s.bias.step100.grpo.cosine.six.min:.2f}",
+    "to {s.bias.step100.grpo.cosine.six.max:.2f}",
+    "toy. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
+    "tokens, against Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
+    "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
+    "loss drifts like GRPO**, to {p.final.openrlhf_dr_grpo.length_incorrect.mean:,.0f}",
+    "sends wrong answers to the cap: {p.final.dapo.length_wrong_approach.mean:,.0f}",
+]
+
+VARIANTS_DOC_FRAGMENTS = [
+    "here. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
+    "tokens, against {p.final.trl_dr_grpo.length_incorrect.mean:.0f}",
+    "for full Dr. GRPO and {p.final.trl_grpo.length_incorrect.mean:,.0f}",
+    "lengthens more than under Dr. GRPO: {p.final.trl_default.length_wrong_approach.mean:.0f}",
+    "± {p.final.trl_default.length_wrong_approach.sd:.0f}",
+    "against {p.final.trl_dr_grpo.length_wrong_approach.mean:.0f}",
+    "± {p.final.trl_dr_grpo.length_wrong_approach.sd:.0f}",
+    "model them) drift like GRPO, to {p.final.openrlhf_dr_grpo.length_incorrect.mean:,.0f}",
+    "approach's expected length goes to {p.final.dapo.length_wrong_approach.mean:,.0f}",
+    "cap, while accuracy drops to {p.final.dapo.accuracy_pct.mean:.1f}",
+]
+
+BIAS_DOC_FRAGMENTS = [
+    "(tests for G = 4, 8, 16). At the {s.bias.dr_grpo.states:.0f}",
+    "study the cosine is 1 within {s.bias.dr_grpo.max_cosine_deviation:.0e}",
+    "the norm ratio 7/12000 within {s.bias.dr_grpo.max_norm_ratio_relative_deviation:.0e}",
+    "---: | ---: | ---: | | `grpo` | {s.bias.init.grpo.cosine.six.min:.3f}",
+    "to {s.bias.init.grpo.cosine.six.max:.3f}",
+    "| {s.bias.init.grpo.cosine.all.mean:.3f}",
+    "± {s.bias.init.grpo.cosine.all.se:.3f}",
+    "| {s.bias.init.grpo.phi_wrong_cosine.six.min:.3f}",
+    "to {s.bias.init.grpo.phi_wrong_cosine.six.max:.3f}",
+    "| {s.bias.init.grpo.phi_wrong_share.six.min:.3f}",
+    "to {s.bias.init.grpo.phi_wrong_share.six.max:.3f}",
+    "| {s.bias.init.grpo.phi_wrong_share.all.mean:.3f}",
+    "± {s.bias.init.grpo.phi_wrong_share.all.se:.3f}",
+    "| | `std_only` | {s.bias.init.std_only.cosine.six.min:.5f}",
+    "to {s.bias.init.std_only.cosine.six.max:.5f}",
+    "| {s.bias.init.std_only.cosine.all.mean:.5f}",
+    "± {s.bias.init.std_only.cosine.all.se:.0e}",
+    "1e-30) | 0 | | `length_only` | {s.bias.init.length_only.cosine.six.min:.3f}",
+    "to {s.bias.init.length_only.cosine.six.max:.3f}",
+    "| {s.bias.init.length_only.cosine.all.mean:.3f}",
+    "± {s.bias.init.length_only.cosine.all.se:.3f}",
+    "| {s.bias.init.length_only.phi_wrong_cosine.six.min:.3f}",
+    "to {s.bias.init.length_only.phi_wrong_cosine.six.max:.3f}",
+    "| {s.bias.init.length_only.phi_wrong_share.six.min:.3f}",
+    "to {s.bias.init.length_only.phi_wrong_share.six.max:.3f}",
+    "| {s.bias.init.length_only.phi_wrong_share.all.mean:.3f}",
+    "± {s.bias.init.length_only.phi_wrong_share.all.se:.3f}",
+    "(`toyrl bias`), GRPO's cosine is {s.bias.init.grpo.cosine.six.seed0:.3f}",
+    ", its φ_wrong cosine {s.bias.init.grpo.phi_wrong_cosine.six.seed0:.3f}",
+    "and its φ_wrong share {s.bias.init.grpo.phi_wrong_share.six.seed0:.3f}",
+    "---: | ---: | ---: | | `grpo` | {s.bias.step100.grpo.cosine.six.mean:.2f}",
+    "({s.bias.step100.grpo.cosine.six.min:.2f}",
+    "to {s.bias.step100.grpo.cosine.six.max:.2f}",
+    ") | {s.bias.step400.grpo.cosine.six.mean:.2f}",
+    "({s.bias.step400.grpo.cosine.six.min:.2f}",
+    "to {s.bias.step400.grpo.cosine.six.max:.2f}",
+    ") | {s.bias.step100.grpo.phi_wrong_share.six.mean:.2f}",
+    "({s.bias.step100.grpo.phi_wrong_share.six.min:.2f}",
+    "to {s.bias.step100.grpo.phi_wrong_share.six.max:.2f}",
+    ") | {s.bias.step400.grpo.phi_wrong_share.six.mean:.2f}",
+    "({s.bias.step400.grpo.phi_wrong_share.six.min:.2f}",
+    "to {s.bias.step400.grpo.phi_wrong_share.six.max:.2f}",
+    ") | | `std_only` | {s.bias.step100.std_only.cosine.six.mean:.4f}",
+    "| {s.bias.step400.std_only.cosine.six.mean:.4f}",
+    "| 0 | 0 | | `length_only` | {s.bias.step100.length_only.cosine.six.mean:.2f}",
+    "({s.bias.step100.length_only.cosine.six.min:.2f}",
+    "to {s.bias.step100.length_only.cosine.six.max:.2f}",
+    ") | {s.bias.step400.length_only.cosine.six.mean:.2f}",
+    "({s.bias.step400.length_only.cosine.six.min:.2f}",
+    "to {s.bias.step400.length_only.cosine.six.max:.2f}",
+    ") | {s.bias.step100.length_only.phi_wrong_share.six.mean:.2f}",
+    "({s.bias.step100.length_only.phi_wrong_share.six.min:.2f}",
+    "to {s.bias.step100.length_only.phi_wrong_share.six.max:.2f}",
+    ") | {s.bias.step400.length_only.phi_wrong_share.six.mean:.2f}",
+    "({s.bias.step400.length_only.phi_wrong_share.six.min:.2f}",
+    "to {s.bias.step400.length_only.phi_wrong_share.six.max:.2f}",
+    "already has a φ_wrong cosine of {s.bias.init.grpo.phi_wrong_cosine.all.mean:.2f}",
+    "± {s.bias.init.grpo.phi_wrong_cosine.all.se:.2f}",
+    "(100 seeds), a share of {s.bias.init.grpo.phi_wrong_share.all.mean:.2f}",
+    "the six runs (GRPO's cosine {s.bias.step100.grpo.cosine.six.min:.2f}",
+    "to {s.bias.step100.grpo.cosine.six.max:.2f}",
+    "seed: GRPO's cosine ranges from {s.bias.step400.grpo.cosine.six.min:.2f}",
+    "to {s.bias.step400.grpo.cosine.six.max:.2f}",
+    "E[L | wrong approach] ends at {s.headline.six.dr_grpo.final.length_wrong_approach.mean:.0f}",
+    "± {s.headline.six.dr_grpo.final.length_wrong_approach.sd:.0f}",
+    "direction is not ∇J's: its cosine is {s.bias.init.std_only.cosine.all.mean:.5f}",
+    "and std-only's final accuracy is {s.pairing.all.std_only_minus_dr_grpo.accuracy_pct.paired_mean:+.2f}",
+    "± {s.pairing.all.std_only_minus_dr_grpo.accuracy_pct.paired_se:.2f}",
+    "---: | ---: | ---: | | `grpo` | {s.meanfield.grpo.final.accuracy_pct.mean:.1f}",
+    "± {s.meanfield.grpo.final.accuracy_pct.sd:.1f}",
+    "| {s.meanfield.grpo.final.length_mean.mean:.0f}",
+    "± {s.meanfield.grpo.final.length_mean.sd:.0f}",
+    "| {s.meanfield.grpo.final.length_correct.mean:.0f}",
+    "± {s.meanfield.grpo.final.length_correct.sd:.0f}",
+    "| {s.meanfield.grpo.final.length_incorrect.mean:.0f}",
+    "± {s.meanfield.grpo.final.length_incorrect.sd:.0f}",
+    "| {s.meanfield.grpo.final.length_wrong_approach.mean:.0f}",
+    "± {s.meanfield.grpo.final.length_wrong_approach.sd:.0f}",
+    "| | `std_only` | {s.meanfield.std_only.final.accuracy_pct.mean:.1f}",
+    "± {s.meanfield.std_only.final.accuracy_pct.sd:.1f}",
+    "| {s.meanfield.std_only.final.length_mean.mean:.0f}",
+    "± {s.meanfield.std_only.final.length_mean.sd:.0f}",
+    "| {s.meanfield.std_only.final.length_correct.mean:.0f}",
+    "± {s.meanfield.std_only.final.length_correct.sd:.0f}",
+    "| {s.meanfield.std_only.final.length_incorrect.mean:.0f}",
+    "± {s.meanfield.std_only.final.length_incorrect.sd:.0f}",
+    "| {s.meanfield.std_only.final.length_wrong_approach.mean:.0f}",
+    "± {s.meanfield.std_only.final.length_wrong_approach.sd:.0f}",
+    "| | `length_only` | {s.meanfield.length_only.final.accuracy_pct.mean:.1f}",
+    "± {s.meanfield.length_only.final.accuracy_pct.sd:.1f}",
+    "| {s.meanfield.length_only.final.length_mean.mean:.0f}",
+    "± {s.meanfield.length_only.final.length_mean.sd:.0f}",
+    "| {s.meanfield.length_only.final.length_correct.mean:.0f}",
+    "± {s.meanfield.length_only.final.length_correct.sd:.0f}",
+    "| {s.meanfield.length_only.final.length_incorrect.mean:.0f}",
+    "± {s.meanfield.length_only.final.length_incorrect.sd:.0f}",
+    "| {s.meanfield.length_only.final.length_wrong_approach.mean:.0f}",
+    "± {s.meanfield.length_only.final.length_wrong_approach.sd:.0f}",
+    "| | `dr_grpo` | {s.meanfield.dr_grpo.final.accuracy_pct.mean:.1f}",
+    "± {s.meanfield.dr_grpo.final.accuracy_pct.sd:.1f}",
+    "| {s.meanfield.dr_grpo.final.length_mean.mean:.0f}",
+    "± {s.meanfield.dr_grpo.final.length_mean.sd:.0f}",
+    "| {s.meanfield.dr_grpo.final.length_correct.mean:.0f}",
+    "± {s.meanfield.dr_grpo.final.length_correct.sd:.0f}",
+    "| {s.meanfield.dr_grpo.final.length_incorrect.mean:.0f}",
+    "± {s.meanfield.dr_grpo.final.length_incorrect.sd:.0f}",
+    "| {s.meanfield.dr_grpo.final.length_wrong_approach.mean:.0f}",
+    "± {s.meanfield.dr_grpo.final.length_wrong_approach.sd:.0f}",
+    "change over every step and seed is {s.meanfield.dr_grpo.wrong_approach_max_change:.1f}",
+    "GRPO and length-only it runs to {s.meanfield.grpo.final.length_wrong_approach.mean:,.0f}",
+    "accuracy than the sampled ones: {s.meanfield.dr_grpo.final.accuracy_pct.mean:.0f}",
+    "% against {s.headline.six.dr_grpo.final.accuracy_pct.mean:.0f}",
+    "% for Dr. GRPO, and {s.meanfield.grpo.final.accuracy_pct.mean:.0f}",
+    "% against {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
+]
+
+TRAINERS_DOC_FRAGMENTS = [
+    "| | neither (GRPO) | `grpo` | {p.final.grpo.accuracy_pct.mean:.1f}",
+    "± {p.final.grpo.accuracy_pct.sd:.1f}",
+    "| {p.final.grpo.length_incorrect.mean:.0f}",
+    "± {p.final.grpo.length_incorrect.sd:.0f}",
+    "`norm_adv_by_std_in_grpo=False`) | `length_only` | {p.final.length_only.accuracy_pct.mean:.1f}",
+    "± {p.final.length_only.accuracy_pct.sd:.1f}",
+    "| {p.final.length_only.length_incorrect.mean:.0f}",
+    "± {p.final.length_only.length_incorrect.sd:.0f}",
+    "`seq-mean-token-sum-norm`) | `std_only` | {p.final.std_only.accuracy_pct.mean:.1f}",
+    "± {p.final.std_only.accuracy_pct.sd:.1f}",
+    "| {p.final.std_only.length_incorrect.mean:.0f}",
+    "± {p.final.std_only.length_incorrect.sd:.0f}",
+    "both (Dr. GRPO) | `dr_grpo` | {p.final.dr_grpo.accuracy_pct.mean:.1f}",
+    "± {p.final.dr_grpo.accuracy_pct.sd:.1f}",
+    "| {p.final.dr_grpo.length_incorrect.mean:.0f}",
+    "± {p.final.dr_grpo.length_incorrect.sd:.0f}",
+    "over 100 seeds, `std_only` ends {s.pairing.all.std_only_minus_dr_grpo.accuracy_pct.paired_mean:+.2f}",
+    "± {s.pairing.all.std_only_minus_dr_grpo.accuracy_pct.paired_se:.2f}",
+]
+
+
+@pytest.mark.parametrize("fragment", README_FRAGMENTS)
+def test_every_number_the_readme_quotes_comes_from_a_generated_file(fragment: str) -> None:
+    rendered = render(fragment, claims())
+    assert rendered in normalised(ROOT / "README.md"), rendered
+
+
+@pytest.mark.parametrize("fragment", BIAS_DOC_FRAGMENTS)
+def test_every_number_docs_bias_quotes_comes_from_a_generated_file(fragment: str) -> None:
+    rendered = render(fragment, claims())
+    assert rendered in normalised(ROOT / "docs" / "bias.md"), rendered
+
+
+def test_the_bounds_docs_bias_states_hold_in_the_generated_file() -> None:
+    """'1 (within 1e-15)', '0 (below 1e-15)', '0 (below 1e-30)': Dr. GRPO's and std-only's rows."""
+    bias = json.loads((ROOT / "results" / "seed_study.json").read_text())["bias"]
+    for key, value in bias.items():
+        parts = key.split(".")
+        if len(parts) < 4 or parts[1] not in ("std_only", "dr_grpo") or key.endswith((".sd", ".se")):
+            continue
+        variant, metric = parts[1], parts[2]
+        if metric == "phi_wrong_cosine":
+            assert abs(value) < 1e-15, key
+        elif metric == "phi_wrong_share":
+            assert value < 1e-30, key
+        elif metric == "cosine" and variant == "dr_grpo":
+            assert abs(value - 1) < 1e-15, key
+    assert bias["dr_grpo.max_cosine_deviation"] < 1e-15
+
+
+@pytest.mark.parametrize("fragment", VARIANTS_DOC_FRAGMENTS)
+def test_every_number_docs_variants_quotes_comes_from_a_generated_file(fragment: str) -> None:
+    rendered = render(fragment, claims())
+    assert rendered in normalised(ROOT / "docs" / "variants.md"), rendered
+
+
+@pytest.mark.parametrize("fragment", TRAINERS_DOC_FRAGMENTS)
+def test_every_number_docs_trainers_quotes_comes_from_a_generated_file(fragment: str) -> None:
+    rendered = render(fragment, claims())
+    assert rendered in normalised(ROOT / "docs" / "trainers.md"), rendered
+
+
+def test_docs_variants_includes_the_generated_presets_table() -> None:
+    table = (ROOT / "results" / "presets.md").read_text(encoding="utf-8").split("\n\n", 1)[1].strip()
+    assert table in (ROOT / "docs" / "variants.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_includes_the_generated_tables() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    study = (ROOT / "results" / "seed_study.md").read_text(encoding="utf-8")
+    headline = study.split("## Headline figures\n\n", 1)[1].split("\n\n", 1)[0].strip()
+    assert headline in readme
+    assert (ROOT / "figures" / "final_numbers.md").read_text(encoding="utf-8") in readme
+
+
+def test_the_readme_test_command_is_the_one_ci_runs_and_pins_a_cpu_torch() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.+?)\n```", setup)
+    assert commands == ["pip install . && toyrl reproduce", commands[1]] and len(commands) == 2
+    assert "torch==2.13.0" in commands[1].split() and "python -m pytest" in commands[1]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert commands[1] in ci.splitlines()
+    # The project's own files install everything the tests need: nothing resolves a bare torch.
+    assert "pytest-timeout" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
