@@ -36,6 +36,8 @@ stderr. Writes, under --out-dir:
     below the mean correct one up to the final step; null if it is not below at the final step);
     `{set}.final_incorrect`, `{set}.final_correct`; `{set}.final_fraction_incorrect_below` (share
     of seeds with E[L | incorrect] < E[L | correct] at the final step).
+  - `stops`: the final stop probabilities, `{set}.{variant}.{stop_prob_right|stop_prob_wrong}.mean`
+    over seeds and `.inverse_of_mean` (1 / mean, "one token in N").
   - `meanfield`: the mean-field runs (|o_i| = L + 1, seeds 0-5): `{variant}.final.{metric}.{stat}`
     as in `headline`, and `{variant}.wrong_approach_max_change`, the largest distance in tokens of
     E[L | wrong approach] from its initial value over every step and seed.
@@ -194,6 +196,19 @@ def convention_section(
                 key = f"{set_name}.{variant}.{metric}"
                 out[f"{key}.paired_mean"], out[f"{key}.paired_sd"] = s["mean"], s["sd"]
                 out[f"{key}.paired_se"] = s["se"]
+    return out
+
+
+def stops_section(frame: pd.DataFrame, sets: dict[str, list[int]], final: int) -> dict[str, float]:
+    """The final per-token stop probabilities: `{set}.{variant}.{stop_prob_right|stop_prob_wrong}`
+    with `.mean` over seeds and `.inverse_of_mean` (1/mean: "1 in N tokens")."""
+    out: dict[str, float] = {}
+    for set_name, seeds in sets.items():
+        for variant in NAMES:
+            for column in ("stop_prob_right", "stop_prob_wrong"):
+                mean = float(per_seed(frame, final, column, variant, seeds).mean())
+                out[f"{set_name}.{variant}.{column}.mean"] = mean
+                out[f"{set_name}.{variant}.{column}.inverse_of_mean"] = 1 / mean
     return out
 
 
@@ -619,6 +634,7 @@ def main() -> None:
         "article": article_section(frames, sets, final),
         "convention": convention_section(main_frame, frames[("l", "sampled")], sets, final),
         "dr_grpo_curves": curve_numbers,
+        "stops": stops_section(main_frame, sets, final),
         "meanfield": meanfield_section(frames[("l_plus_1", "meanfield")], sets["six"], final),
     }
     log("exact expected updates (initial policies, replayed steps)", start)

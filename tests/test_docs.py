@@ -7,6 +7,7 @@ results/presets.json (`python scripts/presets_study.py`). A fragment whose rende
 not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
 """
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -113,6 +114,9 @@ README_FRAGMENTS = [
     "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
     "loss drifts like GRPO**, to {p.final.openrlhf_dr_grpo.length_incorrect.mean:,.0f}",
     "sends wrong answers to the cap: {p.final.dapo.length_wrong_approach.mean:,.0f}",
+    "GRPO \u2212 Dr. GRPO is {s.pairing.six.grpo_minus_dr_grpo.accuracy_pct.paired_mean:+.1f}",
+    "probability down from 1/700 to 1 in {s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
+    "under Dr. GRPO it ends at 1 in {s.stops.six.dr_grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
 ]
 
 VARIANTS_DOC_FRAGMENTS = [
@@ -311,6 +315,41 @@ def test_every_number_docs_trainers_quotes_comes_from_a_generated_file(fragment:
 def test_docs_variants_includes_the_generated_presets_table() -> None:
     table = (ROOT / "results" / "presets.md").read_text(encoding="utf-8").split("\n\n", 1)[1].strip()
     assert table in (ROOT / "docs" / "variants.md").read_text(encoding="utf-8")
+
+
+# The teaching table quotes `toyrl examples` (each example's `numbers`, `e.NAME.KEY`; `_inverse` is 1/value).
+EXAMPLE_FRAGMENTS = [
+    "GRPO's per-token weights {e.length.grpo_weight_correct:.5f} and {e.length.grpo_weight_wrong_800:.5f}",
+    "({e.length.grpo_gentleness:.0f}× gentler on the long wrong answer",
+    "Dr. GRPO's {e.length.dr_weight_correct:.6f} and {e.length.dr_weight_wrong:.6f} with L_norm = 2000",
+    "({e.length.dr_push_down_800_vs_200:.0f}× the total push-down for 4× the tokens)",
+    "a 1-in-8 prompt gets {e.difficulty.grpo_relative_k1:.0%} vs {e.difficulty.dr_relative_k1:.0%}",
+    "a flattening of up to {e.difficulty.max_flattening:.1f}×",
+    "a single success has std {e.difficulty.std_g64_single:.3f} and weight {e.difficulty.weight_g64_single:.1f}",
+    "advantage {e.difficulty.advantage_g16_single_dr:.2f}, not {e.difficulty.advantage_g16_single_grpo:.1f}",
+    "1/{e.four.grpo_y1_inverse:.0f} → 1/{e.four.length_only_y1_inverse:.0f} (no std) → 1/{e.four.dr_grpo_y1_inverse:.0f}",
+    "{e.baseline.mean_ratio_k2:g}, {e.baseline.mean_ratio_k4:g}, {e.baseline.mean_ratio_k8:g} of the true gradient",
+    "and {e.baseline.rloo_ratio_k2:g} for the leave-one-out (RLOO) baseline",
+]
+
+
+@functools.cache
+def example_numbers() -> dict[str, Any]:
+    from toyrl.examples import EXAMPLES
+
+    values: dict[str, Any] = {}
+    for name, make in EXAMPLES.items():
+        for key, value in make().to_dict()["numbers"].items():
+            values[f"e.{name}.{key}"] = value
+            if isinstance(value, float) and value:
+                values[f"e.{name}.{key}_inverse"] = 1 / value
+    return values
+
+
+@pytest.mark.parametrize("fragment", EXAMPLE_FRAGMENTS)
+def test_every_number_of_the_teaching_table_is_what_toyrl_examples_computes(fragment: str) -> None:
+    rendered = render(fragment, example_numbers()).replace("-0", "−0")  # the README's true minus sign
+    assert rendered in normalised(ROOT / "README.md"), rendered
 
 
 def test_the_readme_includes_the_generated_tables() -> None:

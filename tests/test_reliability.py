@@ -255,3 +255,48 @@ def test_running_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_
     result = invoke("run", *TINY, "--out", str(tmp_path / "r.csv"))
     assert result.exit_code == 2 and result.stderr.startswith("toyrl: error: out of memory")
     assert result.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_results_written_in_pieces_are_the_bytes_of_one_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toyrl.results as results
+    from toyrl.config import Config
+    from toyrl.objective import VARIANTS
+    from toyrl.train import run_experiment
+
+    frame = run_experiment(Config(steps=12, prompts=8, batch_prompts=4), list(VARIANTS), [0, 1])
+    meta = {"toyrl_version": results.__version__, "config": Config().to_dict()}
+    results.save_results(frame, tmp_path / "whole.csv", meta)
+    monkeypatch.setattr(results, "CSV_ROWS_PER_WRITE", 7)
+    results.save_results(frame, tmp_path / "pieces.csv", meta)
+    assert_identical_files(tmp_path / "whole.csv", tmp_path / "pieces.csv")
+    assert (tmp_path / "whole.csv").read_bytes() == frame.to_csv(index=False, lineterminator="\n").encode()
+    digests = {json.loads((tmp_path / f"{n}.json").read_text())["csv_sha256"] for n in ("whole", "pieces")}
+    assert len(digests) == 1
+    load_results(tmp_path / "pieces.csv")  # the digest matches the file
+
+
+def test_the_worker_count_is_bounded_by_the_cores_and_the_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--n-jobs 1000 must not start a thousand processes (a red-team found 721 of them)."""
+    import toyrl.train as train
+    from toyrl.config import Config
+
+    asked: list[int] = []
+    real = train.Parallel
+
+    def counting(*args: object, n_jobs: int = 1, **kwargs: object) -> object:
+        asked.append(n_jobs)
+        return real(*args, n_jobs=n_jobs, **kwargs)
+
+    monkeypatch.setattr(train, "Parallel", counting)
+    monkeypatch.setattr(train.os, "cpu_count", lambda: 2)
+    config = Config(steps=3, prompts=8, batch_prompts=4)
+    many = train.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2], n_jobs=1000)
+    assert asked == [2]
+    monkeypatch.setattr(train.os, "cpu_count", lambda: 64)
+    train.run_experiment(config, ["grpo"], [0, 1, 2], n_jobs=1000)
+    assert asked == [2, 3]  # three runs: three workers, not 64 or 1000
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(many, train.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2]))

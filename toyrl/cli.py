@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
 import signal
 import sys
 import time
@@ -39,7 +40,7 @@ from toyrl.results import (
     sidecar_path,
     write_atomic,
 )
-from toyrl.train import run_experiment
+from toyrl.train import estimated_cost, run_experiment
 
 
 class _OneLineErrors(TyperGroup):
@@ -185,7 +186,9 @@ def run(
     ] = None,
     seeds: Annotated[int, typer.Option(help="Number of seeds per variant (>= 1).")] = 6,
     seed_start: Annotated[int, typer.Option(help="First seed (>= 0); seeds are S .. S+N-1.")] = 0,
-    n_jobs: Annotated[int, typer.Option(help="Worker processes; -1 uses every core.")] = 1,
+    n_jobs: Annotated[
+        int, typer.Option(help="Worker processes (at most the cores and the runs); -1 uses every core.")
+    ] = 1,
     out: Annotated[Path, typer.Option(help="Results CSV; its configuration goes beside it as .json.")] = Path(
         "toyrl-run.csv"
     ),
@@ -204,6 +207,8 @@ def run(
     seed_list = list(range(seed_start, seed_start + seeds))
     command = "toyrl run --exact" if exact else "toyrl run"
     meta = metadata(config, variants, seed_list, command, exact=exact)
+    if not quiet:
+        _announce_cost("toyrl run", config, variants, seeds, exact, n_jobs)
     with claim(out, "results"):
         check_overwrite(out, meta, force)
         frame = run_experiment(
@@ -219,6 +224,23 @@ def run(
         typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
         typer.echo(format_summary(final_summary(frame)))
         typer.echo(_saved(out, kept))
+
+
+def _announce_cost(
+    label: str, config: Config, variants: list[Any], seeds: int, exact: bool, n_jobs: int
+) -> None:
+    """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise."""
+    from joblib import effective_n_jobs
+
+    seconds, table = estimated_cost(config, variants, seeds, exact)
+    workers = max(1, min(effective_n_jobs(n_jobs), os.cpu_count() or 1, len(variants) * seeds))
+    if seconds / workers > 20 or table > 1e9:
+        typer.echo(
+            f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
+            f"{seconds / workers:,.0f} s on {workers} worker{'s' if workers > 1 else ''} and "
+            f"{table / 1e6:,.0f} MB for the results table",
+            err=True,
+        )
 
 
 def _saved(out: Path, kept: bool) -> str:
@@ -280,7 +302,9 @@ def reproduce(
     figures_dir: Annotated[Path, typer.Option(help="Folder for the figures and final_numbers.md.")] = Path(
         "figures"
     ),
-    n_jobs: Annotated[int, typer.Option(help="Worker processes; -1 uses every core.")] = 1,
+    n_jobs: Annotated[
+        int, typer.Option(help="Worker processes (at most the cores and the runs); -1 uses every core.")
+    ] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     force: Annotated[
         bool, typer.Option(help="Replace results in --results-dir made with other settings.")

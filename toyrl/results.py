@@ -18,10 +18,10 @@ import signal
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -172,7 +172,7 @@ def _installed_version(package: str) -> str | None:
         return None
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: Content) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename.
 
     A failure to write (permissions, a read-only or full file system) is InvalidInput naming the
@@ -181,7 +181,12 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     write_together([(path, data)])
 
 
-def _temporary_copy(path: Path, data: str | bytes) -> Path:
+# A file's new content: the text or bytes, or a function that writes them to a binary stream
+# (so that a large table is written in pieces, never held as one string).
+Content = str | bytes | Callable[[BinaryIO], None]
+
+
+def _temporary_copy(path: Path, data: Content) -> Path:
     """A whole, synced temporary file beside `path` holding `data` (mode as a new file would get)."""
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -192,7 +197,10 @@ def _temporary_copy(path: Path, data: str | bytes) -> Path:
     try:
         os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if callable(data):
+                data(stream)
+            else:
+                stream.write(data.encode("utf-8") if isinstance(data, str) else data)
             stream.flush()
             os.fsync(stream.fileno())
     except OSError as error:
@@ -204,7 +212,7 @@ def _temporary_copy(path: Path, data: str | bytes) -> Path:
     return Path(temporary)
 
 
-def write_together(files: Sequence[tuple[Path, str | bytes]]) -> None:
+def write_together(files: Sequence[tuple[Path, Content]]) -> None:
     """Replace several files so that a failure at any point leaves the old ones as they were.
 
     Every new content is first written whole to a temporary file (a full disk or a read-only file
@@ -241,7 +249,7 @@ def _interruptions_deferred() -> Iterator[None]:
             signal.raise_signal(received[0])
 
 
-def _write_together(files: Sequence[tuple[Path, str | bytes]]) -> None:
+def _write_together(files: Sequence[tuple[Path, Content]]) -> None:
     temporaries: list[Path] = []
     backups: list[tuple[Path, Path | None]] = []
     try:
@@ -400,10 +408,23 @@ def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> tuple
     kept = _results_on_disk_if_equal(path, frame, meta)
     if kept is not None:
         return kept, True
-    text = frame.to_csv(index=False, lineterminator="\n")
-    meta = meta | {"csv_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
-    write_together([(path, text), (sidecar_path(path), json.dumps(meta, indent=2) + "\n")])
+    digest = hashlib.sha256()
+
+    def write_csv(stream: BinaryIO) -> None:
+        for start in range(0, max(len(frame), 1), CSV_ROWS_PER_WRITE):
+            part = frame.iloc[start : start + CSV_ROWS_PER_WRITE]
+            data = part.to_csv(index=False, header=start == 0, lineterminator="\n").encode("utf-8")
+            digest.update(data)
+            stream.write(data)
+
+    def write_sidecar(stream: BinaryIO) -> None:  # after the CSV: its digest is known by then
+        stream.write((json.dumps(meta | {"csv_sha256": digest.hexdigest()}, indent=2) + "\n").encode())
+
+    write_together([(path, write_csv), (sidecar_path(path), write_sidecar)])
     return frame, False
+
+
+CSV_ROWS_PER_WRITE = 100_000  # rows formatted at a time: a large table never becomes one string
 
 
 def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
