@@ -28,9 +28,9 @@ import pandas as pd
 
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import Variant
+from toyrl.objective import Variant, parse_variant
 from toyrl.policy import FloatArray
-from toyrl.presets import stands_for
+from toyrl.presets import ALL_VARIANTS, stands_for
 from toyrl.train import EXACT_COLUMNS
 
 COLUMN_DOCS = {
@@ -333,8 +333,9 @@ def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool =
     """Compare a results table with a regeneration of it, as another machine would make it.
 
     The same columns and rows are required; identity, sampled-batch and count columns must be equal
-    to the bit, exact-metric columns (all numeric columns of mean-field runs) equal within
-    RELATIVE_TOLERANCE. Reports the first offending cell and how many there are; never the tables.
+    to the bit, exact-metric columns equal within RELATIVE_TOLERANCE, and so must every numeric
+    column of runs whose parameters follow exp's rounding (mean-field runs; PPO epochs or a KL term).
+    Reports the first offending cell and how many there are; never the tables.
     """
     if list(saved.columns) != list(fresh.columns):
         missing = [c for c in saved.columns if c not in fresh.columns]
@@ -355,7 +356,14 @@ def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool =
                 f"different runs: row {row} is {key} {saved[key].iloc[row]} against {fresh[key].iloc[row]}",
             )
     numeric = [c for c in saved.columns if c not in keys]
-    tolerant = set(numeric) if mean_field else {c for c in numeric if c in TOLERANT_COLUMNS}
+    # Rows whose parameters themselves carry exp's rounding: mean-field runs, and runs whose later
+    # updates use exact ratios or a KL term (PPO epochs, beta > 0) computed through numpy's exp.
+    if mean_field:
+        carried = np.ones(len(saved), dtype=bool)
+    elif "variant" in saved.columns:
+        carried = saved["variant"].isin(_variants_through_exp(saved["variant"].unique())).to_numpy()
+    else:
+        carried = np.zeros(len(saved), dtype=bool)
     cells = differing = beyond = 0
     largest, first = 0.0, ""
     for column in numeric:
@@ -365,19 +373,33 @@ def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool =
         except (TypeError, ValueError):
             return Comparison(0, 0, 0, 0.0, f"column {column} does not hold numbers")
         relative = relative_difference(a, b)
-        allowed = RELATIVE_TOLERANCE if column in tolerant else 0.0
-        over = relative > allowed
+        tolerant = np.full(len(a), True) if column in TOLERANT_COLUMNS else carried
+        over = relative > np.where(tolerant, RELATIVE_TOLERANCE, 0.0)
         cells += len(a)
         differing += int(np.count_nonzero(relative))
         beyond += int(np.count_nonzero(over))
-        if column in tolerant and len(a):
-            largest = max(largest, float(relative.max()))
+        if tolerant.any():
+            largest = max(largest, float(relative[tolerant].max()))
         if over.any() and not first:
             row = int(np.flatnonzero(over)[0])
             where = ", ".join(f"{key} {saved[key].iloc[row]}" for key in keys) or f"row {row}"
-            kind = f"within {RELATIVE_TOLERANCE:g}" if column in tolerant else "exactly"
+            kind = f"within {RELATIVE_TOLERANCE:g}" if tolerant[row] else "exactly"
             first = f"{column} at {where}: {float(a[row])!r} against {float(b[row])!r} (must agree {kind})"
     return Comparison(cells, differing, beyond, largest, first)
+
+
+def _variants_through_exp(names: Sequence[str]) -> list[str]:
+    """The variant names (or specs) among `names` whose updates after the first, or whose KL term,
+    go through numpy's exp; names that do not parse are left out (compared by the exact rule)."""
+    chosen = []
+    for name in names:
+        try:
+            variant = parse_variant(str(name), ALL_VARIANTS)
+        except InvalidInput:
+            continue
+        if variant.num_iterations > 1 or variant.beta > 0:
+            chosen.append(str(name))
+    return chosen
 
 
 def _results_on_disk_if_equal(path: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame | None:
