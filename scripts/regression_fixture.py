@@ -1,0 +1,78 @@
+"""The regression fixture: every variant and preset on small configurations, to hold the core to its numbers.
+
+    python scripts/regression_fixture.py [--out tests/fixtures]
+
+Written before the core is redesigned (issue: "one step, top to bottom"): after any change to the
+simulator, `tests/test_regression.py` regenerates these runs and requires the same numbers, to the
+bit on the machine that wrote them and within `toyrl.results.compare_results`'s rule elsewhere.
+Covers every preset of `toyrl.presets.ALL_VARIANTS`, combinations the presets leave out (PPO
+epochs with clip-higher, KL, masking, batch-level advantages, summed aggregations), both |o_i|
+conventions, and mean-field runs of the variants that have an exact expected update.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from toyrl.config import Config
+from toyrl.presets import ALL_VARIANTS
+from toyrl.results import write_atomic
+from toyrl.train import run_experiment
+
+SMALL = Config(
+    prompts=8,
+    batch_prompts=4,
+    group_size=4,
+    steps=40,
+    cap=60,
+    min_length=5,
+    stop_prob_right=1 / 20,
+    stop_prob_wrong=1 / 30,
+    lr=0.05,
+)
+SEEDS = [0, 1]
+EXTRA = [
+    "advantage=batch_whiten,aggregation=token_sum",
+    "advantage=rloo,aggregation=seq_mean_token_sum",
+    "advantage=batch_std,aggregation=token_sum_norm",
+    "advantage=none,num_iterations=4,epsilon_high=0.28",
+    "advantage=group_std,num_iterations=3,epsilon=0.01,epsilon_high=0.02",  # clipping active
+    "advantage=group_std,aggregation=token_mean,beta=0.04",
+    "advantage=none,mask_truncated=true",
+    "advantage=group_std_sample,num_iterations=2,beta=0.1,mask_truncated=true,eps=0.0001",
+]
+MEAN_FIELD = [
+    "grpo",
+    "std_only",
+    "length_only",
+    "dr_grpo",
+    "advantage=rloo,aggregation=token_sum_norm",
+    "advantage=group_std_sample,aggregation=seq_mean_token_sum,mask_truncated=true",
+]
+# (file name, configuration, variants, mean-field)
+CASES = [
+    ("sampled.csv", SMALL, [*ALL_VARIANTS, *EXTRA], False),
+    ("sampled_ramble_tokens.csv", SMALL.replace(count_approach_token=False), ["grpo", "trl_default"], False),
+    ("mean_field.csv", SMALL, MEAN_FIELD, True),
+]
+
+
+def make(config: Config, variants: list[str], mean_field: bool) -> pd.DataFrame:
+    return run_experiment(config, variants, SEEDS, exact=mean_field)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("tests/fixtures"), help="folder for the CSVs")
+    args = parser.parse_args()
+    for name, config, variants, mean_field in CASES:
+        frame = make(config, variants, mean_field)
+        write_atomic(args.out / name, frame.to_csv(index=False, lineterminator="\n"))
+        print(f"wrote {args.out / name}: {len(frame):,} rows")
+
+
+if __name__ == "__main__":
+    main()
