@@ -89,6 +89,9 @@ BAD = [
     (["run", "--out", "{file}/r.csv"], "folder '{file}' is not a folder"),
     (["run", "--out", "{tmp}/" + "x" * 250 + ".csv"], "is too long (at most"),
     (["bias", "--seed", "-1"], "--seed must be an integer >= 0"),
+    # Whatever the operating system refuses is one line naming the path and its reason.
+    (["plot", "{csv}", "--out", "{tmp}/" + "y" * 300], "File name too long"),
+    (["reproduce", "--figures-dir", "{tmp}/" + "z" * 300], "File name too long"),
 ]
 
 

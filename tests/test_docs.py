@@ -352,6 +352,12 @@ def test_every_number_of_the_teaching_table_is_what_toyrl_examples_computes(frag
     assert rendered in normalised(ROOT / "README.md"), rendered
 
 
+def test_the_readme_shows_the_committed_benchmark() -> None:
+    """Timings are this machine's, so they are not regenerated here; the text must be the file's."""
+    bench = (ROOT / "results" / "bench.txt").read_text(encoding="utf-8").strip()
+    assert f"```\n{bench}\n```" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def test_the_readme_includes_the_generated_tables() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     study = (ROOT / "results" / "seed_study.md").read_text(encoding="utf-8")

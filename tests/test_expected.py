@@ -258,3 +258,18 @@ def test_monte_carlo_update_of_every_mode_matches_exhaustive_enumeration(switch:
     error = sampled.mean(axis=0) - exact
     assert np.all(np.abs(error) <= 4 * sampled.std(axis=0) / np.sqrt(runs) + 1e-15), error
     assert np.abs(exact).max() > 0
+
+
+def test_the_phi_wrong_cosine_and_share_are_what_their_names_say() -> None:
+    """The cosine with the phi_wrong axis is signed, u_w / |u|; the share is u_w^2 / |u|^2, the
+    cosine squared, between 0 and 1 (an audit found a cosine reported as a share)."""
+    config = Config()
+    states = random_states(config, 4, seed=7)
+    variants = [VARIANTS["grpo"]] * 4
+    update = expected_update(states, config, variants)
+    for row, u in zip(bias_report(states, config, variants), update, strict=True):
+        squared = float(np.sum(u * u))
+        assert row["phi_wrong_cosine"] == pytest.approx(u[-1] / np.sqrt(squared), rel=1e-12)
+        assert row["phi_wrong_share"] == pytest.approx(u[-1] ** 2 / squared, rel=1e-12)
+        assert row["phi_wrong_share"] == pytest.approx(row["phi_wrong_cosine"] ** 2, rel=1e-12)
+        assert row["phi_wrong_cosine"] < 0 < row["phi_wrong_share"] < 1

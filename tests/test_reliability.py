@@ -170,20 +170,20 @@ def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
     out = tmp_path / "r.csv"
     assert invoke("run", *TINY, "--out", str(out)).exit_code == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    real_copy, real_replace = results._temporary_copy, os.replace
+    real_fill, real_replace = results._fill, os.replace
     calls = {"copy": 0, "replace": 0}
 
-    def full_disk_on_the_sidecar(path: Path, data: str | bytes) -> Path:
+    def full_disk_on_the_sidecar(temporary: Path, path: Path, data: object) -> None:
         calls["copy"] += 1
         if path.suffix == ".json":
             raise results.InvalidInput(f"cannot write {path}: No space left on device")
-        return real_copy(path, data)
+        real_fill(temporary, path, data)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(results, "_temporary_copy", full_disk_on_the_sidecar)
+    monkeypatch.setattr(results, "_fill", full_disk_on_the_sidecar)
     failed = invoke("run", *TINY, "--lr", "0.05", "--force", "--out", str(out))
     assert failed.exit_code == 2 and "No space left on device" in failed.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing replaced, no temp
-    monkeypatch.setattr(results, "_temporary_copy", real_copy)
+    monkeypatch.setattr(results, "_fill", real_fill)
 
     def second_rename_fails(source: str, target: str) -> None:
         calls["replace"] += 1
@@ -198,7 +198,7 @@ def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # the CSV was put back
     load_results(out)
     fresh = tmp_path / "fresh.csv"
-    monkeypatch.setattr(results, "_temporary_copy", full_disk_on_the_sidecar)
+    monkeypatch.setattr(results, "_fill", full_disk_on_the_sidecar)
     assert invoke("run", *TINY, "--out", str(fresh)).exit_code == 2
     assert {p.name for p in tmp_path.iterdir()} == set(before)  # no orphan sidecar or CSV
     assert calls["copy"] >= 3 and calls["replace"] >= 2

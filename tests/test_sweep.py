@@ -143,6 +143,7 @@ def test_a_different_sweep_in_the_same_folder_needs_force(tmp_path: Path) -> Non
         (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --backend dask"),
         (["--grid", "cap=50"], "--cap must be at least min_length = 100 (got 50)"),
         (["--seeds", "0"], "--seeds must be an integer in 1..1,000,000"),
+        (["--seeds", "100000"], "would be 160,400,000 rows; the limit is 20,000,000"),
     ],
 )
 def test_bad_sweeps_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
@@ -152,24 +153,59 @@ def test_bad_sweeps_are_refused(tmp_path: Path, args: list[str], message: str) -
 
 
 def test_the_dask_backend_gives_identical_numbers(tmp_path: Path) -> None:
+    """On a cluster and on a local one (closed afterwards), the same bytes as on loky."""
     if not os.environ.get("CI"):
         pytest.importorskip("dask.distributed", reason="the dask backend needs: pip install 'toyrl[dask]'")
+    import psutil
     from dask.distributed import LocalCluster
 
     config = Config(steps=30, prompts=8, batch_prompts=4)
     variants = [VARIANTS["grpo"], VARIANTS["dr_grpo"]]
-    local = run_sweep(tmp_path / "local", variants, {"group_size": [4, 8]}, [0, 1], config, n_jobs=2)
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    try:
+    arguments = (variants, {"group_size": [4, 8]}, [0, 1], config)
+    local = run_sweep(tmp_path / "local", *arguments, n_jobs=2)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         distributed = run_sweep(
-            tmp_path / "dask",
-            variants,
-            {"group_size": [4, 8]},
-            [0, 1],
-            config,
-            backend="dask",
-            scheduler=cluster.scheduler_address,
+            tmp_path / "dask", *arguments, backend="dask", scheduler=cluster.scheduler_address
         )
-    finally:
-        cluster.close()
+    children = set(psutil.Process().children(recursive=True))
+    run_sweep(tmp_path / "own", *arguments, backend="dask", n_jobs=2)
+    assert set(psutil.Process().children(recursive=True)) <= children  # its local cluster is gone
     pd.testing.assert_frame_equal(local, distributed, check_exact=True)
+    for folder in ("dask", "own"):
+        for name in ("results.csv", "final.csv"):
+            assert (tmp_path / folder / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+
+
+def test_run_sweep_returns_every_runs_last_step_and_reports_progress(tmp_path: Path) -> None:
+    """One row per run: the last step of results.csv, all that final.csv and plot_sweep need."""
+    import matplotlib.pyplot as plt
+
+    from toyrl.plots import plot_sweep
+
+    calls = []
+    grid = {"steps": [10, 20], "group_size": [4, 8]}
+    arguments = ([VARIANTS["grpo"], VARIANTS["dr_grpo"]], grid, [0, 1], Config(prompts=8, batch_prompts=4))
+    table = run_sweep(tmp_path / "s", *arguments, progress=lambda *call: calls.append(call))
+    assert calls == [(0, 16, 0), (4, 16, 4), (8, 16, 4), (12, 16, 4), (16, 16, 4)]
+    results = pd.read_csv(tmp_path / "s" / "results.csv")
+    runs = ["variant", "steps", "group_size", "seed"]
+    last = results[results.step == results.groupby(runs).step.transform("max")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(table, last, check_exact=True)
+    assert len(table) == 16 and set(table.step) == {10, 20}
+    final = pd.read_csv(tmp_path / "s" / "final.csv")
+    means = table.groupby(["variant", "steps", "group_size"], sort=False).accuracy.mean()
+    assert final.accuracy_mean.tolist() == means.tolist()
+
+    def drawn(frame: pd.DataFrame) -> list[list[float]]:
+        figure = plot_sweep(frame, list(grid))
+        lines = [line.get_ydata().tolist() for ax in figure.axes for line in ax.lines]
+        plt.close(figure)
+        return lines
+
+    assert drawn(table) == drawn(results) != []
+    calls.clear()
+    sorted((tmp_path / "s" / "runs").glob("*.csv"))[0].unlink()
+    pd.testing.assert_frame_equal(
+        run_sweep(tmp_path / "s", *arguments, progress=lambda *c: calls.append(c)), table
+    )
+    assert calls == [(15, 16, 0), (16, 16, 1)]  # a rerun does only what is missing

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import os
 import signal
 import sys
 import time
@@ -40,7 +39,7 @@ from toyrl.results import (
     sidecar_path,
     write_atomic,
 )
-from toyrl.train import estimated_cost, run_experiment
+from toyrl.train import check_experiment, estimated_cost, run_experiment
 
 
 class _OneLineErrors(TyperGroup):
@@ -207,8 +206,9 @@ def run(
     seed_list = list(range(seed_start, seed_start + seeds))
     command = "toyrl run --exact" if exact else "toyrl run"
     meta = metadata(config, variants, seed_list, command, exact=exact)
+    workers = check_experiment(config, variants, seed_list, n_jobs)
     if not quiet:
-        _announce_cost("toyrl run", config, variants, seeds, exact, n_jobs)
+        _announce_cost("toyrl run", config, variants, seeds, exact, workers)
     with claim(out, "results"):
         check_overwrite(out, meta, force)
         frame = run_experiment(
@@ -227,13 +227,10 @@ def run(
 
 
 def _announce_cost(
-    label: str, config: Config, variants: list[Any], seeds: int, exact: bool, n_jobs: int
+    label: str, config: Config, variants: list[Any], seeds: int, exact: bool, workers: int
 ) -> None:
     """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise."""
-    from joblib import effective_n_jobs
-
     seconds, table = estimated_cost(config, variants, seeds, exact)
-    workers = max(1, min(effective_n_jobs(n_jobs), os.cpu_count() or 1, len(variants) * seeds))
     if seconds / workers > 20 or table > 1e9:
         typer.echo(
             f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
@@ -506,7 +503,9 @@ def sweep(
     ] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per grid point (>= 1).")] = 3,
     seed_start: Annotated[int, typer.Option(help="First seed (>= 0).")] = 0,
-    n_jobs: Annotated[int, typer.Option(help="Workers; -1 uses every core.")] = 1,
+    n_jobs: Annotated[
+        int, typer.Option(help="Workers (at most one per chunk of runs); -1 uses every core.")
+    ] = 1,
     backend: Annotated[str, typer.Option(help="loky (joblib's processes) or dask (toyrl[dask]).")] = "loky",
     scheduler: Annotated[
         str | None, typer.Option(help="With --backend dask: a scheduler address (default: a local cluster).")
@@ -519,20 +518,7 @@ def sweep(
 
     chosen = parse_variants(variant or ["all"], ALL_VARIANTS)
     axes = parse_grid(grid or [], config)
-    _check_seeds(seeds, seed_start)
-    if n_jobs == 0 or n_jobs < -1:
-        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
-    if backend not in ("loky", "dask"):
-        raise InvalidInput(f"--backend must be loky or dask (got {backend!r})")
-    if scheduler and backend != "dask":
-        raise InvalidInput("--scheduler needs --backend dask")
-    if backend == "dask":
-        try:
-            import dask.distributed  # noqa: F401
-        except ImportError:
-            raise InvalidInput("--backend dask needs the optional extra: pip install 'toyrl[dask]'") from None
-    if not out_dir.parent.is_dir():
-        raise InvalidInput(f"--out-dir: parent folder '{out_dir.parent}' does not exist")
+    _check_seeds(seeds, seed_start)  # the worker count, backend and folder are checked by run_sweep
     started = time.perf_counter()
     finished = 0
 

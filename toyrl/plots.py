@@ -257,7 +257,8 @@ def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None) -> Figure
     axes[1].set_title("squared-norm share lengthening wrong answers", fontsize=10)
     for ax in axes:
         ax.set_xlabel("training step")
-    axes[1].legend(frameon=False, fontsize=8, loc="upper right")
+    # Between the zero line of the unbiased variants and the biased ones' band: over no data.
+    axes[1].legend(frameon=False, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 0.05), ncol=2)
     fig.suptitle("Exact expected update against the true gradient of expected accuracy")
     fig.tight_layout()
     return fig

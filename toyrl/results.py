@@ -186,17 +186,56 @@ def write_atomic(path: Path, data: Content) -> None:
 Content = str | bytes | Callable[[BinaryIO], None]
 
 
-def _temporary_copy(path: Path, data: Content) -> Path:
-    """A whole, synced temporary file beside `path` holding `data` (mode as a new file would get)."""
+def write_together(files: Sequence[tuple[Path, Content]]) -> None:
+    """Replace several files so that a failure at any point leaves the old ones as they were.
+
+    Every new content is first written whole to a temporary file in the file's folder and synced (a
+    full disk or a read-only file fails here, before anything is replaced); only then are the files
+    renamed into place, in order. If a rename fails, the files already replaced get their old
+    content back (from hard links made beforehand). Only a kill between two renames can leave a mix;
+    a sidecar's digest tells. Ctrl-C and SIGTERM are held while temporary files are created, noted
+    and renamed, so none is left behind; writing the content itself stays interruptible.
+    """
+    temporaries: list[Path] = []
+    backups: list[tuple[Path, Path | None]] = []
+    try:
+        for path, data in files:
+            with _interruptions_deferred():
+                temporaries.append(_new_temporary(path))
+            _fill(temporaries[-1], path, data)
+        with _interruptions_deferred():
+            for (path, _), temporary in zip(files, temporaries, strict=True):
+                backups.append((path, _replace(temporary, path, keep_old=len(files) > 1)))
+    except BaseException:
+        with _interruptions_deferred():
+            for path, backup in backups:
+                if backup is not None:
+                    os.replace(backup, path)
+        raise
+    finally:
+        with _interruptions_deferred():
+            for leftover in [*temporaries, *(backup for _, backup in backups if backup is not None)]:
+                leftover.unlink(missing_ok=True)
+
+
+def _new_temporary(path: Path) -> Path:
+    """An empty temporary file beside `path`, with the mode a new file would get (not mkstemp's 0600,
+    which would hide results from other users)."""
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
         raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
+    os.close(handle)
     umask = os.umask(0)
     os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)
+    return Path(temporary)
+
+
+def _fill(temporary: Path, path: Path, data: Content) -> None:
+    """Write `data` into `temporary` and sync it; a failure to write is InvalidInput naming `path`."""
     try:
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
-        with os.fdopen(handle, "wb") as stream:
+        with open(temporary, "wb") as stream:
             if callable(data):
                 data(stream)
             else:
@@ -204,34 +243,32 @@ def _temporary_copy(path: Path, data: Content) -> Path:
             stream.flush()
             os.fsync(stream.fileno())
     except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
         raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return Path(temporary)
 
 
-def write_together(files: Sequence[tuple[Path, Content]]) -> None:
-    """Replace several files so that a failure at any point leaves the old ones as they were.
-
-    Every new content is first written whole to a temporary file (a full disk or a read-only file
-    fails here, before anything is replaced); only then are the files renamed into place, in order.
-    If a rename fails, the files already replaced get their old content back (from hard links made
-    beforehand). Only a kill between two renames can leave a mix; the sidecar's digest tells.
-    """
-    with _interruptions_deferred():
-        _write_together(files)
+def _replace(temporary: Path, path: Path, keep_old: bool) -> Path | None:
+    """Rename `temporary` over `path`; with `keep_old`, first hard-link the old file to a backup
+    (returned, or None) so that a later failure can put it back."""
+    backup = None
+    if keep_old and path.exists():
+        backup = path.parent / f"{temporary.name}.old"
+        try:
+            os.link(path, backup)
+        except OSError:
+            backup = None
+    try:
+        os.replace(temporary, path)
+    except OSError as error:
+        if backup is not None:
+            backup.unlink(missing_ok=True)
+        raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
+    return backup
 
 
 @contextlib.contextmanager
 def _interruptions_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM until the block is done, then act on them.
-
-    A signal landing between creating a temporary file and noting it for removal would leave it
-    behind; a write is short, so it is finished (or undone) first and the interruption follows.
-    Signal handlers belong to the main thread: elsewhere the block runs as it is.
-    """
+    """Hold Ctrl-C and SIGTERM until the block is done, then act on them (main thread only, where
+    signal handlers live; elsewhere the block runs as it is)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -247,40 +284,6 @@ def _interruptions_deferred() -> Iterator[None]:
             signal.signal(number, handler)
         if received:
             signal.raise_signal(received[0])
-
-
-def _write_together(files: Sequence[tuple[Path, Content]]) -> None:
-    temporaries: list[Path] = []
-    backups: list[tuple[Path, Path | None]] = []
-    try:
-        for path, data in files:
-            temporaries.append(_temporary_copy(path, data))
-        for (path, _), temporary in zip(files, temporaries, strict=True):
-            backup = None
-            if path.exists() and len(files) > 1:
-                backup = path.parent / f"{temporary.name}.old"
-                try:
-                    os.link(path, backup)
-                except OSError:
-                    backup = None
-            try:
-                os.replace(temporary, path)
-            except OSError as error:
-                if backup is not None:
-                    backup.unlink(missing_ok=True)
-                raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
-            backups.append((path, backup))
-    except BaseException:
-        for path, backup in backups:
-            if backup is not None:
-                os.replace(backup, path)
-        raise
-    finally:
-        for temporary in temporaries:
-            temporary.unlink(missing_ok=True)
-        for _, backup in backups:
-            if backup is not None:
-                backup.unlink(missing_ok=True)
 
 
 # Exact-metric columns are closed forms through exp, expm1 and log1p, whose last bits differ from one
@@ -361,7 +364,8 @@ def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool =
     if mean_field:
         carried = np.ones(len(saved), dtype=bool)
     elif "variant" in saved.columns:
-        carried = saved["variant"].isin(_variants_through_exp(saved["variant"].unique())).to_numpy()
+        names = [str(name) for name in saved["variant"].unique()]
+        carried = saved["variant"].isin(_variants_through_exp(names)).to_numpy()
     else:
         carried = np.zeros(len(saved), dtype=bool)
     cells = differing = beyond = 0

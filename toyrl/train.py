@@ -457,6 +457,29 @@ def simulate_in_worker(
     return simulate(config, runs, exact)
 
 
+def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequence[int], n_jobs: int) -> int:
+    """InvalidInput unless the experiment fits its bounds (seeds, workers, rows of the table, updates
+    of a run), checked before any work; returns the worker processes it will use: never more than
+    the cores or the runs, which would only add start-up time and memory."""
+    if not seeds or min(seeds) < 0:
+        raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+    n_runs = len(variants) * len(seeds)
+    if n_runs * (config.steps + 1) > MAX_ROWS:
+        raise InvalidInput(
+            f"{n_runs:,} runs x {config.steps + 1:,} steps would be {n_runs * (config.steps + 1):,} rows; "
+            f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
+        )
+    updates = config.steps * max(variant.num_iterations for variant in variants)
+    if updates > MAX_UPDATES:
+        raise InvalidInput(
+            f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
+            f"the limit is {MAX_UPDATES:,}"
+        )
+    return min(effective_n_jobs(n_jobs), os.cpu_count() or 1, n_runs)
+
+
 def run_experiment(
     config: Config,
     variants: Sequence[Variant | str],
@@ -473,25 +496,8 @@ def run_experiment(
     `progress(done, total)` is called as chunks of runs finish.
     """
     resolved = [v if isinstance(v, Variant) else parse_variant(v, ALL_VARIANTS) for v in variants]
-    if not seeds or min(seeds) < 0:
-        raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
-    if n_jobs == 0 or n_jobs < -1:
-        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+    workers = check_experiment(config, resolved, seeds, n_jobs)
     runs = [(variant, seed) for variant in resolved for seed in seeds]
-    if len(runs) * (config.steps + 1) > MAX_ROWS:
-        rows = len(runs) * (config.steps + 1)
-        raise InvalidInput(
-            f"{len(runs):,} runs x {config.steps + 1:,} steps would be {rows:,} rows; "
-            f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
-        )
-    updates = config.steps * max(variant.num_iterations for variant in resolved)
-    if updates > MAX_UPDATES:
-        raise InvalidInput(
-            f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
-            f"the limit is {MAX_UPDATES:,}"
-        )
-    # More processes than cores or runs would only add start-up time and memory.
-    workers = min(effective_n_jobs(n_jobs), os.cpu_count() or 1, len(runs))
     n_chunks = max(math.ceil(len(runs) / runs_per_chunk(config, exact)), workers)
     chunks = [list(chunk) for chunk in np.array_split(np.arange(len(runs)), n_chunks)]
     jobs = ([runs[i] for i in chunk] for chunk in chunks)
