@@ -19,6 +19,8 @@ from toyrl.objective import VARIANTS
 from toyrl.sweep import parse_grid, run_sweep
 from toyrl.train import simulate
 
+from .files import assert_identical_files
+
 SMALL = ["--steps", "40", "--prompts", "8", "--batch-prompts", "4"]
 
 
@@ -114,7 +116,7 @@ def test_a_killed_sweep_resumes_to_the_same_numbers(tmp_path: Path) -> None:
     assert len(list((folder / "runs").glob("*.csv"))) == 6
     whole = invoke("sweep", "--out-dir", str(tmp_path / "whole"), *args)
     assert whole.exit_code == 0
-    assert (folder / "results.csv").read_bytes() == (tmp_path / "whole" / "results.csv").read_bytes()
+    assert_identical_files(folder / "results.csv", tmp_path / "whole" / "results.csv")
 
 
 def test_a_different_sweep_in_the_same_folder_needs_force(tmp_path: Path) -> None:
@@ -173,7 +175,7 @@ def test_the_dask_backend_gives_identical_numbers(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(local, distributed, check_exact=True)
     for folder in ("dask", "own"):
         for name in ("results.csv", "final.csv"):
-            assert (tmp_path / folder / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+            assert_identical_files(tmp_path / folder / name, tmp_path / "local" / name)
 
 
 def test_run_sweep_returns_every_runs_last_step_and_reports_progress(tmp_path: Path) -> None:
