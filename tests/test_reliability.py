@@ -300,3 +300,21 @@ def test_the_worker_count_is_bounded_by_the_cores_and_the_runs(monkeypatch: pyte
     import pandas as pd
 
     pd.testing.assert_frame_equal(many, train.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2]))
+
+
+def test_a_big_run_says_up_front_what_it_will_take(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import toyrl.cli
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # no need to run it: the estimate comes first
+
+    monkeypatch.setattr(toyrl.cli, "run_experiment", stop)
+    big = invoke("run", "--seeds", "1000", "--out", str(tmp_path / "r.csv"))
+    first = big.stderr.splitlines()[0]
+    assert (
+        first.startswith("toyrl run: 4,000 runs x 401 steps: roughly ")
+        and "MB for the results table" in first
+    )
+    monkeypatch.undo()
+    small = invoke("run", *TINY, "--out", str(tmp_path / "s.csv"))
+    assert small.exit_code == 0 and "roughly" not in small.stderr

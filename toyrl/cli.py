@@ -230,12 +230,12 @@ def _announce_cost(
     label: str, config: Config, variants: list[Any], seeds: int, exact: bool, workers: int
 ) -> None:
     """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise."""
-    seconds, table = estimated_cost(config, variants, seeds, exact)
-    if seconds / workers > 20 or table > 1e9:
+    simulation, writing, table = estimated_cost(config, variants, seeds, exact)
+    if simulation / workers + writing > 20 or table > 1e9:
         typer.echo(
             f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
-            f"{seconds / workers:,.0f} s on {workers} worker{'s' if workers > 1 else ''} and "
-            f"{table / 1e6:,.0f} MB for the results table",
+            f"{simulation / workers:,.0f} s on {workers} worker{'s' if workers > 1 else ''}, "
+            f"{writing:,.0f} s to write the CSV and {table / 1e6:,.0f} MB for the results table",
             err=True,
         )
 

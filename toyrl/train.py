@@ -409,18 +409,21 @@ def runs_per_chunk(config: Config, exact: bool = False) -> int:
 
 def estimated_cost(
     config: Config, variants: Sequence[Variant], seeds: int, exact: bool = False
-) -> tuple[float, float]:
-    """A rough (core-seconds, bytes of the results table) of running every variant with `seeds`
-    seeds: per run-step costs measured on a 2-core x86-64 machine (a sampled update about 5 us plus
-    0.15 us a response, each later PPO epoch about three updates; a mean-field step 100 us plus
-    0.1 us per cap token), and the table's float64 columns twice over (the chunks and their join)."""
+) -> tuple[float, float, float]:
+    """A rough (core-seconds of simulation, seconds to write the CSV, bytes of the results table) of
+    running every variant with `seeds` seeds. Per run-step costs measured on a 2-core x86-64
+    machine: a sampled update about 5 us plus 0.15 us a response, each later PPO epoch about three
+    updates, a mean-field step 100 us plus 0.1 us per cap token; writing about 32 us a row (floats
+    formatted to round-trip, in one process); the table's float64 columns twice over (the chunks and
+    their join)."""
     run_steps = seeds * (config.steps + 1)
     if exact:
         per_run_step = len(variants) * (100e-6 + 0.1e-6 * config.cap)
     else:
         update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
         per_run_step = sum(update * (1 + 3 * (v.num_iterations - 1)) for v in variants)
-    return run_steps * per_run_step, 2.0 * 8 * len(COLUMNS) * run_steps * len(variants)
+    rows = run_steps * len(variants)
+    return run_steps * per_run_step, 32e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
 
 
 _watched_parent: int | None = None
