@@ -243,8 +243,9 @@ def _announce_cost(
 def _saved(out: Path, kept: bool) -> str:
     if kept:
         return (
-            f"kept {out} and {out.with_suffix('.json')}: the new numbers agree with them within "
-            f"{RELATIVE_TOLERANCE:g} relative (exact metrics; everything else to the bit)"
+            f"kept {out} and {out.with_suffix('.json')}: the new numbers agree with them by the "
+            f"cross-machine rule (exact metrics within {RELATIVE_TOLERANCE:g} relative; "
+            "docs/reproducibility.md)"
         )
     return f"wrote {out} and {out.with_suffix('.json')}"
 
