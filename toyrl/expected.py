@@ -19,9 +19,11 @@ truncation atom K > cap, on each branch. Everything is vectorised over runs [R] 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import expit, gammaln, log_expit, xlog1py, xlogy
 
 from toyrl.config import Config, InvalidInput
@@ -84,6 +86,17 @@ def check_exact_supported(variants: Sequence[Variant]) -> None:
             )
 
 
+Key = TypeVar("Key", bound=Hashable)
+
+
+def _rows_by(keys: Sequence[Key]) -> dict[Key, NDArray[np.intp]]:
+    """The row indices of each distinct key, in order of first appearance."""
+    rows: dict[Key, list[int]] = {}
+    for i, key in enumerate(keys):
+        rows.setdefault(key, []).append(i)
+    return {key: np.array(index) for key, index in rows.items()}
+
+
 def _mean_advantage(
     success_rate: FloatArray, group_size: int, variant: Variant, eps: float
 ) -> tuple[FloatArray, FloatArray]:
@@ -131,12 +144,9 @@ def _branch_sums(
         pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
-    d_k = np.stack(
-        [
-            response_denominator(v.aggregation, k + config.approach_tokens, config.length_norm_value)
-            for v in variants
-        ]
-    )
+    d_k = np.empty(pmf.shape)
+    for aggregation, rows in _rows_by([v.aggregation for v in variants]).items():
+        d_k[rows] = response_denominator(aggregation, k + config.approach_tokens, config.length_norm_value)
     d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
     keep_tail = np.array([not v.mask_truncated for v in variants])
     # The number of responses N over the aggregation's n: token sums are not averaged over responses.
@@ -170,9 +180,11 @@ def expected_update(theta: FloatArray, config: Config, variants: Sequence[Varian
     )
     success = p_right * window[..., None]
     abar_correct, abar_incorrect = np.empty(success.shape), np.empty(success.shape)
-    for i, variant in enumerate(variants):
-        abar_correct[i], abar_incorrect[i] = _mean_advantage(
-            success[i], config.group_size, variant, config.std_eps
+    # Runs that share an advantage mode and epsilon are computed together: the same elementwise
+    # arithmetic, one call instead of one per run.
+    for rows in _rows_by([(v.advantage, v.eps) for v in variants]).values():
+        abar_correct[rows], abar_incorrect[rows] = _mean_advantage(
+            success[rows], config.group_size, variants[rows[0]], config.std_eps
         )
     prompts = psi.shape[-1]
     # Right approach: correct iff in the window; the approach score is 1 - sigma(psi) there, and
