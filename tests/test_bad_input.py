@@ -43,7 +43,10 @@ BAD = [
     (["run", "--out", "{tmp}/missing/r.csv"], "does not exist"),
     (["run", "--out", "{ro}/r.csv"], "writ"),
     (["run", "--out", "{tmp}/r.txt"], "--out must be a path ending in .csv"),
-    (["run", "--exact", "--variant", "trl_default"], "no exact expected update for variant 'trl_default'"),
+    (
+        ["run", "--mean-field", "--variant", "trl_default"],
+        "no exact expected update for variant 'trl_default'",
+    ),
     (["reproduce", "--results-dir", "{tmp}/a/b"], "its parent folder does not exist"),
     (["reproduce", "--results-dir", "{ro}"], "writ"),
     (["plot", "{tmp}/nothing.csv"], "no such results file"),

@@ -201,7 +201,7 @@ def test_mean_field_runs(tmp_path) -> None:
     import pandas as pd
 
     csv = tmp_path / "exact.csv"
-    result = invoke("run", "--exact", "--seeds", "2", "--steps", "60", "--out", str(csv))
+    result = invoke("run", "--mean-field", "--seeds", "2", "--steps", "60", "--out", str(csv))
     assert result.exit_code == 0
     frame = pd.read_csv(csv)
     assert frame.batch_accuracy.isna().all() and (frame.grad_norm > 0).all()
@@ -213,6 +213,12 @@ def test_mean_field_runs(tmp_path) -> None:
     assert (grpo.stop_prob_wrong < 1 / 700).all()
     again = invoke("bias", "--results", str(csv), "--json")  # replays mean-field runs as such
     assert again.exit_code == 0, again.output
+    # The old name still works for one release, says so, and gives the same file.
+    old = tmp_path / "old.csv"
+    deprecated = invoke("run", "--exact", "--seeds", "2", "--steps", "60", "--out", str(old))
+    assert deprecated.exit_code == 0 and "--exact is now --mean-field" in deprecated.stderr
+    assert old.read_bytes() == csv.read_bytes()  # a small file
+    assert "--exact" not in invoke("run", "--help").stdout  # hidden from the help
 
 
 def enumerate_batches(theta: np.ndarray, config: Config, variant: Variant) -> np.ndarray:

@@ -192,19 +192,28 @@ def run(
         "toyrl-run.csv"
     ),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    mean_field: Annotated[
+        bool,
+        typer.Option("--mean-field", help="Mean-field runs: Adam driven by the exact expected update."),
+    ] = False,
     exact: Annotated[
-        bool, typer.Option("--exact", help="Mean-field runs: Adam driven by the exact expected update.")
+        bool, typer.Option("--exact", hidden=True, help="Deprecated name of --mean-field.")
     ] = False,
     force: Annotated[bool, typer.Option(help="Replace results at --out made with other settings.")] = False,
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
+    if exact:
+        typer.echo(
+            "toyrl: warning: --exact is now --mean-field; the old name goes in the next release", err=True
+        )
+    exact = exact or mean_field
     variants = parse_variants(variant or ["all"], ALL_VARIANTS)
     _check_seeds(seeds, seed_start)
     if exact:
         check_exact_supported(variants)
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
-    command = "toyrl run --exact" if exact else "toyrl run"
+    command = "toyrl run --mean-field" if exact else "toyrl run"
     meta = metadata(config, variants, seed_list, command, exact=exact)
     workers = check_experiment(config, variants, seed_list, n_jobs)
     if not quiet:
