@@ -318,3 +318,13 @@ def test_a_big_run_says_up_front_what_it_will_take(monkeypatch: pytest.MonkeyPat
     monkeypatch.undo()
     small = invoke("run", *TINY, "--out", str(tmp_path / "s.csv"))
     assert small.exit_code == 0 and "roughly" not in small.stderr
+
+
+def test_a_sidecar_that_is_not_an_object_is_refused_or_replaced_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    assert invoke("run", *TINY, "--out", str(out)).exit_code == 0
+    out.with_suffix(".json").write_text("[1, 2]")
+    refused = invoke("run", *TINY, "--out", str(out))
+    assert refused.exit_code == 2 and "holds results made with other settings" in refused.stderr
+    assert invoke("run", *TINY, "--out", str(out), "--force").exit_code == 0  # replaced, no traceback
+    load_results(out)

@@ -1,7 +1,9 @@
 """Results on disk: a tidy CSV with a JSON sidecar that says how it was made, and the summary table.
 
-Both files are written atomically (a temporary file in the same folder, then a rename), sidecar
-first, so a reader never sees a half-written file.
+Both files are first written whole to temporary files in the same folder, then renamed into place
+(`write_together`), so a reader never sees a half-written file and a failed write leaves the old
+pair; results regenerated on another machine are compared with saved ones by one rule
+(`compare_results`).
 """
 
 from __future__ import annotations
@@ -290,8 +292,8 @@ def _interruptions_deferred() -> Iterator[None]:
 # CPU to another (numpy picks its SIMD kernels by instruction set): compared within this relative
 # tolerance. Identities, sampled-batch columns and counts are compared exactly: their arithmetic
 # is the same on every machine (measured: identical on two x86-64 CPUs whose exact metrics differ by
-# up to 5e-16). In mean-field runs the parameters themselves follow the exact update, so there every
-# numeric column is compared within the tolerance.
+# up to 5e-16). Runs whose parameters carry exp's rounding (mean-field runs; PPO epochs or a KL term)
+# are compared within the tolerance in every numeric column (`compare_results`).
 RELATIVE_TOLERANCE = 1e-12
 IDENTITY_COLUMNS = ("variant", "seed", "step")
 TOLERANT_COLUMNS = frozenset(EXACT_COLUMNS)
@@ -414,7 +416,7 @@ def _results_on_disk_if_equal(path: Path, frame: pd.DataFrame, meta: dict[str, A
         return None
     try:
         existing = _read_json(sidecar)
-        if existing.get("toyrl_version") != meta.get("toyrl_version") or not _same_settings(existing, meta):
+        if not _same_settings(existing, meta) or existing.get("toyrl_version") != meta.get("toyrl_version"):
             return None
         saved, _ = load_results(path)
     except InvalidInput:
