@@ -123,7 +123,7 @@ def bias_over_training(
         chunk = runs[start : start + RUNS_PER_REPLAY]
         names = {variant.name for variant, _ in chunk}
         rows = frame[frame["variant"].isin(names) & frame["seed"].isin({seed for _, seed in chunk})]
-        states = replay_states(config.replace(steps=max(last, 1)), chunk, steps, check=rows, exact=exact)
+        states = replay_states(config, chunk, steps, check=rows, exact=exact)
         variants = [variant for variant, _ in chunk for _ in steps]
         table = pd.DataFrame(bias_report(states.reshape(-1, states.shape[-1]), config, variants))
         table.insert(1, "seed", [seed for _, seed in chunk for _ in steps])

@@ -514,7 +514,7 @@ def sweep(
     seeds: Annotated[int, typer.Option(help="Seeds per grid point (>= 1).")] = 3,
     seed_start: Annotated[int, typer.Option(help="First seed (>= 0).")] = 0,
     n_jobs: Annotated[
-        int, typer.Option(help="Workers (at most one per chunk of runs); -1 uses every core.")
+        int, typer.Option(help="Workers (at most the cores and the chunks of runs); -1 uses every core.")
     ] = 1,
     backend: Annotated[str, typer.Option(help="loky (joblib's processes) or dask (toyrl[dask]).")] = "loky",
     scheduler: Annotated[

@@ -19,15 +19,13 @@ truncation atom K > cap, on each branch. Everything is vectorised over runs [R] 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.special import expit, gammaln, log_expit, xlog1py, xlogy
 
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import SUMMED_AGGREGATIONS, Variant, response_denominator
+from toyrl.objective import SUMMED_AGGREGATIONS, Variant, response_denominator, rows_by
 from toyrl.policy import FloatArray, split, stop_within, survival
 
 
@@ -86,17 +84,6 @@ def check_exact_supported(variants: Sequence[Variant]) -> None:
             )
 
 
-Key = TypeVar("Key", bound=Hashable)
-
-
-def _rows_by(keys: Sequence[Key]) -> dict[Key, NDArray[np.intp]]:
-    """The row indices of each distinct key, in order of first appearance."""
-    rows: dict[Key, list[int]] = {}
-    for i, key in enumerate(keys):
-        rows.setdefault(key, []).append(i)
-    return {key: np.array(index) for key, index in rows.items()}
-
-
 def _mean_advantage(
     success_rate: FloatArray, group_size: int, variant: Variant, eps: float
 ) -> tuple[FloatArray, FloatArray]:
@@ -145,7 +132,7 @@ def _branch_sums(
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
     d_k = np.empty(pmf.shape)
-    for aggregation, rows in _rows_by([v.aggregation for v in variants]).items():
+    for aggregation, rows in rows_by([v.aggregation for v in variants]).items():
         d_k[rows] = response_denominator(aggregation, k + config.approach_tokens, config.length_norm_value)
     d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
     keep_tail = np.array([not v.mask_truncated for v in variants])
@@ -182,7 +169,7 @@ def expected_update(theta: FloatArray, config: Config, variants: Sequence[Varian
     abar_correct, abar_incorrect = np.empty(success.shape), np.empty(success.shape)
     # Runs that share an advantage mode and epsilon are computed together: the same elementwise
     # arithmetic, one call instead of one per run.
-    for rows in _rows_by([(v.advantage, v.eps) for v in variants]).values():
+    for rows in rows_by([(v.advantage, v.eps) for v in variants]).values():
         abar_correct[rows], abar_incorrect[rows] = _mean_advantage(
             success[rows], config.group_size, variants[rows[0]], config.std_eps
         )

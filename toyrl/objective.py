@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -178,6 +178,15 @@ def advantages(rewards: ArrayLike, mode: str, eps: float) -> FloatArray:
     return np.divide(
         centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0
     )
+
+
+def rows_by(keys: Sequence[Hashable]) -> dict[Any, NDArray[np.intp]]:
+    """The row indices of each distinct key (a run's mode, say), in order of first appearance: runs
+    that share a mode are computed together."""
+    rows: dict[Any, list[int]] = {}
+    for i, key in enumerate(keys):
+        rows.setdefault(key, []).append(i)
+    return {key: np.array(index) for key, index in rows.items()}
 
 
 SUMMED_AGGREGATIONS = ("token_sum_norm", "token_sum")  # n = 1: summed over responses, not averaged

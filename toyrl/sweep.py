@@ -39,13 +39,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pandas as pd
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 
 from toyrl import __version__
-from toyrl.config import Config, ConfigError, InvalidInput
+from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant
 from toyrl.results import check_writable, claim, write_atomic
-from toyrl.train import COLUMNS, MAX_ROWS, die_with_parent, runs_per_chunk, simulate, simulate_in_worker
+from toyrl.train import (
+    COLUMNS,
+    MAX_ROWS,
+    check_n_jobs,
+    die_with_parent,
+    runs_per_chunk,
+    simulate,
+    simulate_in_worker,
+    worker_count,
+)
 
 if TYPE_CHECKING:
     from dask.distributed import Client
@@ -137,7 +146,7 @@ def run_sweep(
     `toyrl.plots.plot_sweep` draws; the whole trajectories are in results.csv.
     `progress(done, total, just_finished)` is called as chunks finish. `backend` is "loky"
     (joblib's processes, `n_jobs` of them, -1: every core) or "dask" (the Dask distributed cluster
-    at `scheduler`, or a local one of `n_jobs` processes); never more workers than chunks to run.
+    at `scheduler`, or a local one of `n_jobs` processes); never more workers than cores or chunks.
     """
     _check_backend(n_jobs, backend, scheduler)
     _check_size(len(variants) * len(seeds), grid, base)
@@ -194,8 +203,7 @@ def _chunks(
 
 def _check_backend(n_jobs: int, backend: str, scheduler: str | None) -> None:
     """The options' own ranges, and the optional extra that the Dask backend needs."""
-    if n_jobs == 0 or n_jobs < -1:
-        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+    check_n_jobs(n_jobs)
     if backend not in ("loky", "dask"):
         raise InvalidInput(f"--backend must be loky or dask (got {backend!r})")
     if scheduler and backend != "dask":
@@ -307,11 +315,11 @@ def _running(
 ) -> Iterator[Iterator[tuple[int, pd.DataFrame]]]:
     """(index in `todo`, frame) pairs as chunks finish, in any order; the work starts when the first
     is asked for. A Dask cluster is reached on entry, so that one that cannot work is refused
-    before anything is written, and closed on exit. Never more workers than chunks."""
+    before anything is written, and closed on exit. Never more workers than cores or chunks."""
     if not todo:
         yield iter(())
         return
-    workers = min(effective_n_jobs(n_jobs), len(todo))
+    workers = worker_count(n_jobs, len(todo))
     if backend == "dask":
         with _dask_client(scheduler, workers) as client:
             yield _on_dask(client, todo, scheduler)
@@ -437,9 +445,10 @@ def _collect(
     """Write results.csv (every run's rows with the grid's columns, in grid order) one run at a time,
     and final.csv from every run's last row; return those last rows."""
     last_rows: list[list[Any]] = []
-    columns: list[Any] = []
+    shape = pd.DataFrame()  # a run's columns and their types, with no rows
 
     def write_results(stream: BinaryIO) -> None:
+        nonlocal shape
         text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
         for point, variant, seed in itertools.product(grid_points, variants, seeds):
             path = folder / "runs" / f"{run_id(variant, point, seed)}.csv"
@@ -448,12 +457,12 @@ def _collect(
                 rows.insert(position, key, value)
             rows.to_csv(text, index=False, header=not last_rows, lineterminator="\n")
             last_rows.append(rows.iloc[-1].tolist())
-            columns[:] = [rows.columns, rows.dtypes.to_dict()]
+            shape = rows.iloc[:0]
         text.flush()
         text.detach()
 
     write_atomic(folder / "results.csv", write_results)
-    last = pd.DataFrame(last_rows, columns=columns[0]).astype(columns[1])
+    last = pd.DataFrame(last_rows, columns=shape.columns).astype(shape.dtypes.to_dict())
     keys = [key for key, _ in grid_points[0].values]
     final = last.groupby(["variant", *keys], sort=False)[
         ["accuracy", "length_incorrect", "length_correct"]

@@ -31,7 +31,7 @@ from scipy.special import expit, log_expit, logit
 
 from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.expected import check_exact_supported, expected_update
-from toyrl.objective import Variant, Weights, advantages, parse_variant, token_denominators
+from toyrl.objective import Variant, Weights, advantages, parse_variant, rows_by, token_denominators
 from toyrl.policy import Batch, FloatArray, exact_metrics, prompt_logits, response_scores, sample_batch
 from toyrl.presets import ALL_VARIANTS
 
@@ -88,13 +88,10 @@ class Plan:
     @classmethod
     def of(cls, variants: Sequence[Variant]) -> Plan:
         def groups(keys: list[Any]) -> tuple[tuple[Any, NDArray[np.intp] | slice], ...]:
-            rows: dict[Any, list[int]] = {}
-            for i, key in enumerate(keys):
-                rows.setdefault(key, []).append(i)
             # One group spanning every run is a slice: no copies on the common single-variant path.
             return tuple(
-                (key, slice(None) if len(index) == len(keys) else np.array(index))
-                for key, index in rows.items()
+                (key, slice(None) if len(index) == len(keys) else index)
+                for key, index in rows_by(keys).items()
             )
 
         return cls(
@@ -462,12 +459,10 @@ def simulate_in_worker(
 
 def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequence[int], n_jobs: int) -> int:
     """InvalidInput unless the experiment fits its bounds (seeds, workers, rows of the table, updates
-    of a run), checked before any work; returns the worker processes it will use: never more than
-    the cores or the runs, which would only add start-up time and memory."""
+    of a run), checked before any work; returns the worker processes it will use (`worker_count`)."""
     if not seeds or min(seeds) < 0:
         raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+    check_n_jobs(n_jobs)
     n_runs = len(variants) * len(seeds)
     if n_runs * (config.steps + 1) > MAX_ROWS:
         raise InvalidInput(
@@ -480,7 +475,19 @@ def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequenc
             f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
             f"the limit is {MAX_UPDATES:,}"
         )
-    return min(effective_n_jobs(n_jobs), os.cpu_count() or 1, n_runs)
+    return worker_count(n_jobs, n_runs)
+
+
+def check_n_jobs(n_jobs: int) -> None:
+    """ConfigError unless `n_jobs` is -1 (every core) or a positive number of workers."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+
+
+def worker_count(n_jobs: int, tasks: int) -> int:
+    """Worker processes for `tasks` pieces of work asked to run on `n_jobs` (-1: every core): never
+    more than the cores or the tasks, which would only add start-up time and memory."""
+    return max(1, min(effective_n_jobs(n_jobs), os.cpu_count() or 1, tasks))
 
 
 def run_experiment(
