@@ -27,16 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, log_expit
 
 from toyrl.config import Config
 from toyrl.expected import expected_update
-from toyrl.objective import ARTICLE_VARIANTS, Variant
-from toyrl.policy import exact_metrics, sample_batch
+from toyrl.experiment import run_experiment
+from toyrl.objective import Variant
+from toyrl.policy import exact_metrics, expit, log_expit, sample_batch
 from toyrl.results import write_atomic
-from toyrl.train import Adam, Plan, initial_theta, run_experiment, run_streams, simulate, step_noise
+from toyrl.stages import weights
+from toyrl.train import Adam, Plan, initial_theta, run_streams, simulate, step_noise
+from toyrl.variants import VARIANTS, article_variants
 
-ARTICLE = [(variant, seed) for variant in ARTICLE_VARIANTS.values() for seed in range(6)]
+ARTICLE = [(variant, seed) for variant in article_variants() for seed in range(6)]
 
 
 def median_time(task: Callable[[], Any], repeats: int) -> float:
@@ -104,10 +106,12 @@ def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
         index, uniforms, exponentials = next(noise)
         exact_metrics(theta, config.cap, config.min_length)
         batch = sample_batch(theta, index, uniforms, exponentials, config.cap)
-        weights = plan.weights(batch, batch.rewards(config.min_length), config)
-        _, grad = token_level_step(theta[0], index[0], batch, weights.weight, float(weights.n[0]), config.cap)
+        included = plan.included(batch)
+        denominator, n = plan.denominators(batch, included, config)
+        weight = weights(plan.advantages(plan.rewards(batch, config), config), denominator, included)
+        _, grad = token_level_step(theta[0], index[0], batch, weight, float(n[0]), config.cap)
         if step < config.steps:
-            adam.step(theta, grad[None], np.ones(1, dtype=bool))
+            adam.step(theta, grad[None], slice(None))
     return theta[0]
 
 
@@ -163,7 +167,7 @@ def main() -> None:
     rows.append(("  peak memory (allocations)", f"{memory:.1f} MB", "<= 200 MB"))
 
     def thousand() -> None:
-        run_experiment(config, [ARTICLE_VARIANTS["dr_grpo"]], list(range(1000)), n_jobs=-1)
+        run_experiment(config, [VARIANTS["dr_grpo"]], list(range(1000)), n_jobs=-1)
 
     many = median_time(thousand, max(repeats // 2, 2))
     rows.append((f"1,000 runs x 400 steps, {os.cpu_count()} cores", f"{many:.2f} s", "<= 3 s"))
@@ -179,7 +183,7 @@ def main() -> None:
     )
 
     theta = np.repeat(initial_theta(config, run_streams(0)[0])[None], 1, axis=0)
-    dr = [ARTICLE_VARIANTS["dr_grpo"]]
+    dr = [VARIANTS["dr_grpo"]]
     call = median_time(lambda: expected_update(theta, config, dr), repeats * 20)
     rows.append(("exact expected update, one policy, per call", f"{call * 1e3:.2f} ms", ""))
     rows.append(("  peak memory", f"{peak_memory(lambda: expected_update(theta, config, dr)):.1f} MB", ""))

@@ -2,7 +2,7 @@
 
     python scripts/presets_study.py [--out-dir results] [--seeds 6] [--n-jobs 2]
 
-Runs each variant of `toyrl.presets.ALL_VARIANTS` (the article's four and the trainers' presets)
+Runs each variant of `toyrl.variants.VARIANTS` (the article's four and the trainers' presets)
 with seeds 0..N-1 at `Config()` and writes, under --out-dir:
 
 - `presets.json`: `meta` (toyrl version, command, configuration, seeds), then `final`, a flat dict
@@ -11,7 +11,7 @@ with seeds 0..N-1 at `Config()` and writes, under --out-dir:
 - `presets.md`: the same as a markdown table, mean ± sd over seeds, one row per preset.
 
 The variants of a seed share initial logits and noise (common random numbers), so the rows are
-paired, not independent. Each preset is what `toyrl.presets` says it is; which trainer release it
+paired, not independent. Each preset is what `toyrl.variants` says it is; which trainer release it
 matches is the presets' own concern (docs/trainers.md).
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from toyrl import __version__
 from toyrl.config import Config
-from toyrl.presets import ALL_VARIANTS
+from toyrl.experiment import run_experiment
 from toyrl.results import write_together
-from toyrl.train import run_experiment
+from toyrl.variants import VARIANTS
 
 METRICS = {
     "accuracy_pct": ("accuracy %", 1),
@@ -52,7 +52,7 @@ def main() -> None:
         parser.error(f"--out-dir {args.out_dir} is not a folder")
     started = time.perf_counter()
     config, seeds = Config(), list(range(args.seeds))
-    names = list(ALL_VARIANTS)
+    names = list(VARIANTS)
     print(f"{len(names)} variants x {len(seeds)} seeds x {config.steps} steps", file=sys.stderr)
     frame = run_experiment(config, names, seeds, n_jobs=args.n_jobs)
     last = frame[frame["step"] == config.steps].assign(accuracy_pct=lambda f: f["accuracy"] * 100)

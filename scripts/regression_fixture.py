@@ -5,7 +5,7 @@
 Written before the core is redesigned (issue: "one step, top to bottom"): after any change to the
 simulator, `tests/test_regression.py` regenerates these runs and requires the same numbers, to the
 bit on the machine that wrote them and within `toyrl.results.compare_results`'s rule elsewhere.
-Covers every preset of `toyrl.presets.ALL_VARIANTS`, combinations the presets leave out (PPO
+Covers every preset of `toyrl.variants.VARIANTS`, combinations the presets leave out (PPO
 epochs with clip-higher, KL, masking, batch-level advantages, summed aggregations), both |o_i|
 conventions, and mean-field runs of the variants that have an exact expected update.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from toyrl.config import Config
-from toyrl.presets import ALL_VARIANTS
+from toyrl.experiment import run_experiment
 from toyrl.results import write_atomic
-from toyrl.train import run_experiment
+from toyrl.variants import VARIANTS
 
 SMALL = Config(
     prompts=8,
@@ -34,15 +34,17 @@ SMALL = Config(
     lr=0.05,
 )
 SEEDS = [0, 1]
-EXTRA = [
+EXTRA = [  # spelled canonically (`Variant.spec_text`), so a variant's name is its spec
     "advantage=batch_whiten,aggregation=token_sum",
     "advantage=rloo,aggregation=seq_mean_token_sum",
     "advantage=batch_std,aggregation=token_sum_norm",
-    "advantage=none,num_iterations=4,epsilon_high=0.28",
-    "advantage=group_std,num_iterations=3,epsilon=0.01,epsilon_high=0.02",  # clipping active
+    "advantage=none,aggregation=seq_mean_token_sum_norm,num_iterations=4,epsilon_high=0.28",
+    # clipping active
+    "advantage=group_std,aggregation=seq_mean_token_sum_norm,num_iterations=3,epsilon=0.01,epsilon_high=0.02",
     "advantage=group_std,aggregation=token_mean,beta=0.04",
-    "advantage=none,mask_truncated=true",
-    "advantage=group_std_sample,num_iterations=2,beta=0.1,mask_truncated=true,eps=0.0001",
+    "advantage=none,aggregation=seq_mean_token_sum_norm,mask_truncated=True",
+    "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,num_iterations=2,beta=0.1,mask_truncated=True,"
+    "std_eps=0.0001",
 ]
 MEAN_FIELD = [
     "grpo",
@@ -50,18 +52,18 @@ MEAN_FIELD = [
     "length_only",
     "dr_grpo",
     "advantage=rloo,aggregation=token_sum_norm",
-    "advantage=group_std_sample,aggregation=seq_mean_token_sum,mask_truncated=true",
+    "advantage=group_std_sample,aggregation=seq_mean_token_sum,mask_truncated=True",
 ]
 # (file name, configuration, variants, mean-field)
 CASES = [
-    ("sampled.csv", SMALL, [*ALL_VARIANTS, *EXTRA], False),
+    ("sampled.csv", SMALL, [*VARIANTS, *EXTRA], False),
     ("sampled_ramble_tokens.csv", SMALL.replace(count_approach_token=False), ["grpo", "trl_default"], False),
     ("mean_field.csv", SMALL, MEAN_FIELD, True),
 ]
 
 
 def make(config: Config, variants: list[str], mean_field: bool) -> pd.DataFrame:
-    return run_experiment(config, variants, SEEDS, exact=mean_field)
+    return run_experiment(config, variants, SEEDS, mean_field=mean_field)
 
 
 def main() -> None:

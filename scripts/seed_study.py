@@ -2,7 +2,7 @@
 
     python scripts/seed_study.py [--out-dir results] [--seeds 100] [--n-jobs 2]
 
-At the article's settings (`Config()`), the four variants of `toyrl.objective.VARIANTS`, final step
+At the article's settings (`Config()`), the four variants of `toyrl.variants.ARTICLE`, final step
 400, over the article's 6 seeds (0-5, set `six`) and over seeds 0..N-1 (set `all`, N = --seeds,
 default 100). The variants of one seed share initial logits and noise (common random numbers), so
 differences between variants are paired per seed. A few tens of seconds on 2 cores; progress on
@@ -70,11 +70,13 @@ import pandas as pd
 from toyrl import __version__
 from toyrl.bias import bias_report, replay_states
 from toyrl.config import Config
-from toyrl.objective import VARIANTS
+from toyrl.experiment import run_experiment
 from toyrl.results import ARTICLE_FINAL, write_together
-from toyrl.train import initial_theta, run_experiment, run_streams
+from toyrl.train import initial_theta, run_streams
+from toyrl.variants import ARTICLE as ARTICLE_NAMES
+from toyrl.variants import VARIANTS
 
-NAMES = list(VARIANTS)
+NAMES = list(ARTICLE_NAMES)
 FINAL_METRICS = ["accuracy_pct", "length_mean", "length_correct", "length_incorrect", "length_wrong_approach"]
 INITIAL_METRICS = ["accuracy_pct", "length_correct", "length_incorrect"]
 PAIRS = [("grpo", "length_only"), ("std_only", "dr_grpo"), ("grpo", "dr_grpo")]
@@ -612,7 +614,7 @@ def main() -> None:
         frames[(convention, "sampled")] = run_experiment(run_config, NAMES, sets["all"], n_jobs=args.n_jobs)
         log(f"mean-field runs, {convention}: {len(NAMES)} variants x 6 seeds", start)
         frames[(convention, "meanfield")] = run_experiment(
-            run_config, NAMES, sets["six"], n_jobs=args.n_jobs, exact=True
+            run_config, NAMES, sets["six"], n_jobs=args.n_jobs, mean_field=True
         )
     main_frame = frames[("l_plus_1", "sampled")]
     log("statistics", start)

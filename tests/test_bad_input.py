@@ -20,7 +20,7 @@ BAD = [
         ["run", "--variant", "aggregation=token_mean,num_iterations=0"],
         "num_iterations must be an integer in 1..64",
     ),
-    (["run", "--variant", "advantage=none,beta=-1"], "beta must be a number >= 0"),
+    (["run", "--variant", "advantage=none,beta=-1"], "beta must be a number in [0, 1e6) (got -1.0)"),
     (["run", "--group-size", "1"], "--group-size must be an integer in 2..10,000 (got 1)"),
     (["run", "--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64"),
     (["run", "--prompts", "0"], "--prompts must be an integer in 1..100,000"),

@@ -46,7 +46,10 @@ def test_run_writes_results_sidecar_and_summary(tmp_path: Path) -> None:
     assert meta["toyrl_version"] == __version__
     assert Config.from_dict(meta["config"]) == Config(steps=5, prompts=8, batch_prompts=4)
     assert meta["seeds"] == [5, 6] and list(meta["variants"]) == ["dr_grpo", "grpo"]
-    assert meta["variants"]["grpo"]["advantage"] == "group_std"
+    grpo = {"advantage": "group_std", "aggregation": "seq_mean_token_mean"}
+    assert meta["variants"]["grpo"]["spec"] == grpo
+    assert set(meta["variants"]["grpo"]) == {"spec", "summary", "stands_for"}
+    assert meta["mean_field"] is False and "exact" not in meta
     assert set(meta["columns"]) == set(frame.columns)
     lines = stdout.splitlines()
     assert any(line.startswith("grpo ") and " ± " in line for line in lines)

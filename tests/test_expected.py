@@ -8,17 +8,43 @@ import pytest
 from toyrl.bias import bias_report
 from toyrl.config import Config
 from toyrl.expected import expected_update, true_gradient
-from toyrl.objective import ADVANTAGES, AGGREGATIONS, VARIANTS, Variant
-from toyrl.policy import Batch, exact_metrics, sample_batch
-from toyrl.train import Plan, initial_theta, loss_gradient
+from toyrl.objective import Variant, from_spec
+from toyrl.policy import Batch, exact_metrics
+from toyrl.stages import REGISTRY
+from toyrl.train import Adam, Plan, initial_theta, train_step
+from toyrl.variants import ARTICLE, VARIANTS, article_variants
 
-NAMES = list(VARIANTS)
+NAMES = list(ARTICLE)
 
 
-def ascent(theta_rows, index, batch, variant: Variant, config: Config) -> np.ndarray:
-    """The simulator's sampled update (minus its loss gradient), one row per batch."""
-    weights = Plan.of([variant] * len(theta_rows)).weights(batch, batch.rewards(config.min_length), config)
-    return -loss_gradient(theta_rows, index, batch, weights.weight, np.asarray(weights.n))
+def sampled_step(theta_rows, noise, variant: Variant, config: Config) -> tuple[np.ndarray, Batch]:
+    """The simulator's sampled update (minus its loss gradient), one row per batch, from one step of
+    `train_step` (not applied) with noise (prompt_index, approach uniforms, length exponentials)."""
+    theta = theta_rows.copy()
+    plan = Plan.of([variant] * len(theta))
+    step = train_step(theta, Adam(theta, config), noise, plan, config, theta.copy(), apply=False)
+    assert (theta == theta_rows).all()  # evaluated, not applied
+    return -step.grad, step.batch
+
+
+def ascent(theta_rows, noise, variant: Variant, config: Config) -> np.ndarray:
+    return sampled_step(theta_rows, noise, variant, config)[0]
+
+
+def outcome_noise(theta_rows, index, right, rambled) -> tuple:
+    """Noise under which the sampler draws exactly the responses (right, K) [R, B, G]: u = 0 is
+    always right and u = 1 never; E = (K - 1/2) softplus(phi) gives K = floor(E / softplus) + 1."""
+    rate = np.logaddexp(0.0, np.where(right, theta_rows[:, -2, None, None], theta_rows[:, -1, None, None]))
+    return index, np.where(right, 0.0, 1.0), (rambled - 0.5) * rate
+
+
+def enumerated_ascent(theta_rows, index, right, rambled, variant: Variant, config: Config) -> np.ndarray:
+    """The simulator's update of each enumerated batch, checking that it sampled that batch."""
+    noise = outcome_noise(theta_rows, index, right, rambled)
+    update, batch = sampled_step(theta_rows, noise, variant, config)
+    assert (batch.right == right).all() and (batch.stopped == (rambled <= config.cap)).all()
+    assert (batch.length == np.minimum(rambled, config.cap)).all()
+    return update
 
 
 def random_states(config: Config, count: int, seed: int) -> np.ndarray:
@@ -67,7 +93,7 @@ def test_length_normalised_variants_push_phi_wrong_and_std_only_does_not() -> No
     for state in states:
         rows = {
             row["variant"]: row
-            for row in bias_report(np.repeat(state[None], 4, 0), config, list(VARIANTS.values()))
+            for row in bias_report(np.repeat(state[None], 4, 0), config, list(article_variants()))
         }
         for name in ("grpo", "length_only"):
             assert rows[name]["cosine"] < 1 - 1e-3
@@ -92,27 +118,26 @@ def enumerate_expectation(theta: np.ndarray, config: Config, variant: Variant) -
     rambled = np.array([outcomes[i][1] for i in combos.ravel()]).reshape(combos.shape)
     s = 1 / (1 + np.exp(-np.where(right, phi[0], phi[1])))
     length_prob = np.where(rambled <= cap, s * (1 - s) ** (rambled - 1), (1 - s) ** cap)
-    batch = Batch(
-        right=right[:, None, :],
-        length=np.minimum(rambled, cap)[:, None, :],
-        stopped=(rambled <= cap)[:, None, :],
-    )
     total = np.zeros_like(theta)
     for j in range(prompts):
         p_right = 1 / (1 + np.exp(-psi[j]))
         probability = np.prod(np.where(right, p_right, 1 - p_right) * length_prob, axis=1)
         thetas = np.repeat(theta[None], len(combos), axis=0)
         index = np.full((len(combos), 1), j)
-        total += (probability[:, None] * ascent(thetas, index, batch, variant, config)).sum(axis=0) / prompts
+        update = enumerated_ascent(thetas, index, right[:, None, :], rambled[:, None, :], variant, config)
+        total += (probability[:, None] * update).sum(axis=0) / prompts
     return total
 
 
 EXACT_VARIANTS = [
-    *VARIANTS.values(),
-    Variant("rloo_sum", "rloo", "seq_mean_token_sum"),
-    Variant("sample_token_sum_norm", "group_std_sample", "token_sum_norm", eps=1e-4),
-    Variant("masked", "none", "seq_mean_token_mean", mask_truncated=True),
-    Variant("plain_sum", "group_std", "token_sum"),
+    *article_variants(),
+    from_spec("rloo_sum", {"advantage": "rloo", "aggregation": "seq_mean_token_sum"}),
+    from_spec(
+        "sample_token_sum_norm",
+        {"advantage": "group_std_sample", "aggregation": "token_sum_norm", "std_eps": 1e-4},
+    ),
+    from_spec("masked", {"advantage": "none", "aggregation": "seq_mean_token_mean", "mask_truncated": True}),
+    from_spec("plain_sum", {"advantage": "group_std", "aggregation": "token_sum"}),
 ]
 
 
@@ -135,8 +160,8 @@ def test_monte_carlo_mean_of_sampled_updates_matches(name: str, state_seed: int)
     thetas = np.repeat(theta[None], runs, axis=0)
     index = rng.random((runs, config.prompts)).argsort(axis=1)[:, : config.batch_prompts]
     shape = (runs, config.batch_prompts, config.group_size)
-    batch = sample_batch(thetas, index, rng.random(shape), rng.standard_exponential(shape), config.cap)
-    sampled = ascent(thetas, index, batch, VARIANTS[name], config)
+    noise = (index, rng.random(shape), rng.standard_exponential(shape))
+    sampled = ascent(thetas, noise, VARIANTS[name], config)
     error = sampled.mean(axis=0) - exact
     standard_error = sampled.std(axis=0) / np.sqrt(runs)
     assert np.all(np.abs(error) <= 4 * standard_error + 1e-18), error / standard_error
@@ -205,7 +230,7 @@ def test_mean_field_runs(tmp_path) -> None:
     assert result.exit_code == 0
     frame = pd.read_csv(csv)
     assert frame.batch_accuracy.isna().all() and (frame.grad_norm > 0).all()
-    assert json.loads(csv.with_suffix(".json").read_text())["exact"] is True
+    assert json.loads(csv.with_suffix(".json").read_text())["mean_field"] is True
     dr = frame[frame.variant == "dr_grpo"]
     # E[g] has no phi_wrong component under Dr. GRPO: the wrong approach's stop probability stays put.
     np.testing.assert_allclose(dr.stop_prob_wrong, 1 / 700, rtol=1e-9)
@@ -236,14 +261,16 @@ def enumerate_batches(theta: np.ndarray, config: Config, variant: Variant) -> np
     s = 1 / (1 + np.exp(-np.where(right, phi[0], phi[1])))
     length_prob = np.where(rambled <= cap, s * (1 - s) ** (rambled - 1), (1 - s) ** cap)
     probability = np.prod(np.where(right, p_right, 1 - p_right) * length_prob, axis=(1, 2))
-    batch = Batch(right=right, length=np.minimum(rambled, cap), stopped=rambled <= cap)
     index = np.tile(np.arange(config.batch_prompts), (len(combos), 1))
     thetas = np.repeat(theta[None], len(combos), axis=0)
-    return (probability[:, None] * ascent(thetas, index, batch, variant, config)).sum(axis=0)
+    update = enumerated_ascent(thetas, index, right, rambled, variant, config)
+    return (probability[:, None] * update).sum(axis=0)
 
 
 BATCH_CONFIG = Config(prompts=2, batch_prompts=2, group_size=2, cap=2, min_length=2, length_norm=3.0)
-MODES = [("advantage", mode) for mode in ADVANTAGES] + [("aggregation", mode) for mode in AGGREGATIONS]
+MODES = [("advantage", mode) for mode in REGISTRY["advantage"]] + [
+    ("aggregation", mode) for mode in REGISTRY["normaliser"]
+]
 
 
 @pytest.mark.parametrize(("switch", "mode"), MODES, ids=[f"{s}={m}" for s, m in MODES])
@@ -251,7 +278,7 @@ def test_monte_carlo_update_of_every_mode_matches_exhaustive_enumeration(switch:
     """Every advantage and aggregation mode, batch-level ones included: the mean of the simulator's
     sampled updates (its own sampler) against the exact sum over every possible batch."""
     base = {"advantage": "group_std", "aggregation": "token_mean"}
-    variant = Variant("v", **(base | {switch: mode}), mask_truncated=True)
+    variant = from_spec("v", base | {switch: mode, "mask_truncated": True})
     theta = np.array([0.3, -0.6, np.log(0.45 / 0.55), np.log(0.3 / 0.7)])
     exact = enumerate_batches(theta, BATCH_CONFIG, variant)
     rng = np.random.default_rng(17)
@@ -259,8 +286,8 @@ def test_monte_carlo_update_of_every_mode_matches_exhaustive_enumeration(switch:
     thetas = np.repeat(theta[None], runs, axis=0)
     index = np.tile(np.arange(2), (runs, 1))
     shape = (runs, 2, 2)
-    batch = sample_batch(thetas, index, rng.random(shape), rng.standard_exponential(shape), BATCH_CONFIG.cap)
-    sampled = ascent(thetas, index, batch, variant, BATCH_CONFIG)
+    noise = (index, rng.random(shape), rng.standard_exponential(shape))
+    sampled = ascent(thetas, noise, variant, BATCH_CONFIG)
     error = sampled.mean(axis=0) - exact
     assert np.all(np.abs(error) <= 4 * sampled.std(axis=0) / np.sqrt(runs) + 1e-15), error
     assert np.abs(exact).max() > 0

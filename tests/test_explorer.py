@@ -72,9 +72,9 @@ def assert_shows(browser: Browser, element: str, expected: float) -> None:
 def expected_weights(
     len_correct: int, len_wrong: int, group: int, correct: int, lnorm: int
 ) -> dict[str, float]:
-    """The Python side: toyrl.objective's advantages, at eps = 0 as on the page."""
+    """The Python side: toyrl.objective's advantages, at std_eps = 0 as on the page."""
     rewards = (np.arange(group) < correct).astype(float)
-    scaled, centred = advantages(rewards, "group_std", eps=0.0), advantages(rewards, "none", eps=0.0)
+    scaled, centred = advantages(rewards, "group_std", std_eps=0.0), advantages(rewards, "none", std_eps=0.0)
     return {
         "group-mean": rewards.mean(),
         "group-std": rewards.std(),
@@ -137,7 +137,10 @@ def test_difficulty_panel_matches_python(browser: Browser, group: int) -> None:
         set_sliders(browser, d_correct=k)
         p = k / group
         rewards = (np.arange(group) < k).astype(float)
-        scaled, centred = advantages(rewards, "group_std", eps=0.0), advantages(rewards, "none", eps=0.0)
+        scaled, centred = (
+            advantages(rewards, "group_std", std_eps=0.0),
+            advantages(rewards, "none", std_eps=0.0),
+        )
         grpo, dr = float(group_mass(k, group, True)), float(group_mass(k, group, False))
         assert_shows(browser, "d-fraction-out", p)
         assert_shows(browser, "d-grpo-mass", grpo)

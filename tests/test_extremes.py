@@ -21,18 +21,21 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.config import Config
 from toyrl.expected import expected_update, true_gradient
-from toyrl.objective import VARIANTS
+from toyrl.experiment import run_experiment
 from toyrl.policy import (
+    Coefficients,
+    TokenTable,
     exact_metrics,
     expected_length,
     log_stop_within,
-    response_scores,
+    policy_gradient,
     sample_batch,
     stop_within,
     survival,
     truncated_mean,
 )
-from toyrl.train import EXACT_COLUMNS, run_experiment
+from toyrl.train import EXACT_COLUMNS
+from toyrl.variants import article_variants
 
 try:
     import mpmath
@@ -223,7 +226,13 @@ def test_metrics_are_finite_and_in_bounds_at_any_finite_logit(theta: np.ndarray,
             np.broadcast_to(exponential, shape),
             cap,
         )
-        scores = response_scores(theta, np.zeros((theta.shape[0], 1), dtype=np.intp), batch)
+        table = TokenTable.of(theta)
+        scores = (
+            table.approach_score(batch),
+            table.ramble_score(batch),
+            table.stop_score(batch),
+            policy_gradient(Coefficients(np.ones(shape)), batch, table),
+        )
     check_metric_bounds(metrics, cap, min_length)
     assert all(np.isfinite(values).all() for values in geometric.values())
     for name in ("survival", "stop_within"):
@@ -242,7 +251,7 @@ def test_large_learning_rates_keep_exact_columns_finite_and_in_bounds(lr: float,
     # lr 10 drives stop probabilities to 1e-29 (lengths that rounded to cap + 2e-13 before); lr 1000
     # past e^-745, where s = 0 in float64 (NaN lengths before).
     config = Config(prompts=4, batch_prompts=2, group_size=4, steps=60, lr=lr)
-    frame = run_experiment(config, ["grpo", "dr_grpo"], [0, 1], exact=exact)
+    frame = run_experiment(config, ["grpo", "dr_grpo"], [0, 1], mean_field=exact)
     metrics = {name: frame[name].to_numpy() for name in EXACT_COLUMNS}
     check_metric_bounds(metrics, config.cap, config.min_length)
     assert np.isfinite(frame["grad_norm"]).all()
@@ -266,7 +275,8 @@ def test_sampling_and_scores_at_stop_probabilities_beyond_float64() -> None:
     assert batch.right[0, 0].all() and not batch.right[0, 1].any()
     assert (batch.length[0, 0] == 20).all() and not batch.stopped[0, 0].any()
     assert (batch.length[0, 1] == 1).all() and batch.stopped[0, 1].all()
-    approach, stop = response_scores(theta, np.array([[0, 1]]), batch)
+    table = TokenTable.of(theta)
+    approach, stop = table.approach_score(batch), table.ramble_score(batch)
     np.testing.assert_allclose(approach[0, 0], math.exp(-50.0), rtol=1e-15)  # 1 - sigma(50)
     np.testing.assert_allclose(stop[0, 1], math.exp(-40.0), rtol=1e-15)
 
@@ -279,7 +289,7 @@ def test_exact_metrics_and_updates_stay_finite_at_the_extremes(psi: float, phi: 
     metrics = exact_metrics(theta, config.cap, config.min_length)
     assert all(np.isfinite(values).all() for values in metrics.values())
     assert 0 <= metrics["accuracy"][0] <= 1 and 1 <= metrics["length_mean"][0] <= config.cap
-    update = expected_update(np.repeat(theta, 4, axis=0), config, list(VARIANTS.values()))
+    update = expected_update(np.repeat(theta, 4, axis=0), config, list(article_variants()))
     assert (
         np.isfinite(update).all() and np.isfinite(true_gradient(theta, config.cap, config.min_length)).all()
     )

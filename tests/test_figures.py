@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from toyrl.cli import app
 from toyrl.config import Config
-from toyrl.objective import VARIANTS
+from toyrl.experiment import run_experiment
 from toyrl.plots import (
     BIAS_FIGURE_NAME,
     FIGURE_NAMES,
@@ -19,7 +19,7 @@ from toyrl.plots import (
     render_teaching,
 )
 from toyrl.results import final_table_markdown, load_results
-from toyrl.train import run_experiment
+from toyrl.variants import ARTICLE
 
 from .files import assert_equivalent_results
 
@@ -40,7 +40,7 @@ def check_figures(folder: Path, variants: int, names: list[str] = FIGURE_NAMES) 
         assert svg.startswith("<?xml") and "<svg" in svg and len(svg) > 10_000
 
 
-@pytest.mark.parametrize(("variants", "seeds"), [(list(VARIANTS), [0, 1]), (["dr_grpo"], [3])])
+@pytest.mark.parametrize(("variants", "seeds"), [(list(ARTICLE), [0, 1]), (["dr_grpo"], [3])])
 def test_every_figure_renders_at_its_size(variants: list[str], seeds: list[int], tmp_path: Path) -> None:
     frame = run_experiment(Config(steps=20), variants, seeds)
     written = render_all(frame, tmp_path, cap=1500)
@@ -113,7 +113,7 @@ def test_reproduce_writes_every_figure_and_the_committed_final_numbers(
     committed = json.loads((ROOT / "results" / "article.json").read_text())
     machine = ("csv_sha256", "python", "numpy", "matplotlib")  # what another machine may change
     assert fresh == committed | {key: fresh[key] for key in machine}
-    check_figures(tmp_path / "figures", len(VARIANTS))
+    check_figures(tmp_path / "figures", len(ARTICLE))
     check_figures(tmp_path / "figures", 0, [*TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME])
     assert "Content-Security-Policy" in (tmp_path / "figures" / "explorer.html").read_text()
     assert (tmp_path / "figures" / "final_numbers.md").read_text() == (
@@ -125,7 +125,7 @@ def test_reproduce_writes_every_figure_and_the_committed_final_numbers(
 def test_committed_results_were_made_by_the_current_defaults() -> None:
     meta = json.loads((ROOT / "results" / "article.json").read_text())
     assert Config.from_dict(meta["config"]) == Config()
-    assert meta["seeds"] == list(range(6)) and list(meta["variants"]) == list(VARIANTS)
+    assert meta["seeds"] == list(range(6)) and list(meta["variants"]) == list(ARTICLE)
     for name in [*FIGURE_NAMES, *TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME]:
         assert (ROOT / "figures" / f"{name}.png").stat().st_size > 10_000
         assert (ROOT / "figures" / f"{name}.svg").stat().st_size > 10_000

@@ -11,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toyrl.config import Config
-from toyrl.objective import VARIANTS, Variant, advantages
-from toyrl.policy import sample_batch
-from toyrl.train import Plan, clipped_gradient, loss_gradient
+from toyrl.objective import Variant, advantages, parse_spec
+from toyrl.policy import Coefficients, TokenTable, policy_gradient, sample_batch
+from toyrl.stages import PPOClip, weights
+from toyrl.train import Epoch, Plan
+from toyrl.variants import ARTICLE, VARIANTS
 
 
 def test_toyrl_imports_and_runs_without_torch(tmp_path) -> None:
@@ -112,7 +114,9 @@ def coefficients(loss_fn, adv, lengths, **kwargs):
 def test_tutorial_two_versus_four_tokens() -> None:
     """Tutorial 2.2: rewards [1, 1, 0, 0], lengths [2, 4, 2, 4], K = 4, L = 4, population std."""
     rewards = np.array([1.0, 1.0, 0.0, 0.0])
-    grpo = coefficients(grpo_reference_loss, advantages(rewards, "group_std", eps=0.0).tolist(), [2, 4, 2, 4])
+    grpo = coefficients(
+        grpo_reference_loss, advantages(rewards, "group_std", std_eps=0.0).tolist(), [2, 4, 2, 4]
+    )
     assert grpo == [1 / 8, 1 / 16, -1 / 8, -1 / 16]
     centred = drgrpo_advantages(torch.tensor(rewards), 4).tolist()
     assert coefficients(grpo_reference_loss, centred, [2, 4, 2, 4]) == [1 / 16, 1 / 32, -1 / 16, -1 / 32]
@@ -175,7 +179,7 @@ def toy_token_tensors(psi, phi_right, phi_wrong, prompt_index, batch, cap):
     return logp, position <= length[:, None]
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("name", list(ARTICLE))
 def test_autograd_through_the_token_loss_equals_the_simulators_update(name: str) -> None:
     """A sampled toy batch as token-level tensors; autograd of the exercise's losses down to
     (psi, phi_right, phi_wrong) equals toyrl's closed-form gradient for the same batch."""
@@ -185,18 +189,21 @@ def test_autograd_through_the_token_loss_equals_the_simulators_update(name: str)
     prompt_index = np.array([[4, 0, 3, 1]])
     shape = (1, 4, 5)
     batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap)
-    rewards = batch.rewards(config.min_length)
     variant = VARIANTS[name]
-    weights = Plan.of([variant]).weights(batch, rewards, config)
-    closed_form = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))[0]
+    plan = Plan.of([variant])
+    rewards = plan.rewards(batch, config)
+    included = plan.included(batch)
+    denominator, n = plan.denominators(batch, included, config)
+    weight = weights(plan.advantages(rewards, config), denominator, included)
+    closed_form = policy_gradient(Coefficients(weight, n=n), batch, TokenTable.of(theta))[0]
 
     psi = torch.tensor(theta[0, :6], requires_grad=True)
     phi_right = torch.tensor(theta[0, 6], requires_grad=True)
     phi_wrong = torch.tensor(theta[0, 7], requires_grad=True)
     logp, mask = toy_token_tensors(psi, phi_right, phi_wrong, prompt_index, batch, config.cap)
-    adv = torch.tensor(advantages(rewards, variant.advantage, config.std_eps).reshape(-1))
+    adv = torch.tensor(advantages(rewards, variant.names()["advantage"], config.std_eps).reshape(-1))
     frozen = logp.detach()
-    if variant.aggregation == "seq_mean_token_mean":
+    if variant.names()["normaliser"] == "seq_mean_token_mean":
         loss, _ = grpo_reference_loss(logp, frozen, frozen, adv, mask, beta=0.0)
     else:
         loss, _ = drgrpo_loss(logp, frozen, frozen, adv, mask, max_len=int(config.length_norm), beta=0.0)
@@ -254,9 +261,11 @@ def test_shapes_dtypes_and_statistics(groups, group_size, positions, dtype, seed
 def test_grpo_reference_advantages_use_the_sample_std() -> None:
     rewards = torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=F64)
     sample_std = rewards.std()  # Bessel-corrected: 0.577
-    torch.testing.assert_close(grpo_reference_advantages(rewards, 4, eps=0.0), (rewards - 0.5) / sample_std)
-    assert grpo_reference_advantages(rewards * 10, 4, eps=0.0).tolist() == pytest.approx(
-        grpo_reference_advantages(rewards, 4, eps=0.0).tolist()
+    torch.testing.assert_close(
+        grpo_reference_advantages(rewards, 4, std_eps=0.0), (rewards - 0.5) / sample_std
+    )
+    assert grpo_reference_advantages(rewards * 10, 4, std_eps=0.0).tolist() == pytest.approx(
+        grpo_reference_advantages(rewards, 4, std_eps=0.0).tolist()
     )
 
 
@@ -304,15 +313,11 @@ def test_wrong_calls_raise_value_error_naming_the_argument(call, message: str) -
 @pytest.mark.parametrize(
     "variant",
     [
-        Variant("grpo_ppo", "group_std", "seq_mean_token_mean", num_iterations=3, beta=0.04),
-        Variant("dr_ppo", "none", "seq_mean_token_sum_norm", num_iterations=2, beta=0.1),
-        Variant(
-            "dapo_like",
-            "group_std_sample",
-            "token_mean",
-            num_iterations=2,
-            epsilon_high=0.28,
-            mask_truncated=True,
+        parse_spec("advantage=group_std,aggregation=seq_mean_token_mean,num_iterations=3,beta=0.04"),
+        parse_spec("advantage=none,aggregation=seq_mean_token_sum_norm,num_iterations=2,beta=0.1"),
+        parse_spec(
+            "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,epsilon_high=0.28,"
+            "mask_truncated=true"
         ),
     ],
     ids=lambda v: v.name,
@@ -330,12 +335,13 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
     batch = sample_batch(
         theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
     )
-    rewards = batch.rewards(config.min_length)
     plan = Plan.of([variant])
-    weights = plan.weights(batch, rewards, config)
-    closed_form, clip_fraction = clipped_gradient(
-        theta, theta_old, theta_ref, prompt_index, batch, weights, plan
-    )
+    included = plan.included(batch)
+    advantage_values = plan.advantages(plan.rewards(batch, config), config)
+    denominator, n = plan.denominators(batch, included, config)
+    old, ref = TokenTable.of(theta_old), TokenTable.of(theta_ref)
+    epoch = Epoch.of(batch, advantage_values, included, denominator, n, old, ref)
+    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), TokenTable.of(theta), plan)
 
     def tensors(point):
         psi = torch.tensor(point[0, :6], requires_grad=True)
@@ -345,25 +351,25 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
 
     logp, mask, leaves = tensors(theta)
     old_logp, ref_logp = tensors(theta_old)[0].detach(), tensors(theta_ref)[0].detach()
-    advantage = torch.tensor(weights.advantage.reshape(-1))[:, None]
+    advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
     ratio = torch.exp(logp - old_logp)
-    clipped = torch.clamp(ratio, 1 - variant.epsilon, 1 + variant.clip_high)
+    low, high = variant.objective.epsilon, variant.objective.clip_high
+    clipped = torch.clamp(ratio, 1 - low, 1 + high)
     kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
-    objective = torch.minimum(ratio * advantage, clipped * advantage) - variant.beta * kl
-    valid = mask & torch.tensor(weights.included.reshape(-1))[:, None]
+    objective = torch.minimum(ratio * advantage, clipped * advantage) - variant.kl.beta * kl
+    valid = mask & torch.tensor(included.reshape(-1))[:, None]
     masked = torch.where(valid, objective, torch.zeros_like(objective))
-    if variant.aggregation == "seq_mean_token_mean":
+    aggregation = variant.names()["normaliser"]
+    if aggregation == "seq_mean_token_mean":
         loss = -(masked.sum(dim=1) / mask.sum(dim=1)).mean()
-    elif variant.aggregation == "token_mean":
+    elif aggregation == "token_mean":
         loss = -masked.sum() / valid.sum()
     else:
         loss = -masked.sum() / (masked.shape[0] * config.length_norm_value)
     loss.backward()
     autograd = np.concatenate([leaves[0].grad.numpy(), [leaves[1].grad.item(), leaves[2].grad.item()]])
     np.testing.assert_allclose(closed_form[0], autograd, rtol=1e-10, atol=1e-15)
-    active = ((advantage > 0) & (ratio > 1 + variant.clip_high)) | (
-        (advantage < 0) & (ratio < 1 - variant.epsilon)
-    )
+    active = ((advantage > 0) & (ratio > 1 + high)) | ((advantage < 0) & (ratio < 1 - low))
     expected_fraction = (active & valid).sum().item() / valid.sum().item()
     assert clip_fraction[0] == pytest.approx(expected_fraction) and 0 < expected_fraction < 1
 
@@ -371,17 +377,12 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
 def test_one_iteration_is_the_plain_on_policy_update() -> None:
     """num_iterations = 1 (any clip range): the run equals the plain variant's exactly; and the
     clipped gradient at theta = theta_old without KL reduces to the on-policy gradient."""
-    from toyrl.objective import VARIANTS
-    from toyrl.train import simulate
+    from toyrl.experiment import simulate_runs as simulate
+    from toyrl.variants import VARIANTS
 
     config = Config(steps=30)
     plain = simulate(config, [(VARIANTS["grpo"], 3)])
-    spelled = Variant(
-        "advantage=group_std,aggregation=seq_mean_token_mean,epsilon_high=0.5",
-        "group_std",
-        "seq_mean_token_mean",
-        epsilon_high=0.5,
-    )
+    spelled = parse_spec("advantage=group_std,aggregation=seq_mean_token_mean,epsilon_high=0.5")
     again = simulate(config, [(spelled, 3)]).assign(variant="grpo")
     pd.testing.assert_frame_equal(plain, again, check_exact=True)
     rng = np.random.default_rng(2)
@@ -390,8 +391,12 @@ def test_one_iteration_is_the_plain_on_policy_update() -> None:
     shape = (1, 16, 8)
     batch = sample_batch(theta, index, rng.random(shape), rng.standard_exponential(shape), config.cap)
     plan = Plan.of([VARIANTS["grpo"]])
-    weights = plan.weights(batch, batch.rewards(config.min_length), config)
-    on_policy = loss_gradient(theta, index, batch, weights.weight, np.asarray(weights.n))
-    ppo, clip_fraction = clipped_gradient(theta, theta.copy(), theta, index, batch, weights, plan)
+    included = plan.included(batch)
+    advantage = plan.advantages(plan.rewards(batch, config), config)
+    denominator, n = plan.denominators(batch, included, config)
+    table = TokenTable.of(theta)
+    on_policy = policy_gradient(Coefficients(weights(advantage, denominator, included), n=n), batch, table)
+    epoch = Epoch.of(batch, advantage, included, denominator, n, TokenTable.of(theta.copy()), table)
+    ppo, clip_fraction = epoch.gradient(PPOClip, slice(None), table, plan)
     np.testing.assert_allclose(ppo, on_policy, rtol=1e-12, atol=1e-18)
     assert clip_fraction[0] == 0

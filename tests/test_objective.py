@@ -6,8 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toyrl.config import InvalidInput
-from toyrl.objective import VARIANTS, Variant, advantages, parse_variants, token_weights, variant_weights
-from toyrl.presets import ALL_VARIANTS
+from toyrl.objective import advantages, from_spec, variant_weights
+from toyrl.policy import Batch
+from toyrl.stages import weights
+from toyrl.variants import VARIANTS, parse_variants
 
 # Article, "Worked example by hand": G = 8, two correct; a correct answer of 200 tokens, a wrong
 # one of 800, Dr. GRPO's L_norm = 2000.
@@ -18,9 +20,9 @@ L_NORM = 2000.0
 
 def test_worked_example_advantages_to_the_printed_digits() -> None:
     assert round(float(REWARDS.std()), 3) == 0.433  # population std
-    scaled = advantages(REWARDS, "group_std", eps=0.0)
+    scaled = advantages(REWARDS, "group_std", std_eps=0.0)
     assert (round(scaled[0], 3), round(scaled[-1], 3)) == (1.732, -0.577)
-    centred = advantages(REWARDS, "none", eps=0.0)
+    centred = advantages(REWARDS, "none", std_eps=0.0)
     assert (centred[0], centred[-1]) == (0.75, -0.25)
 
 
@@ -34,17 +36,19 @@ def test_worked_example_advantages_to_the_printed_digits() -> None:
     ],
 )
 def test_worked_example_weights_of_every_variant(name: str, correct: float, wrong: float) -> None:
-    weights = variant_weights(VARIANTS[name], REWARDS, TOKENS, eps=0.0, length_norm=L_NORM)
+    weights = variant_weights(VARIANTS[name], REWARDS, TOKENS, std_eps=0.0, length_norm=L_NORM)
     np.testing.assert_allclose(weights[[0, -1]], [correct, wrong], rtol=1e-12)
 
 
 def test_worked_example_conclusions() -> None:
-    grpo = variant_weights(VARIANTS["grpo"], REWARDS, TOKENS, eps=0.0, length_norm=L_NORM)
+    grpo = variant_weights(VARIANTS["grpo"], REWARDS, TOKENS, std_eps=0.0, length_norm=L_NORM)
     assert (round(grpo[0], 5), round(grpo[-1], 5)) == (0.00866, -0.00072)
     assert grpo[0] / -grpo[-1] == pytest.approx(12.0)  # "twelve times more gently"
-    dr = variant_weights(VARIANTS["dr_grpo"], REWARDS, TOKENS, eps=0.0, length_norm=L_NORM)
+    dr = variant_weights(VARIANTS["dr_grpo"], REWARDS, TOKENS, std_eps=0.0, length_norm=L_NORM)
     assert (dr[0], dr[-1]) == (0.000375, -0.000125)
-    short_wrong = variant_weights(VARIANTS["dr_grpo"], REWARDS, [200] * 8, eps=0.0, length_norm=L_NORM)[-1]
+    short_wrong = variant_weights(VARIANTS["dr_grpo"], REWARDS, [200] * 8, std_eps=0.0, length_norm=L_NORM)[
+        -1
+    ]
     assert dr[-1] * 800 / (short_wrong * 200) == pytest.approx(4.0)  # "four times the total push-down"
 
 
@@ -54,17 +58,17 @@ def test_worked_example_conclusions() -> None:
 )
 def test_advantage_properties(rewards: list[float], scale: float) -> None:
     r = np.array(rewards)
-    centred = advantages(r, "none", eps=0.0)
+    centred = advantages(r, "none", std_eps=0.0)
     assert abs(centred.sum()) < 1e-9
-    np.testing.assert_allclose(advantages(scale * r, "none", eps=0.0), scale * centred, atol=1e-9)
+    np.testing.assert_allclose(advantages(scale * r, "none", std_eps=0.0), scale * centred, atol=1e-9)
     np.testing.assert_allclose(advantages(r, "rloo", 0.0) * (len(r) - 1) / len(r), centred, atol=1e-12)
     if r.std() > 0:
-        scaled = advantages(r, "group_std", eps=0.0)
-        np.testing.assert_allclose(advantages(scale * r, "group_std", eps=0.0), scaled, atol=1e-9)
+        scaled = advantages(r, "group_std", std_eps=0.0)
+        np.testing.assert_allclose(advantages(scale * r, "group_std", std_eps=0.0), scaled, atol=1e-9)
         assert scaled.std() == pytest.approx(1.0)
-        assert advantages(r, "group_std_sample", eps=0.0).std(ddof=1) == pytest.approx(1.0)
+        assert advantages(r, "group_std_sample", std_eps=0.0).std(ddof=1) == pytest.approx(1.0)
     else:
-        assert np.all(advantages(r, "group_std", eps=1e-6) == 0)
+        assert np.all(advantages(r, "group_std", std_eps=1e-6) == 0)
 
 
 # A hand-computed batch of B = 2 groups of G = 2: rewards, token counts, one truncated response.
@@ -86,7 +90,7 @@ ROOT_HALF = np.sqrt(0.5)
     ],
 )
 def test_advantage_modes_on_a_hand_computed_batch(advantage: str, expected: list[list[float]]) -> None:
-    np.testing.assert_allclose(advantages(BATCH_REWARDS, advantage, eps=0.0), expected, rtol=1e-12)
+    np.testing.assert_allclose(advantages(BATCH_REWARDS, advantage, std_eps=0.0), expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -101,16 +105,29 @@ def test_advantage_modes_on_a_hand_computed_batch(advantage: str, expected: list
     ],
 )
 def test_aggregations_on_a_hand_computed_batch(aggregation: str, denominators: list, n: int) -> None:
-    weights = token_weights(
-        Variant("v", "none", aggregation), BATCH_REWARDS, BATCH_TOKENS, BATCH_STOPPED, 0.0, 50.0
+    # One run of the batch: L ramble tokens plus the approach token make BATCH_TOKENS.
+    batch = Batch(
+        prompt_index=np.array([[0, 1]]),
+        right=np.ones((1, 2, 2), dtype=bool),
+        length=(BATCH_TOKENS - 1).astype(np.int64)[None],
+        stopped=BATCH_STOPPED[None],
     )
-    assert weights.n == n
-    np.testing.assert_allclose(weights.weight, np.array([[0.5, -0.5], [0.0, 0.0]]) / np.array(denominators))
-    masked_variant = Variant("m", "none", aggregation, mask_truncated=True)
-    masked = token_weights(masked_variant, BATCH_REWARDS, BATCH_TOKENS, BATCH_STOPPED, 0.0, 50.0)
-    assert masked.weight[1, 1] == 0 and not masked.included[1, 1]
+    assert (batch.token_count() == BATCH_TOKENS).all()
+
+    def token_weights(variant):
+        included = variant.selector.included(batch)
+        advantage = variant.advantage.advantages(BATCH_REWARDS[None], 0.0)
+        denominator, count = variant.normaliser.denominators(batch.token_count(), included, 50.0)
+        return weights(advantage, denominator, included)[0], denominator[0], count, included[0]
+
+    weight, _, count, _ = token_weights(from_spec("v", {"advantage": "none", "aggregation": aggregation}))
+    assert count == n
+    np.testing.assert_allclose(weight, np.array([[0.5, -0.5], [0.0, 0.0]]) / np.array(denominators))
+    masked_variant = from_spec("m", {"advantage": "none", "aggregation": aggregation, "mask_truncated": True})
+    masked_weight, masked_denominator, _, masked_included = token_weights(masked_variant)
+    assert masked_weight[1, 1] == 0 and not masked_included[1, 1]
     if aggregation == "token_mean":  # the truncated response's 10 tokens leave the batch's total
-        assert masked.denominator[0, 0] == 10
+        assert masked_denominator[0, 0] == 10
 
 
 def test_parse_variants() -> None:
@@ -123,9 +140,10 @@ def test_parse_variants() -> None:
     spelled = parse_variants(["advantage=rloo, aggregation=token_mean, num_iterations=2, epsilon_high=0.28"])[
         0
     ]
-    settings = (spelled.advantage, spelled.aggregation, spelled.num_iterations, spelled.clip_high)
+    names = spelled.names()
+    settings = (names["advantage"], names["normaliser"], spelled.num_iterations, spelled.objective.clip_high)
     assert settings == ("rloo", "token_mean", 2, 0.28)
-    assert parse_variants(["trl_default"], ALL_VARIANTS)[0].aggregation == "token_mean"
+    assert parse_variants(["trl_default"])[0].names()["normaliser"] == "token_mean"
     for bad, message in [
         ("advantage=median", "advantage must be one of"),
         ("aggregation=none", "aggregation must be one of"),

@@ -2,22 +2,43 @@
 
 import numpy as np
 import pytest
-from scipy.special import expit, logit
+from scipy.special import expit, log_expit, logit
 
+from toyrl.config import Config
 from toyrl.policy import (
     Batch,
+    Coefficients,
+    TokenTable,
     exact_metrics,
     expected_length,
-    log_likelihood,
-    response_scores,
+    policy_gradient,
     sample_batch,
     split,
     stop_within,
     survival,
     truncated_mean,
 )
+from toyrl.stages import WindowReward
 
 CAP, MIN_LENGTH = 1500, 100
+CONFIG = Config(cap=CAP, min_length=MIN_LENGTH)
+
+
+def token_log_likelihoods(theta: np.ndarray, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The oracle, from log sigma terms (scipy's): per response [R, B, G], the approach token's
+    log-probability, its L - 1[stopped] non-stop tokens' (summed) and its stop token's (0 if none)."""
+    runs = np.arange(theta.shape[0])[:, None]
+    psi = theta[runs, batch.prompt_index][..., None]
+    phi = np.where(batch.right, theta[:, -2, None, None], theta[:, -1, None, None])
+    approach = np.where(batch.right, log_expit(psi), log_expit(-psi))
+    non_stop = (batch.length - batch.stopped) * log_expit(-phi)
+    stop = np.where(batch.stopped, log_expit(phi), 0.0)
+    return approach, non_stop, stop
+
+
+def log_likelihood(theta: np.ndarray, batch: Batch) -> np.ndarray:
+    """log pi(response) [R, B, G]: approach token, L - 1[stopped] non-stop tokens, the stop token."""
+    return sum(token_log_likelihoods(theta, batch))
 
 
 def geometric_pmf(stop_prob: float, k: np.ndarray) -> np.ndarray:
@@ -66,17 +87,26 @@ def test_score_functions_equal_finite_differences_of_the_log_likelihood() -> Non
     shape = (3, 5, 4)
     length = rng.integers(1, CAP + 1, size=shape)
     batch = Batch(
-        right=rng.random(shape) < 0.5, length=length, stopped=(rng.random(shape) < 0.7) | (length < CAP)
+        prompt_index=prompt_index,
+        right=rng.random(shape) < 0.5,
+        length=length,
+        stopped=(rng.random(shape) < 0.7) | (length < CAP),
     )
-    score_approach, score_stop = response_scores(theta, prompt_index, batch)
+    table = TokenTable.of(theta)
+    score_approach, score_stop = table.approach_score(batch), table.ramble_score(batch)
+    # Coefficients of the one gradient path: one per response (on-policy), then one per token kind.
+    shared = rng.normal(size=shape)
+    per_token = rng.normal(size=(2, *shape))
+    kinds = Coefficients(
+        shared, per_token[0] * (batch.length - batch.stopped), per_token[1] * batch.stopped, n=np.full(3, 7.0)
+    )
+    grad_shared = policy_gradient(Coefficients(shared), batch, table)
+    grad_kinds = policy_gradient(kinds, batch, table)
     step = 1e-6
     for parameter in range(theta.shape[1]):
         shift = np.zeros_like(theta)
         shift[:, parameter] = step
-        numeric = (
-            log_likelihood(theta + shift, prompt_index, batch)
-            - log_likelihood(theta - shift, prompt_index, batch)
-        ) / (2 * step)
+        numeric = (log_likelihood(theta + shift, batch) - log_likelihood(theta - shift, batch)) / (2 * step)
         if parameter < 5:
             analytic = np.where(prompt_index[..., None] == parameter, score_approach, 0.0)
         elif parameter == 5:
@@ -84,18 +114,40 @@ def test_score_functions_equal_finite_differences_of_the_log_likelihood() -> Non
         else:
             analytic = np.where(batch.right, 0.0, score_stop)
         np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-6 * np.abs(analytic).max())
+        # The loss gradient is minus the sum of coefficient times score.
+        loss_shared = -(shared * numeric).sum(axis=(1, 2))
+        np.testing.assert_allclose(
+            grad_shared[:, parameter], loss_shared, rtol=1e-6, atol=1e-6 * np.abs(loss_shared).max()
+        )
+        up, down = token_log_likelihoods(theta + shift, batch), token_log_likelihoods(theta - shift, batch)
+        by_kind = [(a - b) / (2 * step) for a, b in zip(up, down, strict=True)]
+        loss_kinds = (
+            -(shared * by_kind[0] + per_token[0] * by_kind[1] + per_token[1] * by_kind[2]).sum(axis=(1, 2))
+            / 7.0
+        )
+        np.testing.assert_allclose(
+            grad_kinds[:, parameter], loss_kinds, rtol=1e-6, atol=1e-6 * np.abs(loss_kinds).max()
+        )
 
 
 def test_log_likelihood_of_one_response_by_hand() -> None:
     theta = np.array([[0.3, logit(0.01), logit(0.02)]])
     batch = Batch(
-        right=np.array([[[True, False]]]), length=np.array([[[3, CAP]]]), stopped=np.array([[[True, False]]])
+        prompt_index=np.array([[0]]),
+        right=np.array([[[True, False]]]),
+        length=np.array([[[3, CAP]]]),
+        stopped=np.array([[[True, False]]]),
     )
     expected = [
         np.log(expit(0.3)) + 2 * np.log(0.99) + np.log(0.01),
         np.log(1 - expit(0.3)) + CAP * np.log(0.98),
     ]
-    np.testing.assert_allclose(log_likelihood(theta, np.array([[0]]), batch)[0, 0], expected, rtol=1e-12)
+    np.testing.assert_allclose(log_likelihood(theta, batch)[0, 0], expected, rtol=1e-12)
+    # The token table's per-logit log-probabilities, by hand.
+    table = TokenTable.of(theta)
+    np.testing.assert_allclose(table.log_positive[0], np.log([expit(0.3), 0.01, 0.02]), rtol=1e-12)
+    np.testing.assert_allclose(table.log_negative[0], np.log([1 - expit(0.3), 0.99, 0.98]), rtol=1e-12)
+    np.testing.assert_allclose(table.probability[0], [expit(0.3), 0.01, 0.02], rtol=1e-12)
 
 
 def test_sampled_lengths_follow_the_geometric_law() -> None:
@@ -127,7 +179,7 @@ def test_exact_metrics_agree_with_monte_carlo() -> None:
         rng.standard_exponential((1, prompts, group)),
         CAP,
     )
-    reward = batch.rewards(MIN_LENGTH)[0].astype(bool)
+    reward = WindowReward().rewards(batch, CONFIG)[0].astype(bool)
     length = batch.length[0].astype(np.float64)
     psi, _, _ = split(theta)
     exact = {name: values[0] for name, values in exact_metrics(theta, CAP, MIN_LENGTH).items()}
@@ -199,4 +251,4 @@ def test_reward_boundaries(ramble: int, right: bool, reward: float, length: int,
     batch = sample_batch(theta, np.array([[0]]), approach, exponential, CAP)
     assert batch.right.item() is right
     assert (batch.length.item(), batch.stopped.item()) == (length, stopped)
-    assert batch.rewards(MIN_LENGTH).item() == reward
+    assert WindowReward().rewards(batch, CONFIG).item() == reward

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from toyrl.cli import app
 from toyrl.config import Config
-from toyrl.objective import VARIANTS
+from toyrl.experiment import run_experiment
 from toyrl.plots import render_all
 from toyrl.results import (
     RELATIVE_TOLERANCE,
@@ -27,7 +27,8 @@ from toyrl.results import (
     load_results,
     save_results,
 )
-from toyrl.train import BATCH_COLUMNS, EXACT_COLUMNS, run_experiment
+from toyrl.train import BATCH_COLUMNS, EXACT_COLUMNS
+from toyrl.variants import ARTICLE
 
 from .files import assert_identical_files, first_difference
 
@@ -106,7 +107,7 @@ def test_runs_whose_updates_go_through_exp_are_compared_within_the_tolerance_in_
 
 
 def test_a_mean_field_table_is_compared_within_the_tolerance_in_every_column() -> None:
-    frame = run_experiment(Config(steps=5, prompts=8, batch_prompts=4), ["dr_grpo"], [0], exact=True)
+    frame = run_experiment(Config(steps=5, prompts=8, batch_prompts=4), ["dr_grpo"], [0], mean_field=True)
     moved = shifted(frame, ["grad_norm", "stop_prob_wrong"], ulps=3)
     assert not compare_results(frame, moved).same
     assert compare_results(frame, moved, mean_field=True).same
@@ -164,7 +165,7 @@ def test_a_replay_of_a_step_the_file_does_not_have_names_the_missing_row(tmp_pat
 
 
 def test_svg_figures_do_not_depend_on_the_last_bits_of_the_data(tmp_path: Path) -> None:
-    frame = run_experiment(Config(steps=40), list(VARIANTS), [0, 1])
+    frame = run_experiment(Config(steps=40), list(ARTICLE), [0, 1])
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     render_all(frame, tmp_path / "a", cap=1500)

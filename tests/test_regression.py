@@ -35,15 +35,16 @@ def test_every_variant_regenerates_the_committed_fixture(name, config, variants,
 
 
 def test_the_fixture_covers_every_preset_and_every_mode() -> None:
-    from toyrl.objective import ADVANTAGES, AGGREGATIONS, parse_variant
-    from toyrl.presets import ALL_VARIANTS
+    from toyrl.stages import REGISTRY, StoppedResponses
+    from toyrl.variants import VARIANTS, parse_variant
 
     sampled = pd.read_csv(ROOT / "tests" / "fixtures" / "sampled.csv")
     names = set(sampled["variant"])
-    assert set(ALL_VARIANTS) <= names
-    variants = [parse_variant(name, ALL_VARIANTS) for name in names]
-    assert {v.advantage for v in variants} == set(ADVANTAGES)
-    assert {v.aggregation for v in variants} == set(AGGREGATIONS)
-    assert any(v.num_iterations > 1 and v.clip_high != v.epsilon for v in variants)
-    assert any(v.beta > 0 for v in variants) and any(v.mask_truncated for v in variants)
+    assert set(VARIANTS) <= names
+    variants = [parse_variant(name) for name in names]
+    assert {v.names()["advantage"] for v in variants} == set(REGISTRY["advantage"])
+    assert {v.names()["normaliser"] for v in variants} == set(REGISTRY["normaliser"])
+    assert any(v.num_iterations > 1 and v.objective.clip_high != v.objective.epsilon for v in variants)
+    assert any(v.kl.beta > 0 for v in variants)
+    assert any(isinstance(v.selector, StoppedResponses) for v in variants)
     assert (sampled["clip_fraction"] > 0).any()  # the clipped objective is exercised

@@ -152,11 +152,11 @@ def test_numbers_are_the_same_on_every_worker_count() -> None:
     import pandas as pd
 
     from toyrl.config import Config
-    from toyrl.objective import VARIANTS
-    from toyrl.train import run_experiment
+    from toyrl.experiment import run_experiment
+    from toyrl.variants import article_variants
 
     config = Config(steps=30)
-    frames = [run_experiment(config, list(VARIANTS.values()), [0, 1, 2], n_jobs=n) for n in (1, 2, -1)]
+    frames = [run_experiment(config, article_variants(), [0, 1, 2], n_jobs=n) for n in (1, 2, -1)]
     for other in frames[1:]:
         pd.testing.assert_frame_equal(frames[0], other, check_exact=True)
 
@@ -262,10 +262,10 @@ def test_results_written_in_pieces_are_the_bytes_of_one_piece(
 ) -> None:
     import toyrl.results as results
     from toyrl.config import Config
-    from toyrl.objective import VARIANTS
-    from toyrl.train import run_experiment
+    from toyrl.experiment import run_experiment
+    from toyrl.variants import ARTICLE
 
-    frame = run_experiment(Config(steps=12, prompts=8, batch_prompts=4), list(VARIANTS), [0, 1])
+    frame = run_experiment(Config(steps=12, prompts=8, batch_prompts=4), list(ARTICLE), [0, 1])
     meta = {"toyrl_version": results.__version__, "config": Config().to_dict()}
     results.save_results(frame, tmp_path / "whole.csv", meta)
     monkeypatch.setattr(results, "CSV_ROWS_PER_WRITE", 7)
@@ -279,27 +279,27 @@ def test_results_written_in_pieces_are_the_bytes_of_one_piece(
 
 def test_the_worker_count_is_bounded_by_the_cores_and_the_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """--n-jobs 1000 must not start a thousand processes (a red-team found 721 of them)."""
-    import toyrl.train as train
+    import toyrl.experiment as experiment
     from toyrl.config import Config
 
     asked: list[int] = []
-    real = train.Parallel
+    real = experiment.Parallel
 
     def counting(*args: object, n_jobs: int = 1, **kwargs: object) -> object:
         asked.append(n_jobs)
         return real(*args, n_jobs=n_jobs, **kwargs)
 
-    monkeypatch.setattr(train, "Parallel", counting)
-    monkeypatch.setattr(train.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(experiment, "Parallel", counting)
+    monkeypatch.setattr(experiment.os, "cpu_count", lambda: 2)
     config = Config(steps=3, prompts=8, batch_prompts=4)
-    many = train.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2], n_jobs=1000)
+    many = experiment.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2], n_jobs=1000)
     assert asked == [2]
-    monkeypatch.setattr(train.os, "cpu_count", lambda: 64)
-    train.run_experiment(config, ["grpo"], [0, 1, 2], n_jobs=1000)
+    monkeypatch.setattr(experiment.os, "cpu_count", lambda: 64)
+    experiment.run_experiment(config, ["grpo"], [0, 1, 2], n_jobs=1000)
     assert asked == [2, 3]  # three runs: three workers, not 64 or 1000
     import pandas as pd
 
-    pd.testing.assert_frame_equal(many, train.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2]))
+    pd.testing.assert_frame_equal(many, experiment.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2]))
 
 
 def test_a_big_run_says_up_front_what_it_will_take(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from toyrl.cli import app
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import VARIANTS
+from toyrl.experiment import simulate_runs
 from toyrl.sweep import parse_grid, run_sweep
-from toyrl.train import simulate
+from toyrl.variants import VARIANTS
 
 from .files import assert_identical_files
 
@@ -61,7 +61,7 @@ def test_sweep_results_equal_independent_runs(tmp_path: Path) -> None:
     assert len(table) == 2 * 2 * 2 * 41 and set(table.group_size) == {4, 8}
     assert "runs done" in result.stderr and "left" in result.stderr
     config = Config(steps=40, prompts=8, batch_prompts=4, group_size=8)
-    alone = simulate(config, [(VARIANTS["dr_grpo"], 1)])
+    alone = simulate_runs(config, [(VARIANTS["dr_grpo"], 1)])
     mine = table[(table.variant == "dr_grpo") & (table.seed == 1) & (table.group_size == 8)]
     pd.testing.assert_frame_equal(
         mine.drop(columns=["group_size"]).reset_index(drop=True), alone, check_exact=True, check_dtype=False

@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toyrl import sweep, train
+from toyrl import experiment, sweep, train
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import VARIANTS
+from toyrl.experiment import MAX_ROWS
 from toyrl.sweep import run_sweep
-from toyrl.train import MAX_ROWS
+from toyrl.variants import VARIANTS
 
 from .files import assert_identical_files, first_difference
 
@@ -424,7 +424,9 @@ def test_a_cluster_of_one_thread_computes_on_its_worker(
         raise AssertionError("simulated in the client")
 
     monkeypatch.setattr(train, "simulate", nowhere)
-    monkeypatch.setattr(sweep, "simulate", nowhere)
+    monkeypatch.setattr(experiment, "simulate", nowhere)
+    monkeypatch.setattr(experiment, "simulate_runs", nowhere)
+    monkeypatch.setattr(sweep, "simulate_runs", nowhere)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         run_sweep(tmp_path / "there", *arguments, backend="dask", scheduler=cluster.scheduler_address)
     for name in ("results.csv", "final.csv"):

@@ -4,11 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toyrl import train
+from toyrl import experiment, train
 from toyrl.config import Config
-from toyrl.objective import VARIANTS
-from toyrl.policy import log_likelihood, sample_batch
-from toyrl.train import Adam, Plan, loss_gradient, run_experiment, simulate
+from toyrl.experiment import run_experiment
+from toyrl.experiment import simulate_runs as simulate
+from toyrl.policy import Coefficients, TokenTable, policy_gradient, sample_batch
+from toyrl.stages import WindowReward, weights
+from toyrl.train import Adam, Plan
+from toyrl.variants import ARTICLE as ARTICLE_NAMES
+from toyrl.variants import VARIANTS, article_variants, parse_variant
 
 SMALL = Config(
     prompts=6,
@@ -22,31 +26,87 @@ SMALL = Config(
 )
 
 
-@pytest.mark.parametrize("name", list(VARIANTS))
-def test_loss_gradient_equals_finite_differences_of_the_surrogate(name: str) -> None:
-    """grad of -(1/(B G)) sum_i w_i log pi(o_i), weights and batch held fixed, by central differences."""
-    rng = np.random.default_rng(5)
-    config = SMALL
-    variant = VARIANTS[name]
-    theta = np.concatenate([rng.normal(size=(2, 6)), np.full((2, 2), -2.5)], axis=1)
-    prompt_index = np.array([[0, 2, 4], [5, 1, 3]])
-    shape = (2, 3, 4)
-    batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap)
-    rewards = batch.rewards(config.min_length)
-    assert 0 < rewards.mean() < 1
-    weights = Plan.of([variant, variant]).weights(batch, rewards, config)
-    grad = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))
-    n = np.asarray(weights.n)[:, None, None]
+def log_sigma(x: np.ndarray) -> np.ndarray:
+    """log sigma(x), written directly (moderate logits only, as in these tests)."""
+    return -np.log1p(np.exp(-x))
 
-    def surrogate(point: np.ndarray) -> np.ndarray:
-        return -(weights.weight / n * log_likelihood(point, prompt_index, batch)).sum(axis=(1, 2))
 
+def assert_finite_differences(grad: np.ndarray, surrogate, theta: np.ndarray, atol: float) -> None:
+    """grad [R, P + 2] equals central differences of surrogate(theta) [R], parameter by parameter."""
     step = 1e-6
     for parameter in range(theta.shape[1]):
         shift = np.zeros_like(theta)
         shift[:, parameter] = step
         numeric = (surrogate(theta + shift) - surrogate(theta - shift)) / (2 * step)
-        np.testing.assert_allclose(grad[:, parameter], numeric, rtol=1e-6, atol=1e-10)
+        np.testing.assert_allclose(grad[:, parameter], numeric, rtol=1e-6, atol=atol)
+
+
+def log_likelihood(theta: np.ndarray, batch) -> np.ndarray:
+    """log pi(response) [R, B, G], written out token by token kind: an oracle independent of the
+    package's token table."""
+    psi = np.take_along_axis(theta[:, :-2], batch.prompt_index, axis=1)[..., None]
+    phi = np.where(batch.right, theta[:, -2, None, None], theta[:, -1, None, None])
+    approach = np.where(batch.right, log_sigma(psi), log_sigma(-psi))
+    return approach + (batch.length - batch.stopped) * log_sigma(-phi) + batch.stopped * log_sigma(phi)
+
+
+def first_update(variant, theta, batch, config):
+    """The on-policy update's weights w = A / D, n, and its gradient through the package's path."""
+    plan = Plan.of([variant] * len(theta))
+    included = plan.included(batch)
+    advantage = plan.advantages(plan.rewards(batch, config), config)
+    denominator, n = plan.denominators(batch, included, config)
+    weight = weights(advantage, denominator, included)
+    grad = policy_gradient(Coefficients(weight, n=n), batch, TokenTable.of(theta))
+    return weight, n, grad
+
+
+def small_batch(seed: int = 5):
+    rng = np.random.default_rng(seed)
+    theta = np.concatenate([rng.normal(size=(2, 6)), np.full((2, 2), -2.5)], axis=1)
+    prompt_index = np.array([[0, 2, 4], [5, 1, 3]])
+    shape = (2, 3, 4)
+    batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), SMALL.cap)
+    return theta, batch
+
+
+@pytest.mark.parametrize("name", [*ARTICLE_NAMES, "dapo", "openrlhf_rloo", "trl_batch_scale"])
+def test_loss_gradient_equals_finite_differences_of_the_surrogate(name: str) -> None:
+    """grad of -(1/n) sum_i w_i log pi(o_i), weights and batch held fixed, by central differences."""
+    theta, batch = small_batch()
+    rewards = WindowReward().rewards(batch, SMALL)
+    assert 0 < rewards.mean() < 1
+    weight, n, grad = first_update(VARIANTS[name], theta, batch, SMALL)
+
+    def surrogate(point: np.ndarray) -> np.ndarray:
+        return -(weight / n[:, None, None] * log_likelihood(point, batch)).sum(axis=(1, 2))
+
+    assert_finite_differences(grad, surrogate, theta, atol=1e-10)
+
+
+def test_the_per_kind_gradient_equals_finite_differences_too() -> None:
+    """Coefficients given per kind of token (approach, non-stop, stop), as later PPO epochs give them:
+    the gradient is -sum over tokens of c d log pi, checked against differences of the oracle."""
+    theta, batch = small_batch(8)
+    rng = np.random.default_rng(3)
+    shape = batch.right.shape
+    # Per-token coefficients times each response's tokens of that kind, as an objective gives them.
+    approach = rng.normal(size=shape)
+    non_stop = rng.normal(size=shape) * (batch.length - batch.stopped)
+    stop = rng.normal(size=shape) * batch.stopped
+    grad = policy_gradient(Coefficients(approach, non_stop, stop), batch, TokenTable.of(theta))
+
+    def surrogate(point: np.ndarray) -> np.ndarray:
+        p = np.take_along_axis(point[:, :-2], batch.prompt_index, axis=1)[..., None]
+        phi = np.where(batch.right, point[:, -2, None, None], point[:, -1, None, None])
+        terms = (
+            approach * np.where(batch.right, log_sigma(p), log_sigma(-p))
+            + non_stop * log_sigma(-phi)
+            + stop * log_sigma(phi)
+        )
+        return -terms.sum(axis=(1, 2))
+
+    assert_finite_differences(grad, surrogate, theta, atol=1e-9)
 
 
 def test_adam_steps_by_hand() -> None:
@@ -54,12 +114,12 @@ def test_adam_steps_by_hand() -> None:
     theta = np.array([[1.0, -2.0, 0.0], [5.0, 5.0, 5.0]])
     adam = Adam(theta, config)
     first = np.array([[0.5, -3.0, 0.0], [1.0, 1.0, 1.0]])
-    adam.step(theta, first, np.array([True, False]))
+    adam.step(theta, first[:1], np.array([0]))
     # Step 1: the bias-corrected moments are g and g^2, so each parameter moves by -lr sign(g).
     np.testing.assert_allclose(theta, [[0.9, -1.9, 0.0], [5.0, 5.0, 5.0]], atol=1e-8)
     after_first = theta.copy()
     second = np.array([[1.5, 1.0, 0.0], [2.0, 2.0, 2.0]])
-    adam.step(theta, second, np.array([True, True]))
+    adam.step(theta, second, slice(None))
     m_hat = (0.9 * 0.1 * first[0] + 0.1 * second[0]) / (1 - 0.9**2)
     v_hat = (0.999 * 0.001 * first[0] ** 2 + 0.001 * second[0] ** 2) / (1 - 0.999**2)
     np.testing.assert_allclose(theta[0], after_first[0] - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=1e-12)
@@ -70,12 +130,14 @@ def test_adam_steps_by_hand() -> None:
 
 def test_numbers_do_not_depend_on_workers_or_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
     seeds = [0, 3, 11]
-    reference = run_experiment(SMALL, list(VARIANTS), seeds, n_jobs=1)
-    parallel = run_experiment(SMALL, list(VARIANTS), seeds, n_jobs=2)
+    reference = run_experiment(SMALL, list(ARTICLE_NAMES), seeds, n_jobs=1)
+    parallel = run_experiment(SMALL, list(ARTICLE_NAMES), seeds, n_jobs=2)
     pd.testing.assert_frame_equal(reference, parallel, check_exact=True)
-    monkeypatch.setattr(train, "RUNS_PER_CHUNK", 1)
+    monkeypatch.setattr(experiment, "RUNS_PER_CHUNK", 1)
     monkeypatch.setattr(train, "NOISE_BLOCK_STEPS", 7)
-    pd.testing.assert_frame_equal(reference, run_experiment(SMALL, list(VARIANTS), seeds), check_exact=True)
+    pd.testing.assert_frame_equal(
+        reference, run_experiment(SMALL, list(ARTICLE_NAMES), seeds), check_exact=True
+    )
     alone = simulate(SMALL, [(VARIANTS["length_only"], 11)])
     together = reference[(reference.variant == "length_only") & (reference.seed == 11)].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone, together, check_exact=True)
@@ -87,8 +149,28 @@ def test_a_shorter_run_is_a_prefix_of_a_longer_one() -> None:
     pd.testing.assert_frame_equal(short, long.iloc[:21], check_exact=True)
 
 
+def test_a_run_has_its_numbers_whatever_runs_share_its_chunk() -> None:
+    """Later PPO epochs, the KL term and masking act on their own runs only: each run of a mixed
+    chunk (different epochs, clip ranges, KL, selectors, advantages) has the numbers it has alone."""
+    mixed = [
+        "dr_grpo",
+        "advantage=group_std,aggregation=token_mean,num_iterations=4,epsilon=0.05,epsilon_high=0.08",
+        "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,num_iterations=2,beta=0.1,"
+        "mask_truncated=True,std_eps=0.0001",
+        "dapo",
+        "advantage=rloo,aggregation=seq_mean_token_mean,beta=0.04",
+    ]
+    runs = [(parse_variant(name), seed) for name in mixed for seed in (2, 5)]
+    together = simulate(SMALL, runs)
+    assert (together.clip_fraction > 0).any()
+    for variant, seed in runs:
+        alone = simulate(SMALL, [(variant, seed)])
+        own = together[(together.variant == variant.name) & (together.seed == seed)].reset_index(drop=True)
+        pd.testing.assert_frame_equal(alone, own, check_exact=True)
+
+
 def test_variants_share_initial_logits_and_noise() -> None:
-    frame = simulate(SMALL, [(variant, 7) for variant in VARIANTS.values()])
+    frame = simulate(SMALL, [(variant, 7) for variant in article_variants()])
     first = frame[frame.step == 0].drop(columns=["variant", "grad_norm", "clip_fraction"])
     assert (first.nunique() == 1).all()
     assert frame[frame.step == 0].grad_norm.nunique() == 4  # same batch, four different updates
@@ -117,7 +199,7 @@ def test_the_article_toy_run_is_reproduced() -> None:
     the variants share their noise, so the other statements are not independent of that fit.
     "Within seed noise": within 3 standard errors of the mean over the article's 6 seeds.
     """
-    frame = run_experiment(Config(), list(VARIANTS), list(range(6)))
+    frame = run_experiment(Config(), list(ARTICLE_NAMES), list(range(6)))
     last = frame[frame.step == 400].groupby("variant")
     mean, sd = last.mean(numeric_only=True), last.std(numeric_only=True)
     standard_error = sd / np.sqrt(6)

@@ -1,8 +1,12 @@
 """toyrl: an exact toy simulation of GRPO's length bias and its removal by Dr. GRPO.
 
-The pipeline, one module a step: `policy` (the ramble policy, in closed form) -> `objective` (the
-loss variants as data) -> `train` (Adam on exact updates, many runs at once) -> `results` (tidy CSV
-with its configuration) -> `cli` (the `toyrl` command).
+The pipeline, one module a step: `policy` (the ramble policy in closed form, its token table and
+the one gradient) -> `stages` (reward, selector, advantage, normaliser, objective, KL, schedule:
+small registered classes, each with its exact hook) -> `objective` (a variant: one stage of each
+kind, with one canonical spec) and `variants` (the named ones) -> `train` (one training step, top
+to bottom, and the loop that records it) -> `expected` (exact expected updates, mean-field runs)
+-> `experiment` (many runs over workers, the results table) -> `results` (CSV with its
+configuration) -> `plots` -> `cli` (the `toyrl` command). docs/design.md shows how they fit.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

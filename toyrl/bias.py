@@ -15,10 +15,10 @@ import pandas as pd
 
 from toyrl.config import Config, InvalidInput
 from toyrl.expected import expected_update, true_gradient
-from toyrl.objective import Variant, parse_variant
+from toyrl.experiment import simulate_runs
+from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.presets import ALL_VARIANTS
-from toyrl.train import simulate
+from toyrl.variants import parse_variant
 
 RUNS_PER_REPLAY = 32  # runs replayed together by bias_over_training (its exact sums are [states, cap])
 
@@ -64,14 +64,14 @@ def replay_states(
     runs: Sequence[tuple[Variant, int]],
     steps: Sequence[int],
     check: pd.DataFrame | None = None,
-    exact: bool = False,
+    mean_field: bool = False,
 ) -> FloatArray:
     """theta [len(runs), len(steps), P + 2] of each run at each step, by re-simulating the runs.
 
     With `check` (the saved results), every replayed row up to the last wanted step must agree with
     the saved one as `toyrl.results.compare_results` requires (exactly, or within the cross-machine
     tolerance for exact metrics); otherwise InvalidInput names the first difference and the largest.
-    `exact`: the runs are mean-field runs (`toyrl run --mean-field`).
+    `mean_field`: the runs are mean-field runs (`toyrl run --mean-field`).
     """
     from toyrl.results import compare_results
 
@@ -83,7 +83,7 @@ def replay_states(
             states[:, wanted.index(step)] = theta
 
     last = max(wanted)
-    replay = simulate(config.replace(steps=max(last, 1)), runs, exact=exact, on_step=keep)
+    replay = simulate_runs(config.replace(steps=max(last, 1)), runs, mean_field, on_step=keep)
     replay = replay[replay["step"] <= last].reset_index(drop=True)
     if check is not None:
         key = ["variant", "seed", "step"]
@@ -96,7 +96,7 @@ def replay_states(
                 f"the saved results have no row for variant {variant}, seed {seed}, step {step}"
             )
         saved = saved_rows.reindex(replayed_rows).reset_index()[replay.columns]
-        comparison = compare_results(saved, replay, mean_field=exact)
+        comparison = compare_results(saved, replay, mean_field=mean_field)
         if not comparison.same:
             raise InvalidInput(
                 "replaying the runs does not reproduce the saved results, so their policy states cannot "
@@ -106,14 +106,14 @@ def replay_states(
 
 
 def bias_over_training(
-    frame: pd.DataFrame, config: Config, stride: int = 10, exact: bool = False
+    frame: pd.DataFrame, config: Config, stride: int = 10, mean_field: bool = False
 ) -> pd.DataFrame:
     """For every run of a results table, every `stride` steps: cosine, norm ratio and phi_wrong
     cosine and share of its own variant's E[g] against grad J. A tidy frame, one row per (variant,
     seed, step). Runs are replayed RUNS_PER_REPLAY at a time, so memory does not grow with the table.
     """
     runs = [
-        (parse_variant(name, ALL_VARIANTS), int(seed))
+        (parse_variant(name), int(seed))
         for name, seed in frame[["variant", "seed"]].drop_duplicates().itertuples(index=False, name=None)
     ]
     last = int(frame["step"].max())
@@ -123,7 +123,7 @@ def bias_over_training(
         chunk = runs[start : start + RUNS_PER_REPLAY]
         names = {variant.name for variant, _ in chunk}
         rows = frame[frame["variant"].isin(names) & frame["seed"].isin({seed for _, seed in chunk})]
-        states = replay_states(config, chunk, steps, check=rows, exact=exact)
+        states = replay_states(config, chunk, steps, check=rows, mean_field=mean_field)
         variants = [variant for variant, _ in chunk for _ in steps]
         table = pd.DataFrame(bias_report(states.reshape(-1, states.shape[-1]), config, variants))
         table.insert(1, "seed", [seed for _, seed in chunk for _ in steps])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import signal
@@ -20,9 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from toyrl.config import Config, ConfigError, InvalidInput, field_help
-from toyrl.expected import check_exact_supported
-from toyrl.objective import ARTICLE_VARIANTS, parse_variant, parse_variants
-from toyrl.presets import ALL_VARIANTS
+from toyrl.experiment import check_experiment, estimated_cost, run_experiment
 from toyrl.results import (
     RELATIVE_TOLERANCE,
     check_output_path,
@@ -39,7 +36,7 @@ from toyrl.results import (
     sidecar_path,
     write_atomic,
 )
-from toyrl.train import check_experiment, estimated_cost, run_experiment
+from toyrl.variants import article_variants, parse_variant, parse_variants
 
 
 class _OneLineErrors(TyperGroup):
@@ -206,18 +203,20 @@ def run(
         typer.echo(
             "toyrl: warning: --exact is now --mean-field; the old name goes in the next release", err=True
         )
-    exact = exact or mean_field
-    variants = parse_variants(variant or ["all"], ALL_VARIANTS)
+    mean_field = exact or mean_field
+    variants = parse_variants(variant or ["all"])
     _check_seeds(seeds, seed_start)
-    if exact:
+    if mean_field:
+        from toyrl.expected import check_exact_supported
+
         check_exact_supported(variants)
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
-    command = "toyrl run --mean-field" if exact else "toyrl run"
-    meta = metadata(config, variants, seed_list, command, exact=exact)
+    command = "toyrl run --mean-field" if mean_field else "toyrl run"
+    meta = metadata(config, variants, seed_list, command, mean_field=mean_field)
     workers = check_experiment(config, variants, seed_list, n_jobs)
     if not quiet:
-        _announce_cost("toyrl run", config, variants, seeds, exact, workers)
+        _announce_cost("toyrl run", config, variants, seeds, mean_field, workers)
     with claim(out, "results"):
         check_overwrite(out, meta, force)
         frame = run_experiment(
@@ -226,7 +225,7 @@ def run(
             seed_list,
             n_jobs=n_jobs,
             progress=None if quiet else _progress("toyrl run"),
-            exact=exact,
+            mean_field=mean_field,
         )
         frame, kept = save_results(frame, out, meta)
     if not quiet:
@@ -236,10 +235,10 @@ def run(
 
 
 def _announce_cost(
-    label: str, config: Config, variants: list[Any], seeds: int, exact: bool, workers: int
+    label: str, config: Config, variants: list[Any], seeds: int, mean_field: bool, workers: int
 ) -> None:
     """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise."""
-    simulation, writing, table = estimated_cost(config, variants, seeds, exact)
+    simulation, writing, table = estimated_cost(config, variants, seeds, mean_field)
     if simulation / workers + writing > 20 or table > 1e9:
         typer.echo(
             f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
@@ -293,7 +292,9 @@ def _render(frame: pd.DataFrame, meta: dict[str, Any] | None, folder: Path) -> l
         from toyrl.plots import render_bias
 
         try:
-            written += render_bias(bias_over_training(frame, config, exact=bool(meta.get("exact"))), folder)
+            written += render_bias(
+                bias_over_training(frame, config, mean_field=bool(meta.get("mean_field"))), folder
+            )
         except InvalidInput as error:
             typer.echo(f"toyrl: warning: no bias figure: {error}", err=True)
     numbers = folder / "final_numbers.md"
@@ -318,7 +319,7 @@ def reproduce(
     ] = False,
 ) -> None:
     """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
-    config, variants, seeds = Config(), list(ARTICLE_VARIANTS.values()), list(range(ARTICLE_SEEDS))
+    config, variants, seeds = Config(), article_variants(), list(range(ARTICLE_SEEDS))
     out = _folder(results_dir, "--results-dir") / "article.csv"
     check_output_path(out, "--results-dir")
     _folder(figures_dir, "--figures-dir")
@@ -384,8 +385,8 @@ def explore(
         raise InvalidInput(f"--out: folder '{out.parent}' does not exist")
     if results is None:
         config, seeds = Config(), list(range(ARTICLE_SEEDS))
-        frame = run_experiment(config, list(ARTICLE_VARIANTS.values()), seeds)
-        description = f"the article's toy run, {len(ARTICLE_VARIANTS)} variants x {len(seeds)} seeds"
+        frame = run_experiment(config, article_variants(), seeds)
+        description = f"the article's toy run, {len(article_variants())} variants x {len(seeds)} seeds"
     else:
         frame, meta = load_results(results)
         config = _sidecar_config(meta) or Config()
@@ -423,7 +424,7 @@ def bias(
         if step is not None:
             raise InvalidInput("--step needs --results (the runs whose policy it names)")
         config = Config()
-        chosen_variants = parse_variants(variant or ["all"], ALL_VARIANTS)
+        chosen_variants = parse_variants(variant or ["all"])
         theta = initial_theta(config, run_streams(seed)[0])
         rows = bias_report(np.repeat(theta[None], len(chosen_variants), axis=0), config, chosen_variants)
         where = f"the initial policy of seed {seed} (default settings)"
@@ -452,12 +453,12 @@ def bias(
                 f"ends at step {first['step']}"
             )
         runs = [
-            (parse_variant(name, ALL_VARIANTS), int(s))
+            (parse_variant(name), int(s))
             for name in names
             for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
         ]
-        exact = bool(meta.get("exact", False)) if meta else False
-        states = replay_states(config, runs, [chosen], check=frame, exact=exact)[:, 0]
+        mean_field = bool(meta.get("mean_field", False)) if meta else False
+        states = replay_states(config, runs, [chosen], check=frame, mean_field=mean_field)[:, 0]
         per_run = pd.DataFrame(bias_report(states, config, [v for v, _ in runs]))
         means = per_run.groupby("variant", sort=False).mean(numeric_only=True).reset_index()
         rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
@@ -526,7 +527,7 @@ def sweep(
     """Run every variant x grid point x seed; resumable: run it again to finish a stopped sweep."""
     from toyrl.sweep import estimate_left, parse_grid, run_sweep
 
-    chosen = parse_variants(variant or ["all"], ALL_VARIANTS)
+    chosen = parse_variants(variant or ["all"])
     axes = parse_grid(grid or [], config)
     _check_seeds(seeds, seed_start)  # the worker count, backend and folder are checked by run_sweep
     started = time.perf_counter()
@@ -562,26 +563,32 @@ def sweep(
 def variants(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List every named variant: its advantage, aggregation, PPO settings and the trainer setting."""
-    from toyrl.objective import ADVANTAGES, AGGREGATIONS, SPEC_KEYS
-    from toyrl.presets import SOURCES, stands_for
+    """List every named variant (its spec and the trainer setting it stands for) and every stage."""
+    from toyrl.expected import exact_support
+    from toyrl.objective import spec_keys
+    from toyrl.stages import REGISTRY, simulated_only
+    from toyrl.variants import SOURCES, VARIANTS
 
     if as_json:
         rows = [
-            {**dataclasses.asdict(v), "clip_high": v.clip_high, "stands_for": stands_for(v.name)}
-            for v in ALL_VARIANTS.values()
+            {
+                "name": v.name,
+                "spec": v.spec(),
+                "summary": v.summary,
+                "stands_for": v.stands_for,
+                "simulated_only": exact_support(v),
+            }
+            for v in VARIANTS.values()
         ]
         typer.echo(json.dumps(rows, indent=2))
         return
-    for v in ALL_VARIANTS.values():
-        clip = f"clip [{1 - v.epsilon:g}, {1 + v.clip_high:g}]"
-        ppo = f"num_iterations={v.num_iterations}, {clip}, beta={v.beta:g}"
-        extras = ", mask_truncated" if v.mask_truncated else ""
-        eps = "" if v.eps is None else f", eps={v.eps:g}"
-        typer.echo(f"{v.name}\n    {v.advantage} + {v.aggregation}; {ppo}{extras}{eps}")
-        typer.echo(f"    {stands_for(v.name) or v.summary}")
-    typer.echo(f"\nadvantages: {', '.join(ADVANTAGES)}\naggregations: {', '.join(AGGREGATIONS)}")
-    typer.echo(f"spell any combination as --variant key=value,... over {', '.join(SPEC_KEYS)}")
+    for v in VARIANTS.values():
+        typer.echo(f"{v.name}\n    {v.spec_text()}\n    {v.stands_for or v.summary}")
+    typer.echo("\nstages (* simulated only: no exact expected update):")
+    for kind, stages in REGISTRY.items():
+        names = [name + ("*" if simulated_only(stage) else "") for name, stage in stages.items()]
+        typer.echo(f"  {'aggregation' if kind == 'normaliser' else kind}: {', '.join(names)}")
+    typer.echo(f"spell any combination as --variant key=value,... over {', '.join(spec_keys())}")
     typer.echo("read from: " + "; ".join(SOURCES.values()))
 
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from toyrl.expected import binomial_pmf
-from toyrl.objective import VARIANTS, advantages, leave_one_out_advantages, variant_weights
-
-FloatArray = np.ndarray
+from toyrl.objective import advantages, variant_weights
+from toyrl.policy import FloatArray
+from toyrl.variants import VARIANTS
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class Example:
 
 
 def _weights(name: str, rewards: Any, tokens: Any, length_norm: float) -> FloatArray:
-    """Per-token weights of a variant at eps = 0, as the texts compute them by hand."""
-    return variant_weights(VARIANTS[name], rewards, tokens, eps=0.0, length_norm=length_norm)
+    """Per-token weights of a variant at std_eps = 0, as the texts compute them by hand."""
+    return variant_weights(VARIANTS[name], rewards, tokens, std_eps=0.0, length_norm=length_norm)
 
 
 def length_example(group_size: int = 8, correct: int = 2, length_norm: float = 2000.0) -> Example:
@@ -56,8 +56,8 @@ def length_example(group_size: int = 8, correct: int = 2, length_norm: float = 2
         _weights("grpo", rewards, tokens, length_norm),
         _weights("dr_grpo", rewards, tokens, length_norm),
     )
-    grpo_advantage = advantages(rewards, "group_std", eps=0.0)
-    dr_advantage = advantages(rewards, "none", eps=0.0)
+    grpo_advantage = advantages(rewards, "group_std", std_eps=0.0)
+    dr_advantage = advantages(rewards, "none", std_eps=0.0)
     rows = [
         [
             "correct" if rewards[i] else "wrong",
@@ -122,7 +122,7 @@ def group_mass(successes: Any, group_size: int, std_scaled: bool) -> FloatArray:
     """Total advantage mass sum_i |A_i| of a binary-reward group with k successes (k broadcasts)."""
     successes = np.asarray(successes)
     rewards = (np.arange(group_size) < successes[..., None]).astype(np.float64)
-    return np.abs(advantages(rewards, "group_std" if std_scaled else "none", eps=0.0)).sum(axis=-1)
+    return np.abs(advantages(rewards, "group_std" if std_scaled else "none", std_eps=0.0)).sum(axis=-1)
 
 
 def difficulty_example(group_size: int = 8) -> Example:
@@ -146,8 +146,8 @@ def difficulty_example(group_size: int = 8) -> Example:
         "max_flattening": float(np.max(grpo_relative[inner] / dr_relative[inner])),
         "std_g64_single": single_64,
         "weight_g64_single": 1 / single_64,
-        "advantage_g16_single_dr": float(advantages(one_success_16, "none", eps=0.0)[0]),
-        "advantage_g16_single_grpo": float(advantages(one_success_16, "group_std", eps=0.0)[0]),
+        "advantage_g16_single_dr": float(advantages(one_success_16, "none", std_eps=0.0)[0]),
+        "advantage_g16_single_grpo": float(advantages(one_success_16, "group_std", std_eps=0.0)[0]),
         "std_multiplier_half": 1 / std[half],
         "std_multiplier_k1": 1 / std[1],
     }
@@ -190,7 +190,7 @@ def _fraction(value: float) -> str:
 
 
 def four_responses_example(length_norm: float = 4.0) -> Example:
-    """Tutorial 2.2: rewards [1, 1, 0, 0], lengths [2, 4, 2, 4], K = 4, L = 4, ratio 1, no eps.
+    """Tutorial 2.2: rewards [1, 1, 0, 0], lengths [2, 4, 2, 4], K = 4, L = 4, ratio 1, no std_eps.
 
     The coefficient on each token's log-probability gradient is w_i / K: GRPO's (A_i / T_i) / K,
     then without the std (length-only), then with the constant L in place of T_i (Dr. GRPO).
@@ -242,14 +242,14 @@ def expected_estimators(pass_rate: float, group_size: int) -> tuple[float, float
     def expectation(advantage: FloatArray) -> float:
         return float((probability * (advantage * score).mean(axis=-1)).sum())
 
-    mean_baseline = expectation(advantages(outcomes, "none", eps=0.0))
-    return pass_rate * (1 - pass_rate), mean_baseline, expectation(leave_one_out_advantages(outcomes))
+    mean_baseline = expectation(advantages(outcomes, "none", std_eps=0.0))
+    return pass_rate * (1 - pass_rate), mean_baseline, expectation(advantages(outcomes, "rloo", std_eps=0.0))
 
 
 def baseline_example(pass_rate: float = 0.3) -> Example:
     """Tutorial 4.1: the group mean scales the expected gradient by (K - 1)/K; RLOO removes it."""
     rewards = np.array([1.0, 1.0, 0.0, 0.0])
-    centred, loo = advantages(rewards, "none", eps=0.0), leave_one_out_advantages(rewards)
+    centred, loo = advantages(rewards, "none", std_eps=0.0), advantages(rewards, "rloo", std_eps=0.0)
     numbers = {"identity_ratio": float(centred[0] / loo[0])}
     rows = []
     for group in (2, 4, 8):

@@ -19,14 +19,19 @@ truncation atom K > cap, on each branch. Everything is vectorised over runs [R] 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from scipy.special import expit, gammaln, log_expit, xlog1py, xlogy
+from numpy.typing import NDArray
+from scipy.special import gammaln, xlog1py
 
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import SUMMED_AGGREGATIONS, Variant, response_denominator, rows_by
-from toyrl.policy import FloatArray, split, stop_within, survival
+from toyrl.objective import Variant, rows_by
+from toyrl.policy import FloatArray, expit, log_expit, split, stop_within, survival, token_count
+from toyrl.stages import KINDS, REGISTRY, simulated_only, std_eps_of
+from toyrl.train import Adam, Recorder, Trajectory, initial_theta, run_streams
 
 
 def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
@@ -46,20 +51,25 @@ def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
     return grad
 
 
-SUPPORTED_ADVANTAGES = ("group_std", "group_std_sample", "none", "rloo")
-SUPPORTED_AGGREGATIONS = (
-    "seq_mean_token_mean",
-    "seq_mean_token_sum",
-    "seq_mean_token_sum_norm",
-    "token_sum_norm",
-    "token_sum",
-)
-
-
 def binomial_pmf(k: FloatArray, n: int, p: FloatArray) -> FloatArray:
-    """P(Binomial(n, p) = k), in log space (scipy.special only: scipy.stats costs 0.4 s to import)."""
+    """P(Binomial(n, p) = k) [..., len(k)] for p [..., 1], in log space (scipy.special only:
+    scipy.stats costs 0.4 s to import). log p and log1p(-p) are taken once per p, not once per k
+    (the same bits as scipy's xlogy(k, p) and xlog1py(n - k, -p))."""
     log_choose = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
-    return np.exp(log_choose + xlogy(k, p) + xlog1py(n - k, -p))
+    with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = -inf, times 0 = NaN: not selected
+        successes = np.where(k == 0, 0.0, k * np.log(p))
+        failures = np.where(n - k == 0, 0.0, (n - k) * xlog1py(1.0, -p))
+    return np.exp(log_choose + successes + failures)
+
+
+def exact_support(variant: Variant) -> str:
+    """Why a variant has no exact expected update ('' if it has one): the first of its stages that
+    is simulated only (`toyrl.stages.simulated_only`)."""
+    for kind in KINDS:
+        reason = simulated_only(variant.stage(kind))
+        if reason:
+            return reason
+    return ""
 
 
 def check_exact_supported(variants: Sequence[Variant]) -> None:
@@ -71,107 +81,140 @@ def check_exact_supported(variants: Sequence[Variant]) -> None:
     the update depend on more than the policy; those are simulated, not computed exactly.
     """
     for v in variants:
-        if (
-            v.advantage not in SUPPORTED_ADVANTAGES
-            or v.aggregation not in SUPPORTED_AGGREGATIONS
-            or v.num_iterations > 1
-            or v.beta > 0
-        ):
+        reason = exact_support(v)
+        if reason:
+            exact = {
+                kind: [name for name, stage in REGISTRY[kind].items() if not simulated_only(stage)]
+                for kind in ("advantage", "normaliser")
+            }
             raise InvalidInput(
-                f"no exact expected update for variant {v.name!r}: it covers advantages "
-                f"{', '.join(SUPPORTED_ADVANTAGES)}, aggregations {', '.join(SUPPORTED_AGGREGATIONS)}, "
+                f"no exact expected update for variant {v.name!r} ({reason}): it covers advantages "
+                f"{', '.join(exact['advantage'])}, aggregations {', '.join(exact['normaliser'])}, "
                 "num_iterations = 1 and beta = 0"
             )
 
 
 def _mean_advantage(
-    success_rate: FloatArray, group_size: int, variant: Variant, eps: float
+    success_rate: FloatArray, group_size: int, advantage: object, std_eps: float
 ) -> tuple[FloatArray, FloatArray]:
-    """(abar(1), abar(0)) [..., P]: E[A_1 | r_1 = r] over k' ~ Binomial(G - 1, q) other successes.
-
-    k = r + k'; std(k) = sqrt(k/G (1 - k/G)) is the population std (times sqrt(G/(G-1)) for the
-    sample std); a zero-variance group has advantage 0; RLOO's baseline is k'/(G - 1).
-    """
+    """(abar(1), abar(0)) [..., P]: E[A_1 | r_1 = r] over k' ~ Binomial(G - 1, q) other successes,
+    from the advantage stage's exact hook `conditional(r, k', G, std_eps)`."""
     others = np.arange(group_size, dtype=np.float64)
     pmf = binomial_pmf(others, group_size - 1, success_rate[..., None])
-    eps = eps if variant.eps is None else variant.eps
-    result = []
-    for r in (1.0, 0.0):
-        k = r + others
-        if variant.advantage == "rloo":
-            advantage = r - others / (group_size - 1)
-        else:
-            advantage = r - k / group_size
-            if variant.advantage in ("group_std", "group_std_sample"):
-                std = np.sqrt(k / group_size * (1 - k / group_size))
-                if variant.advantage == "group_std_sample":
-                    std = std * np.sqrt(group_size / (group_size - 1))
-                scale = std + eps
-                advantage = np.divide(advantage, scale, out=np.zeros(scale.shape), where=scale > 0)
-        result.append((pmf * advantage).sum(axis=-1))
+    conditional = advantage.conditional  # type: ignore[attr-defined]
+    result = [(pmf * conditional(r, others, group_size, std_eps)).sum(axis=-1) for r in (1.0, 0.0)]
     return result[0], result[1]
 
 
+@dataclass(frozen=True)
+class ExactPlan:
+    """The runs' stages as the exact update needs them, grouped once: runs sharing a stage are
+    computed together (the same elementwise arithmetic, one call instead of one per run)."""
+
+    normalisers: dict[Any, NDArray[np.intp]]
+    advantages: dict[Any, NDArray[np.intp]]
+    keep_tail: NDArray[np.bool_]  # a truncated response is in the loss (the selector's hook)
+    scale: FloatArray  # N / n: 1 for a mean over responses, B G for a sum over them
+    reward: Any
+    buffers: dict[tuple[int, int], FloatArray] = field(default_factory=dict)
+
+    def workspace(self, runs: int, cap: int) -> FloatArray:
+        """Three scratch arrays [R, cap] for the sums over lengths, kept for the next call."""
+        if (runs, cap) not in self.buffers:
+            self.buffers.clear()
+            self.buffers[runs, cap] = np.empty((3, runs, cap))
+        return self.buffers[runs, cap]
+
+    @classmethod
+    def of(cls, variants: Sequence[Variant], config: Config) -> ExactPlan:
+        check_exact_supported(variants)
+        rewards = rows_by([v.reward for v in variants])
+        if len(rewards) > 1:
+            raise InvalidInput("the runs of one exact update must share their reward")
+        responses = config.batch_prompts * config.group_size
+        return cls(
+            normalisers=rows_by([v.normaliser for v in variants]),
+            advantages=rows_by([v.advantage for v in variants]),
+            keep_tail=np.array([v.selector.keeps_truncated for v in variants]),
+            scale=np.array([1.0 if v.normaliser.averaged else responses for v in variants]),
+            reward=next(iter(rewards)),
+        )
+
+
 def _branch_sums(
-    stop_logit: FloatArray,
-    config: Config,
-    variants: Sequence[Variant],
-    window: tuple[int, int] | None,
+    stop_logit: FloatArray, config: Config, plan: ExactPlan, window: tuple[int, int] | None
 ) -> dict[str, FloatArray]:
     """Sums over one branch's outcomes o of P(o)/D(o) and P(o) score(o)/D(o), [R] each.
 
     Outcomes: K = k <= cap (stopped, L = k, score 1 - k s) and K > cap (truncated, L = cap,
-    score -cap s, weight 0 when the variant masks truncated responses). With `window` (a, b), the
-    sums are split into outcomes with a <= K <= b ("in") and the rest ("out").
+    score -cap s, weight 0 when the variant's selector drops truncated responses). D is the
+    normaliser's exact hook `response_denominator`. With `window` (a, b), the sums are split into
+    outcomes with a <= K <= b ("in") and the rest ("out").
     """
     cap = config.cap
     k = np.arange(1, cap + 1, dtype=np.float64)
     log_q = log_expit(-stop_logit)[..., None]
+    # Three [R, cap] arrays, reused from step to step: allocating them anew each time costs more
+    # than the arithmetic (fresh pages); in-place operations give the same bits.
+    pmf, score, spare = plan.workspace(len(stop_logit), cap)
+    np.multiply(k - 1, log_q, out=pmf)
+    np.add(log_expit(stop_logit)[..., None], pmf, out=pmf)
     with np.errstate(over="ignore"):  # at logits near the float64 limit the pmf is 0, as it should be
-        pmf = np.exp(log_expit(stop_logit)[..., None] + (k - 1) * log_q)  # [R, cap]
+        np.exp(pmf, out=pmf)  # P(K = k) = s q^(k - 1)
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
-    d_k = np.empty(pmf.shape)
-    for aggregation, rows in rows_by([v.aggregation for v in variants]).items():
-        d_k[rows] = response_denominator(aggregation, k + config.approach_tokens, config.length_norm_value)
-    d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
-    keep_tail = np.array([not v.mask_truncated for v in variants])
-    # The number of responses N over the aggregation's n: token sums are not averaged over responses.
-    responses = config.batch_prompts * config.group_size
-    scale = np.array([responses if v.aggregation in SUMMED_AGGREGATIONS else 1.0 for v in variants])
-    # A stopped one-token response scores 1 - s, which rounds to 0 above logit 37: sigma(-phi) there.
-    score = np.where((k == 1) & (stop_logit[..., None] > 12), expit(-stop_logit)[..., None], 1 - k * s)
-    weight, scored = scale[:, None] * pmf / d_k, scale[:, None] * pmf * score / d_k
+    tokens = token_count(k, config.approach_tokens)
+    if len(plan.normalisers) == 1:  # one normaliser: D depends on k alone
+        d_k = next(iter(plan.normalisers)).response_denominator(tokens, config.length_norm_value)
+        d_tail = np.full(len(stop_logit), d_k[-1])
+    else:
+        d_k = np.empty(pmf.shape)
+        for normaliser, rows in plan.normalisers.items():
+            d_k[rows] = normaliser.response_denominator(tokens, config.length_norm_value)
+        d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
+    scale, keep_tail = plan.scale, plan.keep_tail
+    np.subtract(1.0, np.multiply(k, s, out=score), out=score)  # 1 - k s
+    if (stop_logit > 12).any():  # a stopped one-token response scores 1 - s, which rounds to 0 above 37
+        score[:, 0] = np.where(stop_logit > 12, expit(-stop_logit), score[:, 0])
+    if not (scale == 1.0).all():  # multiplying by a scale of 1 would change no bit
+        np.multiply(scale[:, None], pmf, out=pmf)
+    scored = np.divide(np.multiply(pmf, score, out=score), d_k, out=score)  # scale P(o) score(o) / D(o)
+    weight = np.divide(pmf, d_k, out=pmf)  # scale P(o) / D(o)
     tail_weight = np.where(keep_tail, scale * tail / d_tail, 0.0)
     tail_scored = np.where(keep_tail, scale * tail * (-cap * s[..., 0]) / d_tail, 0.0)
     if window is None:
         return {"weight": weight.sum(-1) + tail_weight, "scored": scored.sum(-1) + tail_scored}
     inside = (k >= window[0]) & (k <= window[1])
+    outside = ~inside
+
+    def masked_sum(values: FloatArray, mask: NDArray[np.bool_]) -> FloatArray:
+        return np.multiply(values, mask, out=spare).sum(-1)
+
     return {
-        "weight_in": (weight * inside).sum(-1),
-        "scored_in": (scored * inside).sum(-1),
-        "weight_out": (weight * ~inside).sum(-1) + tail_weight,
-        "scored_out": (scored * ~inside).sum(-1) + tail_scored,
+        "weight_in": masked_sum(weight, inside),
+        "scored_in": masked_sum(scored, inside),
+        "weight_out": masked_sum(weight, outside) + tail_weight,
+        "scored_out": masked_sum(scored, outside) + tail_scored,
     }
 
 
 def expected_update(theta: FloatArray, config: Config, variants: Sequence[Variant]) -> FloatArray:
     """E[g] [R, P + 2], the ascent direction (minus the expected loss gradient) of each run's variant."""
-    check_exact_supported(variants)
+    return _expected_update(theta, config, ExactPlan.of(variants, config))
+
+
+def _expected_update(theta: FloatArray, config: Config, plan: ExactPlan) -> FloatArray:
     psi, phi_right, phi_wrong = split(theta)
     p_right, p_wrong = expit(psi), expit(-psi)
-    right = _branch_sums(phi_right, config, variants, (config.min_length, config.cap))
-    wrong = _branch_sums(phi_wrong, config, variants, None)
-    window = survival(config.min_length - 1, phi_right) * stop_within(
-        config.cap - config.min_length + 1, phi_right
-    )
+    low, high = plan.reward.window(config)
+    right = _branch_sums(phi_right, config, plan, (low, high))
+    wrong = _branch_sums(phi_wrong, config, plan, None)
+    window = survival(low - 1, phi_right) * stop_within(high - low + 1, phi_right)
     success = p_right * window[..., None]
     abar_correct, abar_incorrect = np.empty(success.shape), np.empty(success.shape)
-    # Runs that share an advantage mode and epsilon are computed together: the same elementwise
-    # arithmetic, one call instead of one per run.
-    for rows in rows_by([(v.advantage, v.eps) for v in variants]).values():
+    for advantage, rows in plan.advantages.items():
         abar_correct[rows], abar_incorrect[rows] = _mean_advantage(
-            success[rows], config.group_size, variants[rows[0]], config.std_eps
+            success[rows], config.group_size, advantage, std_eps_of(advantage, config)
         )
     prompts = psi.shape[-1]
     # Right approach: correct iff in the window; the approach score is 1 - sigma(psi) there, and
@@ -186,3 +229,27 @@ def expected_update(theta: FloatArray, config: Config, variants: Sequence[Varian
     ).mean(axis=-1)
     grad[..., -1] = (p_wrong * abar_incorrect * wrong["scored"][..., None]).mean(axis=-1)
     return grad
+
+
+def simulate_mean_field(
+    config: Config,
+    runs: Sequence[tuple[Variant, int]],
+    on_step: Callable[[int, FloatArray], None] | None = None,
+) -> Trajectory:
+    """The mean-field trajectories: Adam driven by the exact expected update E[g] instead of a
+    sampled one, every run at once, without noise (the sampled-batch columns are NaN, the clip
+    fraction 0; one update per step). Each run starts where its sampled twin does (the seed's
+    initial prompt logits). `on_step(step, theta)` as in `toyrl.train.simulate`."""
+    plan = ExactPlan.of([variant for variant, _ in runs], config)
+    theta = np.stack([initial_theta(config, run_streams(seed)[0]) for _, seed in runs])
+    adam = Adam(theta, config)
+    recorder = Recorder(config, runs, sampled=False)
+    for step in range(config.steps + 1):
+        if on_step is not None:
+            on_step(step, theta)
+        recorder.policy(step, theta)
+        grad = -_expected_update(theta, config, plan)
+        recorder.record(step, grad)
+        if step < config.steps:
+            adam.step(theta, grad, slice(None))
+    return recorder.trajectory()

@@ -128,15 +128,15 @@ def token_statistics(ratio: Tensor, kl: Tensor, mask: Tensor, clip_eps: float) -
     }
 
 
-def grpo_reference_advantages(rewards: Tensor, group_size: int, eps: float = 1e-6) -> Tensor:
-    """GRPO's advantages [B G]: group mean removed, divided by the group's sample std plus eps.
+def grpo_reference_advantages(rewards: Tensor, group_size: int, std_eps: float = 1e-6) -> Tensor:
+    """GRPO's advantages [B G]: group mean removed, divided by the group's sample std plus std_eps.
 
     The sample std (Bessel-corrected, torch's default, as TRL, verl and oat use) is sqrt(G/(G-1))
     times the population std of the article's worked example and of the toy simulator.
     """
     grouped = _grouped(rewards, group_size)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
-    return (centred / (grouped.std(dim=1, keepdim=True) + eps)).reshape(-1)
+    return (centred / (grouped.std(dim=1, keepdim=True) + std_eps)).reshape(-1)
 
 
 def drgrpo_advantages(rewards: Tensor, group_size: int) -> Tensor:

@@ -1,326 +1,235 @@
-"""Loss variants as data: how advantages are computed and how token losses are aggregated.
+"""A loss variant is data: one stage of each kind (`toyrl.stages`), with one canonical spec.
 
 Article, "The two biases" and "The Dr. GRPO objective". At ratio 1 (the first, on-policy update of
 a batch, clipping inactive) every variant's loss gradient is
 
     grad = -(1 / n) sum_i w_i sum_t grad log pi(o_i,t),    w_i = A_i / D_i,
 
-a per-token weight w_i shared by the tokens of response i. The advantage A_i and the aggregation
-(D_i, n) are the two switches; N = B G responses, |o_i| the token count of response i (approach
-token included, L + 1), L_norm a constant (by default the cap).
+a per-token weight w_i shared by the tokens of response i: the advantage stage gives A_i, the
+normaliser (the aggregation) D_i and n. The selector, the PPO objective, the KL term and the
+schedule (epochs) act beyond that first update (`toyrl.train`).
 
-| advantage          | A_i                                                                   |
-| ------------------ | --------------------------------------------------------------------- |
-| `group_std`        | (r_i - group mean) / (group population std + eps)  (article, toy)      |
-| `group_std_sample` | (r_i - group mean) / (group sample std + eps)  (TRL, verl, oat)        |
-| `batch_std`        | (r_i - group mean) / (sample std of all the batch's rewards + eps)     |
-| `none`             | r_i - group mean  (Dr. GRPO)                                          |
-| `rloo`             | r_i - mean of the group's other G - 1 rewards  (RLOO)                 |
-| `batch_whiten`     | a_i = r_i - group mean, then (a_i - mean(a)) / (sample std(a) + eps) over the batch |
+A variant's identity is its spec (`Variant.spec`): a flat mapping from keys to values, in one
+canonical order, with what is at its default left out (the advantage and the aggregation always
+shown). It reads and writes as text, `advantage=rloo,aggregation=token_mean,num_iterations=2`
+(`spec_text`, `parse_spec`), and as JSON (`to_json`, `from_json`). Keys:
 
-| aggregation               | D_i                   | n | trainer name                              |
-| ------------------------- | --------------------- | - | ----------------------------------------- |
-| `seq_mean_token_mean`     | abs(o_i)              | N | GRPO; verl `seq-mean-token-mean`          |
-| `token_mean`              | sum_j abs(o_j), batch | 1 | DAPO, BNPO; verl `token-mean`             |
-| `seq_mean_token_sum`      | 1                     | N | verl `seq-mean-token-sum`                 |
-| `seq_mean_token_sum_norm` | L_norm                | N | Dr. GRPO; TRL `dr_grpo`, oat `drgrpo`     |
-| `token_sum_norm`          | L_norm                | 1 | verl `seq-mean-token-sum-norm` (sum / L)  |
-| `token_sum`               | 1                     | 1 | plain sum                                 |
+- `advantage`, `aggregation` (the normaliser), `selector`, `objective`, `kl`, `schedule`,
+  `reward`: a registered stage of that kind, by name; `mask_truncated=True` is `selector=stopped`;
+- any parameter of a chosen stage, by its field name: `std_eps` (the advantage's std epsilon;
+  `eps`, its name in toyrl 0.2, is read as std_eps),
+  `epsilon`, `epsilon_high` (the clip ranges), `beta` (KL), `num_iterations` (epochs).
 
-A variant also carries its PPO settings (`num_iterations` updates per batch, clip range
-`epsilon`/`epsilon_high`, k3 KL coefficient `beta` to the initial policy, `mask_truncated`), which
-`toyrl.train` applies. The four article variants are named combinations; the trainer presets are in
-`toyrl.presets`; any combination can be spelled `key=value,...` (see `parse_variant`).
+Equal specs are equal variants whatever their order or spacing: a variant spelled as a spec is
+named by its canonical text. Named variants (the article's four, the trainers' presets) are in
+`toyrl.variants`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
+import json
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from toyrl.config import InvalidInput
+from toyrl.policy import FloatArray
+from toyrl.stages import REGISTRY, parameters, stage_name, weights
 
-FloatArray = NDArray[np.float64]
+# Spec key of each stage kind ("aggregation" is the normaliser's, the trainers' word for it).
+KIND_KEYS = {
+    "advantage": "advantage",
+    "aggregation": "normaliser",
+    "selector": "selector",
+    "objective": "objective",
+    "kl": "kl",
+    "schedule": "schedule",
+    "reward": "reward",
+}
+DEFAULTS = {
+    "reward": "window",
+    "selector": "all",
+    "advantage": "none",
+    "normaliser": "seq_mean_token_sum_norm",
+    "objective": "ppo_clip",
+    "kl": "k3",
+    "schedule": "epochs",
+}
+# The canonical order of parameters: by the kind of stage that has them (toyrl 0.2's order).
+PARAMETER_ORDER = ("schedule", "objective", "kl", "selector", "advantage", "normaliser", "reward")
 
-ADVANTAGES = ("group_std", "group_std_sample", "batch_std", "none", "rloo", "batch_whiten")
-AGGREGATIONS = (
-    "seq_mean_token_mean",
-    "token_mean",
-    "seq_mean_token_sum",
-    "seq_mean_token_sum_norm",
-    "token_sum_norm",
-    "token_sum",
-)
 
-
-MAX_ITERATIONS = 64  # updates per sampled batch; trainers use 1 to a few (TRL's mu, verl's ppo_epochs)
+def _stage(kind: str, name: str) -> Any:
+    return REGISTRY[kind][name]
 
 
 @dataclass(frozen=True)
 class Variant:
-    """A loss variant: the two switches, PPO settings, and what it stands for."""
+    """A loss variant: one stage of each kind, a name, and what it stands for (neither is identity)."""
 
     name: str
-    advantage: str = "none"
-    aggregation: str = "seq_mean_token_sum_norm"
-    num_iterations: int = 1  # optimiser updates per sampled batch (PPO epochs, TRL's mu)
-    epsilon: float = 0.2  # lower clip range: ratios below 1 - epsilon are clipped
-    epsilon_high: float | None = None  # upper clip range (None: epsilon); DAPO's clip-higher
-    beta: float = 0.0  # coefficient of the k3 KL estimate to the initial policy
-    mask_truncated: bool = False  # drop truncated responses from the loss
-    eps: float | None = None  # std epsilon; None: the configuration's std_eps
+    advantage: Any = field(default_factory=lambda: _stage("advantage", DEFAULTS["advantage"]))
+    normaliser: Any = field(default_factory=lambda: _stage("normaliser", DEFAULTS["normaliser"]))
+    selector: Any = field(default_factory=lambda: _stage("selector", DEFAULTS["selector"]))
+    objective: Any = field(default_factory=lambda: _stage("objective", DEFAULTS["objective"]))
+    kl: Any = field(default_factory=lambda: _stage("kl", DEFAULTS["kl"]))
+    schedule: Any = field(default_factory=lambda: _stage("schedule", DEFAULTS["schedule"]))
+    reward: Any = field(default_factory=lambda: _stage("reward", DEFAULTS["reward"]))
     summary: str = ""
+    stands_for: str = ""  # the trainer setting a preset stands for
 
     def __post_init__(self) -> None:
-        if self.advantage not in ADVANTAGES:
-            raise InvalidInput(f"advantage must be one of {', '.join(ADVANTAGES)} (got {self.advantage!r})")
-        if self.aggregation not in AGGREGATIONS:
-            raise InvalidInput(
-                f"aggregation must be one of {', '.join(AGGREGATIONS)} (got {self.aggregation!r})"
-            )
-        if (
-            isinstance(self.num_iterations, bool)
-            or not isinstance(self.num_iterations, int)
-            or not 1 <= self.num_iterations <= MAX_ITERATIONS
-        ):
-            raise InvalidInput(
-                f"num_iterations must be an integer in 1..{MAX_ITERATIONS} (got {self.num_iterations!r})"
-            )
-        for name in ("epsilon", "epsilon_high"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and 0 < value < 10):
-                raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
-        if not (isinstance(self.beta, int | float) and 0 <= self.beta < 1e6):
-            raise InvalidInput(f"beta must be a number >= 0 (got {self.beta!r})")
-        if self.eps is not None and not (isinstance(self.eps, int | float) and 0 <= self.eps < 1):
-            raise InvalidInput(f"eps must be a number in [0, 1) (got {self.eps!r})")
+        for kind in DEFAULTS:
+            stage_name(kind, self.stage(kind))  # ValueError unless a registered kind of stage
+
+    def stage(self, kind: str) -> Any:
+        return getattr(self, kind)
 
     @property
-    def clip_high(self) -> float:
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+    def num_iterations(self) -> int:
+        return int(getattr(self.schedule, "num_iterations", 1))
 
-    def describe(self) -> str:
-        """The variant's settings as a `key=value,...` spec (defaults left out)."""
-        defaults = Variant("default")
-        parts = [
-            f"{field.name}={getattr(self, field.name)}"
-            for field in dataclasses.fields(self)
-            if (
-                field.name not in ("name", "summary")
-                and getattr(self, field.name) != getattr(defaults, field.name)
-            )
-            or field.name in ("advantage", "aggregation")
-        ]
-        return ",".join(parts)
+    def names(self) -> dict[str, str]:
+        """The registered name of each stage, by kind."""
+        return {kind: stage_name(kind, self.stage(kind)) for kind in DEFAULTS}
 
+    def spec(self) -> dict[str, Any]:
+        """The canonical spec: stage names, then parameters, each only if not at its default
+        (the advantage and the aggregation always)."""
+        names = self.names()
+        out: dict[str, Any] = {"advantage": names["advantage"], "aggregation": names["normaliser"]}
+        for key, kind in KIND_KEYS.items():
+            if key not in out and names[kind] != DEFAULTS[kind] and kind != "selector":
+                out[key] = names[kind]
+        for kind in PARAMETER_ORDER:
+            if kind == "selector" and names["selector"] != DEFAULTS["selector"]:
+                if names["selector"] == "stopped":
+                    out["mask_truncated"] = True
+                else:
+                    out["selector"] = names["selector"]
+            default = parameters(REGISTRY[kind][names[kind]])
+            for key, value in parameters(self.stage(kind)).items():
+                if value != default[key]:
+                    out[key] = value
+        return out
 
-ARTICLE_VARIANTS: dict[str, Variant] = {
-    v.name: v
-    for v in (
-        Variant(
-            "grpo",
-            "group_std",
-            "seq_mean_token_mean",
-            summary="GRPO: std-scaled advantage, per-response mean",
-        ),
-        Variant(
-            "std_only", "group_std", "seq_mean_token_sum_norm", summary="std division only, constant L_norm"
-        ),
-        Variant(
-            "length_only",
-            "none",
-            "seq_mean_token_mean",
-            summary="length mean only: centred, per-response mean",
-        ),
-        Variant(
-            "dr_grpo",
-            "none",
-            "seq_mean_token_sum_norm",
-            summary="Dr. GRPO: centred advantage, constant L_norm",
-        ),
-    )
-}
-VARIANTS = ARTICLE_VARIANTS  # the four of the article; toyrl.presets adds the trainers'
+    def spec_text(self) -> str:
+        """The spec as `key=value,...` text; `parse_spec` reads it back to an equal variant."""
+        return ",".join(f"{key}={value}" for key, value in self.spec().items())
 
+    def to_json(self) -> str:
+        """The variant as JSON: its name, spec, summary and what it stands for (`from_json`)."""
+        fields = {
+            "name": self.name,
+            "spec": self.spec(),
+            "summary": self.summary,
+            "stands_for": self.stands_for,
+        }
+        return json.dumps(fields)
 
-def advantages(rewards: ArrayLike, mode: str, eps: float) -> FloatArray:
-    """Advantages [..., B, G] (or [..., G] for group-level modes) of rewards of the same shape.
-
-    Batch-level modes (`batch_std`, `batch_whiten`) reduce over the last two axes (the batch).
-    A zero-variance group or batch gets zero advantage, even at eps = 0.
-    """
-    r = np.asarray(rewards, dtype=np.float64)
-    group = r.shape[-1]
-    centred = r - np.add.reduce(r, axis=-1, keepdims=True) / group  # numpy's mean, without its wrapper
-    if mode == "none":
-        return centred
-    if mode == "rloo":
-        return r - (r.sum(axis=-1, keepdims=True) - r) / (group - 1)
-    if mode in ("group_std", "group_std_sample"):
-        # numpy's std, spelled out from the centred rewards (same operations, same bits, less overhead)
-        squares = np.add.reduce(centred * centred, axis=-1, keepdims=True)
-        scale = np.sqrt(squares / (group - 1 if mode == "group_std_sample" else group)) + eps
-    elif mode == "batch_std":
-        scale = r.std(axis=(-2, -1), keepdims=True, ddof=1) + eps
-    elif mode == "batch_whiten":
-        centred = centred - centred.mean(axis=(-2, -1), keepdims=True)
-        scale = centred.std(axis=(-2, -1), keepdims=True, ddof=1) + eps
-    else:
-        raise InvalidInput(f"advantage must be one of {', '.join(ADVANTAGES)} (got {mode!r})")
-    if eps > 0:  # every scale is positive
-        return centred / scale
-    return np.divide(
-        centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0
-    )
-
-
-def rows_by(keys: Sequence[Hashable]) -> dict[Any, NDArray[np.intp]]:
-    """The row indices of each distinct key (a run's mode, say), in order of first appearance: runs
-    that share a mode are computed together."""
-    rows: dict[Any, list[int]] = {}
-    for i, key in enumerate(keys):
-        rows.setdefault(key, []).append(i)
-    return {key: np.array(index) for key, index in rows.items()}
-
-
-SUMMED_AGGREGATIONS = ("token_sum_norm", "token_sum")  # n = 1: summed over responses, not averaged
-
-
-def response_denominator(aggregation: str, token_count: FloatArray, length_norm: float) -> FloatArray:
-    """D of a per-response aggregation (all but `token_mean`): the token count, L_norm, or 1."""
-    if aggregation == "seq_mean_token_mean":
-        return token_count
-    if aggregation in ("seq_mean_token_sum_norm", "token_sum_norm"):
-        return np.full(token_count.shape, length_norm)
-    return np.ones(token_count.shape)
-
-
-def token_denominators(
-    aggregation: str, token_count: FloatArray, included: NDArray[np.bool_], length_norm: float
-) -> tuple[FloatArray, float]:
-    """(D [..., B, G], n) of an aggregation; `included` marks responses that count (not masked out)."""
-    responses = token_count.shape[-2] * token_count.shape[-1]
-    if aggregation == "token_mean":
-        total = np.where(included, token_count, 0).sum(axis=(-2, -1), keepdims=True)
-        return np.broadcast_to(total, token_count.shape), 1.0
-    n = 1.0 if aggregation in SUMMED_AGGREGATIONS else responses
-    return response_denominator(aggregation, token_count, length_norm), n
-
-
-class Weights(NamedTuple):
-    """A batch's per-token weights under one variant: w = A / D where included, else 0, and n."""
-
-    advantage: FloatArray
-    denominator: FloatArray
-    n: FloatArray | float  # one per run where runs are stacked
-    included: NDArray[np.bool_]
-
-    @property
-    def weight(self) -> FloatArray:
-        if self.included.all():  # every denominator is then positive (token counts are >= 1)
-            return self.advantage / self.denominator
-        ratio = np.divide(
-            self.advantage, self.denominator, out=np.zeros(self.advantage.shape), where=self.denominator > 0
+    @classmethod
+    def from_json(cls, text: str) -> Variant:
+        data = json.loads(text)
+        return from_spec(
+            data["name"], data["spec"], summary=data.get("summary", ""), stands_for=data.get("stands_for", "")
         )
-        return np.where(self.included, ratio, 0.0)
 
 
-def token_weights(
-    variant: Variant,
-    rewards: ArrayLike,
-    token_count: ArrayLike,
-    stopped: ArrayLike,
-    eps: float,
-    length_norm: float,
-) -> Weights:
-    """The per-token weights [..., B, G] of one variant (see the module docstring).
-
-    Masked-out responses (truncated ones, with `mask_truncated`) get weight 0 and do not count in
-    `token_mean`'s token total.
-    """
-    rewards = np.asarray(rewards, dtype=np.float64)
-    tokens = np.asarray(token_count, dtype=np.float64)
-    included = ~(variant.mask_truncated & ~np.asarray(stopped, dtype=bool))
-    included = np.broadcast_to(included, rewards.shape)
-    advantage = advantages(rewards, variant.advantage, eps if variant.eps is None else variant.eps)
-    denominator, n = token_denominators(variant.aggregation, tokens, included, length_norm)
-    return Weights(advantage, denominator, n, included)
-
-
-def variant_weights(
-    variant: Variant, rewards: ArrayLike, token_count: ArrayLike, eps: float, length_norm: float
-) -> FloatArray:
-    """Per-token weights of one group (or batch) of stopped responses: A_i / D_i (without 1/n)."""
-    rewards = np.asarray(rewards, dtype=np.float64)
-    tokens = np.broadcast_to(np.asarray(token_count, dtype=np.float64), rewards.shape)
-    batch_rewards, batch_tokens = np.atleast_2d(rewards), np.atleast_2d(tokens)
-    weights = token_weights(variant, batch_rewards, batch_tokens, True, eps, length_norm)
-    return weights.weight.reshape(rewards.shape)
+def from_spec(name: str, spec: dict[str, Any], summary: str = "", stands_for: str = "") -> Variant:
+    """A variant from a flat spec (see the module docstring); InvalidInput naming a bad key or value."""
+    chosen = dict(DEFAULTS)
+    values = dict(spec)
+    if "mask_truncated" in values:
+        masked = values.pop("mask_truncated")
+        if not isinstance(masked, bool):
+            raise InvalidInput(f"mask_truncated must be true or false (got {masked!r})")
+        chosen["selector"] = "stopped" if masked else "all"
+    for key, kind in KIND_KEYS.items():
+        if key in values:
+            stage = values.pop(key)
+            if stage not in REGISTRY[kind]:
+                raise InvalidInput(f"{key} must be one of {', '.join(REGISTRY[kind])} (got {stage!r})")
+            chosen[kind] = stage
+    stages = {kind: REGISTRY[kind][stage] for kind, stage in chosen.items()}
+    changes: dict[str, dict[str, Any]] = {kind: {} for kind in stages}
+    for key, value in values.items():
+        owners = [kind for kind, stage in stages.items() if key in parameters(stage)]
+        if not owners:
+            raise InvalidInput(f"unknown variant key {key!r}; valid: {', '.join(spec_keys(stages))}")
+        changes[owners[0]][key] = value
+    built = {
+        kind: replace(stage, **changes[kind]) if changes[kind] else stage for kind, stage in stages.items()
+    }
+    return Variant(name, summary=summary, stands_for=stands_for, **built)
 
 
-def leave_one_out_advantages(rewards: ArrayLike) -> FloatArray:
-    """RLOO's advantages [..., G]: r_i minus the mean of the other G - 1 rewards of its group.
-
-    Tutorial, section 4.1: r_i - mean(r) = ((G - 1) / G) (r_i - mean_{j != i} r_j), so the group
-    mean scales the expected gradient by (G - 1) / G; leaving r_i out of its own baseline removes it.
-    """
-    return advantages(rewards, "rloo", 0.0)
-
-
-SPEC_KEYS = (
-    "advantage",
-    "aggregation",
-    "num_iterations",
-    "epsilon",
-    "epsilon_high",
-    "beta",
-    "mask_truncated",
-    "eps",
-)
+def spec_keys(stages: dict[str, Any] | None = None) -> list[str]:
+    """The keys a spec may use: the kinds, the mask_truncated alias, and the chosen (by default,
+    every registered) stages' parameters."""
+    if stages is None:
+        every = [stage for registered in REGISTRY.values() for stage in registered.values()]
+    else:
+        every = list(stages.values())
+    keys = [*KIND_KEYS, "mask_truncated"]
+    for stage in every:
+        keys += [key for key in parameters(stage) if key not in keys]
+    return keys
 
 
-def parse_variant(text: str, known: dict[str, Variant]) -> Variant:
-    """A variant by name, or spelled `key=value,...` over SPEC_KEYS (others at their defaults).
+def parse_spec(text: str) -> Variant:
+    """A variant spelled `key=value,...` (spaces allowed), named by its canonical spec text.
 
     e.g. `advantage=rloo,aggregation=token_mean,num_iterations=2,epsilon_high=0.28`.
     """
-    if text in known:
-        return known[text]
-    if "=" not in text:
-        close = difflib.get_close_matches(text, list(known), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise InvalidInput(
-            f"unknown variant {text!r}{hint}; valid: {', '.join(ARTICLE_VARIANTS)}, all, a trainer preset "
-            f"('toyrl variants' lists them), or a spec key=value,... over {', '.join(SPEC_KEYS)}"
-        )
-    values: dict[str, object] = {}
+    raw: dict[str, str] = {}
     for part in text.split(","):
-        key, _, raw = part.partition("=")
-        key, raw = key.strip(), raw.strip()
-        if key not in SPEC_KEYS:
-            raise InvalidInput(f"variant spec {text!r}: unknown key {key!r}; valid: {', '.join(SPEC_KEYS)}")
-        if key in ("advantage", "aggregation"):
-            values[key] = raw
-        elif key == "num_iterations":
-            values[key] = _number(text, key, raw, int)
-        elif key == "mask_truncated":
-            if raw.lower() not in ("true", "false", "1", "0"):
-                raise InvalidInput(
-                    f"variant spec {text!r}: mask_truncated must be true or false (got {raw!r})"
-                )
-            values[key] = raw.lower() in ("true", "1")
-        else:
-            values[key] = None if raw.lower() == "none" else _number(text, key, raw, float)
-    return Variant(name=text, **values)  # type: ignore[arg-type]
+        key, sign, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sign or not key:
+            raise InvalidInput(f"variant spec {text!r}: {part.strip()!r} is not key=value")
+        key = "std_eps" if key == "eps" else key  # toyrl 0.2's name, still read
+        if key in raw:
+            raise InvalidInput(f"variant spec {text!r}: {key!r} is given twice")
+        raw[key] = value
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        values[key] = value if key in KIND_KEYS else _typed(text, key, value, raw)
+    variant = from_spec("", values)
+    return replace(variant, name=variant.spec_text())
 
 
-def _number(text: str, key: str, raw: str, kind: type) -> object:
+def _chosen(spec: dict[str, str]) -> str:
+    """The stage names a spec chooses (defaults included), as `key=name` text for messages."""
+    return ", ".join(f"{key}={spec.get(key, DEFAULTS[kind])}" for key, kind in KIND_KEYS.items())
+
+
+def _typed(text: str, key: str, raw: str, spec: dict[str, str]) -> Any:
+    """A parameter's value from text, typed as the registered stage's default is."""
+    if key == "mask_truncated":
+        kind_default: Any = False
+    else:
+        kinds = {kind: spec.get(spec_key, DEFAULTS[kind]) for spec_key, kind in KIND_KEYS.items()}
+        defaults = [
+            parameters(REGISTRY[kind][name])[key]
+            for kind, name in kinds.items()
+            if name in REGISTRY[kind] and key in parameters(REGISTRY[kind][name])
+        ]
+        if not defaults:
+            chosen = {kind: REGISTRY[kind][name] for kind, name in kinds.items() if name in REGISTRY[kind]}
+            where = "" if key not in spec_keys() else f" (not a parameter of {_chosen(spec)})"
+            valid = ", ".join(spec_keys(chosen))
+            raise InvalidInput(f"variant spec {text!r}: unknown key {key!r}{where}; valid here: {valid}")
+        kind_default = defaults[0]
+    if isinstance(kind_default, bool):
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise InvalidInput(f"variant spec {text!r}: {key} must be true or false (got {raw!r})")
+        return raw.lower() in ("true", "1")
+    if kind_default is None and raw.lower() == "none":
+        return None
+    kind = int if isinstance(kind_default, int) else float
     try:
         value = kind(raw)
     except ValueError:
@@ -330,14 +239,31 @@ def _number(text: str, key: str, raw: str, kind: type) -> object:
     return value
 
 
-def parse_variants(names: Sequence[str], known: dict[str, Variant] | None = None) -> list[Variant]:
-    """Variants by name or spec, without repeats; 'all' stands for the four article variants."""
-    known = ARTICLE_VARIANTS if known is None else known
-    chosen: dict[str, Variant] = {}
-    for text in names:
-        if text == "all":
-            chosen |= ARTICLE_VARIANTS
-        else:
-            variant = parse_variant(text, known)
-            chosen[variant.name] = variant
-    return list(chosen.values())
+def advantages(rewards: ArrayLike, mode: str, std_eps: float) -> FloatArray:
+    """Advantages [..., B, G] of rewards of that shape under the advantage stage named `mode`."""
+    if mode not in REGISTRY["advantage"]:
+        raise InvalidInput(f"advantage must be one of {', '.join(REGISTRY['advantage'])} (got {mode!r})")
+    return np.asarray(REGISTRY["advantage"][mode].advantages(np.asarray(rewards, dtype=np.float64), std_eps))
+
+
+def variant_weights(
+    variant: Variant, rewards: ArrayLike, token_count: ArrayLike, std_eps: float, length_norm: float
+) -> FloatArray:
+    """Per-token weights A_i / D_i (without 1/n) of one group (or batch) of responses in the loss."""
+    r = np.asarray(rewards, dtype=np.float64)
+    tokens = np.broadcast_to(np.asarray(token_count, dtype=np.float64), r.shape)
+    batch_rewards, batch_tokens = np.atleast_2d(r), np.atleast_2d(tokens)
+    own = getattr(variant.advantage, "std_eps", None)
+    advantage = variant.advantage.advantages(batch_rewards, std_eps if own is None else own)
+    included = np.ones(batch_rewards.shape, dtype=bool)
+    denominator, _ = variant.normaliser.denominators(batch_tokens, included, length_norm)
+    return weights(advantage, denominator, included).reshape(r.shape)
+
+
+def rows_by(keys: Sequence[Hashable]) -> dict[Any, NDArray[np.intp]]:
+    """The row indices of each distinct key (a run's stage, say), in order of first appearance: runs
+    that share a stage are computed together."""
+    rows: dict[Any, list[int]] = {}
+    for i, key in enumerate(keys):
+        rows.setdefault(key, []).append(i)
+    return {key: np.array(index) for key, index in rows.items()}

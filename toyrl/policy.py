@@ -24,20 +24,41 @@ when s is far below machine epsilon; and every closed form holds its limit at an
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit, log_expit, logsumexp
 
 FloatArray = NDArray[np.float64]
+IndexArray = NDArray[np.intp]
 
 TINY = np.finfo(np.float64).tiny  # smallest normal float: a softplus below it is subnormal or 0
 # Below this p_incorrect, E[L | incorrect] is taken from log-space weights (`_length_incorrect_tail`);
 # at or above it, a weight that underflowed moves the direct ratio by less than cap TINY / 1e-200.
 P_INCORRECT_DIRECT = 1e-200
-# Above this logit x, response_scores takes 1 - sigma(x) as sigma(-x) (see there).
+# Above this logit x, a token score 1 - sigma(x) is taken as sigma(-x) (see TokenTable).
 SCORE_EXACT_ABOVE = 12.0
+
+
+def expit(x: FloatArray) -> FloatArray:
+    """sigma(x) = 1 / (1 + e^-x), as scipy.special.expit computes it (the same bits where numpy's
+    exp is the C library's); numpy alone, so that importing the core does not import scipy."""
+    with np.errstate(over="ignore"):  # e^-x = inf: sigma = 0, the right limit
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def log_expit(x: FloatArray) -> FloatArray:
+    """log sigma(x) = -softplus(-x), without overflow: x - log1p(e^x) for x < 0, else -log1p(e^-x)
+    (scipy.special.log_expit's two branches, which numpy's logaddexp takes in the same way)."""
+    return -np.logaddexp(0.0, -x)
+
+
+def logit(p: FloatArray) -> FloatArray:
+    """log(p / (1 - p)), the inverse of `expit` (for p in (0, 1)). scipy.special.logit takes another
+    formula for p in (0.3, 0.65), where initial stop logits may differ from toyrl 0.2's in the last bit."""
+    p = np.asarray(p, dtype=np.float64)
+    return np.log(p / (1 - p))
 
 
 def split(theta: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -116,6 +137,8 @@ def truncated_mean(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
 
 def _log_mean_expit(logits: FloatArray) -> FloatArray:
     """log(mean_j sigma(logit_j)) over the last axis, finite for every finite logit."""
+    from scipy.special import logsumexp  # only on this rare path: the core imports no scipy
+
     return logsumexp(log_expit(logits), axis=-1) - np.log(logits.shape[-1])
 
 
@@ -206,22 +229,35 @@ def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, Flo
     }
 
 
+def token_count(length: NDArray[np.int64] | FloatArray, approach_tokens: int = 1) -> FloatArray:
+    """Tokens of a response of L ramble tokens: L and `approach_tokens` more (1: the approach token,
+    so every generated token; 0: ramble tokens only). The |o_i| of GRPO's per-response mean and of
+    token means, by `Config.approach_tokens` (see `toyrl.config`)."""
+    return np.asarray(length + approach_tokens, dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class Batch:
-    """A sampled batch; every array has shape [R, B, G] (runs, prompts, group members)."""
+    """A sampled batch: the prompts chosen [R, B] and, for every response, [R, B, G] (runs, prompts,
+    group members), its approach, its ramble length L and whether it stopped."""
 
+    prompt_index: IndexArray
     right: NDArray[np.bool_]
     length: NDArray[np.int64]
     stopped: NDArray[np.bool_]
 
-    def rewards(self, min_length: int) -> FloatArray:
-        """Verifiable reward: 1 iff right approach, stopped and at least min_length tokens."""
-        return (self.right & self.stopped & (self.length >= min_length)).astype(np.float64)
+    def token_count(self, approach_tokens: int = 1) -> FloatArray:
+        """Tokens of each response [R, B, G] (`token_count`)."""
+        return token_count(self.length, approach_tokens)
+
+    def rows(self, rows: IndexArray | slice) -> Batch:
+        """The batch of some runs only (a view for a slice)."""
+        return Batch(self.prompt_index[rows], self.right[rows], self.length[rows], self.stopped[rows])
 
 
 def sample_batch(
     theta: FloatArray,
-    prompt_index: NDArray[np.intp],
+    prompt_index: IndexArray,
     approach_uniform: FloatArray,
     length_exponential: FloatArray,
     cap: int,
@@ -243,50 +279,130 @@ def sample_batch(
     # rate = 0 (phi below about -745) never stops: E / 0 = inf, and 0 / 0 = NaN, which fmin drops.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         rambled = np.fmin(np.floor(length_exponential / rate) + 1, cap + 1)
-    return Batch(right=right, length=np.minimum(rambled, cap).astype(np.int64), stopped=rambled <= cap)
+    return Batch(prompt_index, right, np.minimum(rambled, cap).astype(np.int64), rambled <= cap)
 
 
-def response_scores(
-    theta: FloatArray, prompt_index: NDArray[np.intp], batch: Batch
-) -> tuple[FloatArray, FloatArray]:
-    """Per-response sums of the exact per-token score functions, each [R, B, G].
+@dataclass(frozen=True, eq=False)
+class TokenTable:
+    """Every token's log-probability and score, one per run and logit: arrays [R, P + 2].
 
-    approach token: d/dpsi_j log pi = 1[right] - sigma(psi_j);
-    ramble tokens, on the branch's own phi: each non-stop token -sigma(phi), the stop token
-    1 - sigma(phi); summed over the L tokens of a response: 1[stopped] - L sigma(phi).
-    Returns (score_approach, score_stop); score_stop belongs to phi_right where batch.right, else
-    to phi_wrong.
+    A response has at most three kinds of token, each the outcome of one logit x of theta: the
+    approach token is the *positive* outcome of psi_j when right, the *negative* one when wrong; a
+    ramble token is on its branch's phi, positive for the stop token, negative for the others. A
+    token's log-probability is log sigma(x) (positive) or log sigma(-x) (negative); its score
+    d log pi / dx is 1 - sigma(x) or -sigma(x). So one table per policy, O(R (P + 2))
+    transcendentals, gives every ratio and score of a batch by gathering (`at_prompts`, `at_branch`).
 
-    1 - sigma(x) cancels to 0 once sigma(x) rounds to 1 (x above about 37): for a logit above
-    `SCORE_EXACT_ABOVE`, the right approach's score and a one-token stopped ramble's are taken as
-    sigma(-x) instead, exact at any x (below it, the difference form's relative error, a few
-    2^-53 e^x, stays under 1e-10, and its bits are kept).
+    1 - sigma(x) cancels to 0 once sigma(x) rounds to 1 (x above about 37): above
+    `SCORE_EXACT_ABOVE` the positive score is taken as sigma(-x), exact at any x (below, the
+    difference form's relative error, a few 2^-53 e^x, stays under 1e-10, and its bits are kept).
     """
-    psi, phi_right, phi_wrong = split(theta)
-    psi_batch = prompt_logits(psi, prompt_index)
-    stop_prob = np.where(batch.right, expit(phi_right)[:, None, None], expit(phi_wrong)[:, None, None])
-    score_approach = batch.right - expit(psi_batch)[..., None]
-    score_stop = batch.stopped - batch.length * stop_prob
-    if (theta > SCORE_EXACT_ABOVE).any():  # rare; per run and prompt, not per response, as above
-        exact_approach = batch.right & (psi_batch > SCORE_EXACT_ABOVE)[..., None]
-        score_approach = np.where(exact_approach, expit(-psi_batch)[..., None], score_approach)
-        stop_logit = np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None])
-        one_token = batch.stopped & (batch.length == 1) & (stop_logit > SCORE_EXACT_ABOVE)
-        continue_prob = np.where(
-            batch.right, expit(-phi_right)[:, None, None], expit(-phi_wrong)[:, None, None]
-        )
-        score_stop = np.where(one_token, continue_prob, score_stop)
-    return score_approach, score_stop
+
+    theta: FloatArray
+    probability: FloatArray
+    extreme: bool  # some logit is above SCORE_EXACT_ABOVE
+
+    @classmethod
+    def of(cls, theta: FloatArray) -> TokenTable:
+        extreme = bool((theta > SCORE_EXACT_ABOVE).any())
+        return cls(theta.copy(), expit(theta), extreme)  # a copy: theta may move on in place
+
+    # The rest is taken when first asked for: an on-policy update needs sigma alone.
+    @functools.cached_property
+    def positive_score(self) -> FloatArray:
+        """1 - sigma(x) of each logit [R, P + 2], the score of its positive outcome."""
+        if self.extreme:
+            return np.where(self.theta > SCORE_EXACT_ABOVE, expit(-self.theta), 1 - self.probability)
+        return 1 - self.probability
+
+    @functools.cached_property
+    def log_positive(self) -> FloatArray:
+        """log sigma(x) of each logit [R, P + 2]."""
+        return log_expit(self.theta)
+
+    @functools.cached_property
+    def log_negative(self) -> FloatArray:
+        """log sigma(-x) of each logit [R, P + 2]."""
+        return log_expit(-self.theta)
+
+    def rows(self, rows: IndexArray | slice) -> TokenTable:
+        """The table of some runs only (log-probabilities, elementwise, are the same bits either way)."""
+        table = TokenTable(self.theta[rows], self.probability[rows], self.extreme)
+        for name in ("positive_score", "log_positive", "log_negative"):
+            if name in self.__dict__:
+                table.__dict__[name] = self.__dict__[name][rows]
+        return table
+
+    @staticmethod
+    def at_prompts(values: FloatArray, batch: Batch) -> FloatArray:
+        """A per-logit quantity at each response's prompt psi_j, [R, B, 1]."""
+        return prompt_logits(values[:, :-2], batch.prompt_index)[..., None]
+
+    @staticmethod
+    def at_branch(values: FloatArray, batch: Batch) -> FloatArray:
+        """A per-logit quantity on each response's branch (phi_right if right, else phi_wrong), [R, B, G]."""
+        return np.where(batch.right, values[:, -2, None, None], values[:, -1, None, None])
+
+    def approach_score(self, batch: Batch) -> FloatArray:
+        """d log pi / d psi_j of each approach token [R, B, G]: 1[right] - sigma(psi_j)."""
+        score = batch.right - self.at_prompts(self.probability, batch)
+        if self.extreme:
+            score = np.where(batch.right, self.at_prompts(self.positive_score, batch), score)
+        return score
+
+    def stop_probability(self, batch: Batch) -> FloatArray:
+        """s = sigma(phi) on each response's branch [R, B, G]: minus a non-stop token's score."""
+        return self.at_branch(self.probability, batch)
+
+    def stop_score(self, batch: Batch) -> FloatArray:
+        """d log pi / d phi of each response's stop token [R, B, G]: 1 - s."""
+        return self.at_branch(self.positive_score, batch)
+
+    def ramble_score(self, batch: Batch) -> FloatArray:
+        """d log pi / d phi summed over each response's L ramble tokens [R, B, G]: 1[stopped] - L s
+        (L - 1[stopped] non-stop tokens at -s, the stop token at 1 - s): O(1) per response."""
+        score = batch.stopped - batch.length * self.stop_probability(batch)
+        if self.extreme:  # a stopped one-token ramble is its stop token alone
+            score = np.where(batch.stopped & (batch.length == 1), self.stop_score(batch), score)
+        return score
 
 
-def log_likelihood(theta: FloatArray, prompt_index: NDArray[np.intp], batch: Batch) -> FloatArray:
-    """log pi(response) [R, B, G]: approach token, L - 1[stopped] non-stop tokens, the stop token."""
-    psi, phi_right, phi_wrong = split(theta)
-    psi_batch = prompt_logits(psi, prompt_index)[..., None]
-    stop_logit = np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None])
-    approach = np.where(batch.right, log_expit(psi_batch), log_expit(-psi_batch))
-    return (
-        approach
-        + (batch.length - batch.stopped) * log_expit(-stop_logit)
-        + batch.stopped * log_expit(stop_logit)
-    )
+@dataclass(frozen=True)
+class Coefficients:
+    """d objective / d log pi of a batch's tokens, [R, B, G] each: the one input of `policy_gradient`.
+
+    `approach` is the approach token's; `non_stop` the sum over a response's non-stop ramble tokens,
+    `stop` its stop token's. `non_stop` None means every token of a response has the coefficient
+    `approach` (an on-policy update), so the ramble's scores are summed in closed form. `n` [R], if
+    given, divides the gradient after the sum (the aggregation's 1/n, left out of the coefficients).
+    """
+
+    approach: FloatArray
+    non_stop: FloatArray | None = None
+    stop: FloatArray | None = None
+    n: FloatArray | None = None
+
+
+def policy_gradient(coefficients: Coefficients, batch: Batch, table: TokenTable) -> FloatArray:
+    """The loss gradient [R, P + 2]: -sum over the batch's tokens of c d log pi(token) / d theta.
+
+    `table` is the policy at which the gradient is taken. Each response costs O(1): its approach
+    token moves its prompt's psi_j, its ramble tokens the phi of its branch, each kind of token
+    with one coefficient and one score. Prompts are distinct within a run, so psi's gradient is
+    one assignment per chosen prompt.
+    """
+    c = coefficients
+    if c.non_stop is None:
+        ramble = c.approach * table.ramble_score(batch)
+    else:
+        assert c.stop is not None
+        ramble = c.non_stop * -table.stop_probability(batch) + c.stop * table.stop_score(batch)
+    prompt_grad = -(c.approach * table.approach_score(batch)).sum(axis=-1)
+    phi_right = -np.where(batch.right, ramble, 0.0).sum(axis=(1, 2))
+    phi_wrong = -np.where(batch.right, 0.0, ramble).sum(axis=(1, 2))
+    if c.n is not None:
+        prompt_grad, phi_right, phi_wrong = prompt_grad / c.n[:, None], phi_right / c.n, phi_wrong / c.n
+    grad = np.zeros((len(prompt_grad), table.probability.shape[-1]))
+    grad[np.arange(len(grad))[:, None], batch.prompt_index] = prompt_grad
+    grad[:, -2], grad[:, -1] = phi_right, phi_wrong
+    return grad

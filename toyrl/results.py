@@ -9,7 +9,6 @@ pair; results regenerated on another machine are compared with saved ones by one
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import hashlib
 import importlib.metadata
@@ -30,10 +29,10 @@ import pandas as pd
 
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import Variant, parse_variant
+from toyrl.objective import Variant, from_spec
 from toyrl.policy import FloatArray
-from toyrl.presets import ALL_VARIANTS, stands_for
 from toyrl.train import EXACT_COLUMNS
+from toyrl.variants import parse_variant
 
 COLUMN_DOCS = {
     "variant": "loss variant (toyrl.objective.VARIANTS)",
@@ -144,18 +143,22 @@ def claim(path: Path, what: str) -> Iterator[None]:
 
 
 def metadata(
-    config: Config, variants: Sequence[Variant], seeds: Sequence[int], command: str, exact: bool = False
+    config: Config, variants: Sequence[Variant], seeds: Sequence[int], command: str, mean_field: bool = False
 ) -> dict[str, Any]:
-    """Everything needed to remake a results file: version, configuration, variants, seeds, and
-    whether the runs are mean-field (`exact`) ones."""
+    """Everything needed to remake a results file: version, configuration, variants (each by its
+    canonical spec), seeds, and whether the runs are mean-field ones."""
     return {
         "toyrl_version": __version__,
         "command": command,
-        "exact": exact,
+        "mean_field": mean_field,
         "config": config.to_dict(),
         "length_norm_used": config.length_norm_value,
         "variants": {
-            variant.name: {**dataclasses.asdict(variant), "stands_for": stands_for(variant.name)}
+            variant.name: {
+                "spec": variant.spec(),
+                "summary": variant.summary,
+                "stands_for": variant.stands_for,
+            }
             for variant in variants
         },
         "seeds": [int(seed) for seed in seeds],
@@ -400,10 +403,10 @@ def _variants_through_exp(names: Sequence[str]) -> list[str]:
     chosen = []
     for name in names:
         try:
-            variant = parse_variant(str(name), ALL_VARIANTS)
+            variant = parse_variant(str(name))
         except InvalidInput:
             continue
-        if variant.num_iterations > 1 or variant.beta > 0:
+        if variant.num_iterations > 1 or variant.kl.beta > 0:
             chosen.append(str(name))
     return chosen
 
@@ -421,7 +424,7 @@ def _results_on_disk_if_equal(path: Path, frame: pd.DataFrame, meta: dict[str, A
         saved, _ = load_results(path)
     except InvalidInput:
         return None
-    return saved if compare_results(saved, frame, mean_field=bool(meta.get("exact"))).same else None
+    return saved if compare_results(saved, frame, mean_field=bool(meta.get("mean_field"))).same else None
 
 
 def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> tuple[pd.DataFrame, bool]:
@@ -465,7 +468,47 @@ def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
             return False
     except (InvalidInput, KeyError, TypeError):
         return False
-    return all(existing.get(k) == json.loads(json.dumps(meta.get(k))) for k in ("variants", "seeds", "exact"))
+    if _recorded_specs(existing.get("variants")) != _recorded_specs(meta.get("variants")):
+        return False
+    mean_field = existing.get("mean_field", existing.get("exact"))  # toyrl 0.2 called it "exact"
+    return mean_field == meta.get("mean_field") and existing.get("seeds") == meta.get("seeds")
+
+
+def _recorded_specs(variants: Any) -> dict[str, Any] | None:
+    """Each variant's canonical spec as a sidecar records it, by name (toyrl 0.2 recorded its
+    Variant's fields, read here into the same spec); None if an entry cannot be read."""
+    if not isinstance(variants, dict):
+        return None
+    specs: dict[str, Any] = {}
+    for name, entry in variants.items():
+        if not isinstance(entry, dict):
+            return None
+        if "spec" in entry:
+            specs[name] = json.loads(json.dumps(entry["spec"]))
+            continue
+        old = {key: entry[key] for key in _OLD_VARIANT_FIELDS if entry.get(key) is not None}
+        if "eps" in old:  # 0.2's name of std_eps, which it also kept where no std is taken
+            eps = old.pop("eps")
+            if old.get("advantage") not in ("none", "rloo"):
+                old["std_eps"] = eps
+        try:
+            specs[name] = from_spec(str(name), old).spec()
+        except (InvalidInput, TypeError, ValueError):
+            return None
+    return specs
+
+
+# A toyrl 0.2 sidecar's variant fields that are spec keys (the others are at their defaults there).
+_OLD_VARIANT_FIELDS = (
+    "advantage",
+    "aggregation",
+    "num_iterations",
+    "epsilon",
+    "epsilon_high",
+    "beta",
+    "mask_truncated",
+    "eps",
+)
 
 
 def _read_json(path: Path) -> Any:

@@ -43,18 +43,18 @@ from joblib import Parallel, delayed
 
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
-from toyrl.objective import Variant
-from toyrl.results import check_writable, claim, write_atomic
-from toyrl.train import (
-    COLUMNS,
+from toyrl.experiment import (
     MAX_ROWS,
     check_n_jobs,
     die_with_parent,
     runs_per_chunk,
-    simulate,
     simulate_in_worker,
+    simulate_runs,
     worker_count,
 )
+from toyrl.objective import Variant
+from toyrl.results import check_writable, claim, write_atomic
+from toyrl.train import COLUMNS
 
 if TYPE_CHECKING:
     from dask.distributed import Client
@@ -121,7 +121,7 @@ def points(grid: dict[str, list[Any]], base: Config) -> list[Point]:
 
 def run_id(variant: Variant, point: Point, seed: int) -> str:
     """A file name for one run, stable across sessions: a digest of what defines it."""
-    key = json.dumps([variant.name, variant.describe(), point.config.to_dict(), seed], sort_keys=True)
+    key = json.dumps([variant.name, variant.spec_text(), point.config.to_dict(), seed], sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
@@ -153,7 +153,7 @@ def run_sweep(
     _check_folder(folder)
     manifest = {
         "toyrl_version": __version__,
-        "variants": {v.name: v.describe() for v in variants},
+        "variants": {v.name: v.spec_text() for v in variants},
         "grid": grid,
         "seeds": [int(s) for s in seeds],
         "base_config": base.to_dict(),
@@ -324,7 +324,7 @@ def _running(
         with _dask_client(scheduler, workers) as client:
             yield _on_dask(client, todo, scheduler)
     elif workers == 1:
-        yield ((i, simulate(point.config, runs)) for i, (point, runs) in enumerate(todo))
+        yield ((i, simulate_runs(point.config, runs)) for i, (point, runs) in enumerate(todo))
     else:
         with contextlib.closing(_on_loky(todo, workers)) as finishing:  # a failure stops the workers at once
             yield finishing

@@ -1,46 +1,52 @@
-"""Training loop: Adam driven by the exact score-function update, many runs advancing together.
+"""The training loop: one step of many runs, top to bottom, and the loop that records it.
 
 Article, "Toy run": each step samples B distinct prompts and G responses to each, scores them, and
-takes one on-policy update (ratio 1, so PPO's clipping is inactive) with Adam.
+takes the variant's updates with Adam (one on-policy update for the article's variants).
+`train_step` reads like cleanrl's loop: sample -> reward -> select -> advantage (once per sampled
+batch) -> for each update of the schedule: normaliser -> objective -> gradient -> Adam. Every
+stage is the variant's own (`toyrl.stages`); runs sharing a stage are computed together.
 
-Every run (variant, seed) owns four random streams spawned from `SeedSequence(seed)`: initial
-prompt logits, prompt choice, approach choice and ramble length. A run's numbers therefore depend on
-its seed alone, not on which runs share its array or its worker; and the variants of one seed start
-from the same prompt logits and draw the same noise (common random numbers), so their differences are
-the objective's, not the luck of the draw.
+Randomness (the noise contract): every run (variant, seed) owns the streams of `STREAMS`, the
+children of `SeedSequence(seed)` in that order. A run's numbers depend on its seed alone, not on
+which runs share its array or its worker; the variants of one seed start from the same prompt
+logits and draw the same noise (common random numbers), so their differences are the objective's.
+A new sampler takes a new child (`SeedSequence.spawn` returns the first children unchanged when
+more are spawned), so adding one changes no existing number.
 
 Row `step` = t of the results describes the policy theta_t: its exact metrics, a batch sampled from
-it, and the gradient that batch gives. theta_{t+1} = Adam(theta_t, that gradient) for t < steps; the
-final row's batch and gradient are evaluated but not applied.
+it, and the gradient that batch gives. theta_{t+1} follows from theta_t by the step's updates for
+t < steps; the final row's batch and gradient are evaluated but not applied. `simulate` returns
+arrays; the results table is built at the edge (`toyrl.experiment`). The mean-field algorithm is
+its own function, `toyrl.expected.simulate_mean_field`.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
-from joblib import Parallel, delayed, effective_n_jobs, parallel_config
 from numpy.typing import NDArray
-from scipy.special import expit, log_expit, logit
 
-from toyrl.config import Config, ConfigError, InvalidInput
-from toyrl.expected import check_exact_supported, expected_update
-from toyrl.objective import Variant, Weights, advantages, parse_variant, rows_by, token_denominators
-from toyrl.policy import Batch, FloatArray, exact_metrics, prompt_logits, response_scores, sample_batch
-from toyrl.presets import ALL_VARIANTS
+from toyrl.config import Config
+from toyrl.objective import Variant, rows_by
+from toyrl.policy import (
+    Batch,
+    Coefficients,
+    FloatArray,
+    IndexArray,
+    TokenTable,
+    exact_metrics,
+    logit,
+    policy_gradient,
+    sample_batch,
+)
+from toyrl.stages import Update, std_eps_of, weights
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn at most this many steps at a time ...
 VALUES_PER_BLOCK = 2**22  # ... and at most about this many values per array (32 MB), to bound memory
-RUNS_PER_CHUNK = 256  # runs simulated together as one array, at most ...
-VALUES_PER_CHUNK = 2**16  # ... and so many sampled responses (or exact-sum terms) per step
-MAX_ROWS = 20_000_000  # rows of one results table (about 4 GB in memory): beyond, refuse up front
-MAX_UPDATES = 100_000_000  # optimiser updates of one run (steps x num_iterations): beyond, refuse
+STREAMS = ("init", "prompts", "approach", "length")  # SeedSequence(seed)'s children, in this order
 
 EXACT_COLUMNS = [
     "accuracy",
@@ -53,159 +59,120 @@ EXACT_COLUMNS = [
     "stop_prob_right",
     "stop_prob_wrong",
 ]
-BATCH_COLUMNS = [
+SAMPLED_COLUMNS = [  # statistics of the sampled batch: NaN for mean-field runs, which draw none
     "batch_accuracy",
     "batch_length_mean",
     "batch_length_correct",
     "batch_length_incorrect",
     "zero_variance_fraction",
-    "grad_norm",
-    "clip_fraction",
 ]
+BATCH_COLUMNS = [*SAMPLED_COLUMNS, "grad_norm", "clip_fraction"]
 COLUMNS = ["variant", "seed", "step", *EXACT_COLUMNS, *BATCH_COLUMNS]
+
+Rows = IndexArray | slice
 
 
 def initial_theta(config: Config, rng: np.random.Generator) -> FloatArray:
     """theta_0 [P + 2]: psi_j ~ Normal(prompt_logit_mean, prompt_logit_std), phi at the set stops."""
     psi = config.prompt_logit_mean + config.prompt_logit_std * rng.standard_normal(config.prompts)
-    phi = logit([config.stop_prob_right, config.stop_prob_wrong])
+    phi = logit(np.array([config.stop_prob_right, config.stop_prob_wrong]))
     return np.concatenate([psi, phi])
+
+
+def _groups(keys: list[Any]) -> tuple[tuple[Any, Rows], ...]:
+    """Runs grouped by key; one group spanning every run is a slice (no copies on the common path)."""
+    return tuple(
+        (key, slice(None) if len(rows) == len(keys) else rows) for key, rows in rows_by(keys).items()
+    )
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Every run's variant and its settings as arrays [R], grouped for vectorised weights."""
+    """Every run's variant, its runs grouped by stage, and per-run settings as arrays [R]."""
 
     variants: tuple[Variant, ...]
-    advantage_groups: tuple[tuple[tuple[str, float | None], NDArray[np.intp] | slice], ...]
-    aggregation_groups: tuple[tuple[str, NDArray[np.intp] | slice], ...]
-    mask_truncated: NDArray[np.bool_]
+    rewards_by: tuple[tuple[Any, Rows], ...]
+    selectors_by: tuple[tuple[Any, Rows], ...]
+    advantages_by: tuple[tuple[Any, Rows], ...]
+    normalisers_by: tuple[tuple[Any, Rows], ...]
+    objectives_by: tuple[tuple[Any, Rows], ...]  # by objective class, whose runs' parameters ...
+    objective_parameters: dict[Any, dict[str, FloatArray]]  # ... are arrays [R] (`stack`)
     iterations: NDArray[np.int64]
-    clip_low: FloatArray
-    clip_high: FloatArray
     beta: FloatArray
 
     @classmethod
     def of(cls, variants: Sequence[Variant]) -> Plan:
-        def groups(keys: list[Any]) -> tuple[tuple[Any, NDArray[np.intp] | slice], ...]:
-            # One group spanning every run is a slice: no copies on the common single-variant path.
-            return tuple(
-                (key, slice(None) if len(index) == len(keys) else index)
-                for key, index in rows_by(keys).items()
-            )
-
+        objectives = [v.objective for v in variants]
+        objectives_by = _groups([type(o) for o in objectives])
         return cls(
             variants=tuple(variants),
-            advantage_groups=groups([(v.advantage, v.eps) for v in variants]),
-            aggregation_groups=groups([v.aggregation for v in variants]),
-            mask_truncated=np.array([v.mask_truncated for v in variants]),
+            rewards_by=_groups([v.reward for v in variants]),
+            selectors_by=_groups([v.selector for v in variants]),
+            advantages_by=_groups([v.advantage for v in variants]),
+            normalisers_by=_groups([v.normaliser for v in variants]),
+            objectives_by=objectives_by,
+            objective_parameters={kind: kind.stack(objectives) for kind, _ in objectives_by},
             iterations=np.array([v.num_iterations for v in variants]),
-            clip_low=np.array([v.epsilon for v in variants]),
-            clip_high=np.array([v.clip_high for v in variants]),
-            beta=np.array([v.beta for v in variants]),
+            beta=np.array([float(v.kl.beta) for v in variants]),
         )
 
-    def weights(self, batch: Batch, rewards: FloatArray, config: Config) -> Weights:
-        """Every run's per-token weights [R, B, G] under its own variant, and n [R]
-        (`toyrl.objective.token_weights`, a group of runs sharing a mode at a time)."""
-        tokens = (batch.length + config.approach_tokens).astype(np.float64)
-        included = ~(self.mask_truncated[:, None, None] & ~batch.stopped)
-        advantage, denominator = np.empty(rewards.shape), np.empty(rewards.shape)
-        n = np.empty(len(self.variants))
-        # Each mode is computed on the whole batch and kept for its own runs: on these small arrays
-        # that is cheaper than gathering and scattering each group's rows.
-        for (mode, eps), rows in self.advantage_groups:
-            advantage[rows] = advantages(rewards, mode, config.std_eps if eps is None else eps)[rows]
-        for aggregation, rows in self.aggregation_groups:
-            whole, count = token_denominators(aggregation, tokens, included, config.length_norm_value)
-            denominator[rows], n[rows] = whole[rows], count
-        return Weights(advantage, denominator, n, included)
+    # Each stage is computed on the whole batch and kept for its own runs: on these small arrays
+    # that is cheaper than gathering and scattering each group's rows, and a row's numbers do not
+    # depend on the other rows.
+
+    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+        return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
+
+    def included(self, batch: Batch) -> NDArray[np.bool_]:
+        return _per_run(self.selectors_by, lambda stage: stage.included(batch), batch.right.shape, bool)
+
+    def advantages(self, rewards: FloatArray, config: Config) -> FloatArray:
+        def advantage(stage: Any) -> FloatArray:
+            return stage.advantages(rewards, std_eps_of(stage, config))
+
+        return _per_run(self.advantages_by, advantage, rewards.shape)
+
+    def denominators(
+        self, batch: Batch, included: NDArray[np.bool_], config: Config
+    ) -> tuple[FloatArray, FloatArray]:
+        """(D [R, B, G], n [R]) of every run's normaliser."""
+        tokens = batch.token_count(config.approach_tokens)
+        parts = {
+            stage: stage.denominators(tokens, included, config.length_norm_value)
+            for stage, _ in self.normalisers_by
+        }
+        denominator = _per_run(self.normalisers_by, lambda stage: parts[stage][0], tokens.shape)
+        n = _per_run(self.normalisers_by, lambda stage: np.full(len(tokens), parts[stage][1]), (len(tokens),))
+        return denominator, n
 
 
-def loss_gradient(
-    theta: FloatArray, prompt_index: NDArray[np.intp], batch: Batch, weight: FloatArray, n: FloatArray
-) -> FloatArray:
-    """Gradient [R, P + 2] of every run's loss -(1/n) sum_i w_i log pi(o_i) at ratio 1 (on-policy).
-
-    w_i = A_i / D_i is the variant's per-token weight (`toyrl.objective`); the token scores of a
-    response are summed in closed form (`toyrl.policy.response_scores`), so each response costs O(1).
-    """
-    score_approach, score_stop = response_scores(theta, prompt_index, batch)
-    weighted_stop = weight * score_stop
-    grad = np.zeros_like(theta)
-    prompt_grad = -(weight * score_approach).sum(axis=-1) / n[:, None]
-    grad[np.arange(len(grad))[:, None], prompt_index] = prompt_grad
-    grad[:, -2] = -np.where(batch.right, weighted_stop, 0.0).sum(axis=(1, 2)) / n
-    grad[:, -1] = -np.where(batch.right, 0.0, weighted_stop).sum(axis=(1, 2)) / n
-    return grad
+def _any(rows: Rows) -> bool:
+    return isinstance(rows, slice) or len(rows) > 0
 
 
-def clipped_gradient(
-    theta: FloatArray,
-    theta_old: FloatArray,
-    theta_ref: FloatArray,
-    prompt_index: NDArray[np.intp],
-    batch: Batch,
-    weights: Weights,
-    plan: Plan,
-) -> tuple[FloatArray, FloatArray]:
-    """(loss gradient [R, P + 2], clip fraction [R]) of PPO's clipped objective minus beta k3.
+def _per_run(
+    groups: tuple[tuple[Any, Rows], ...],
+    compute: Callable[[Any], Any],
+    shape: tuple[int, ...],
+    dtype: Any = float,
+) -> Any:
+    """Each group's stage computed on the whole batch and kept for the group's runs; one group's
+    result as it is (a row's numbers do not depend on the other rows either way)."""
+    if len(groups) == 1:
+        return compute(groups[0][0])
+    out = np.empty(shape, dtype)
+    for stage, rows in groups:
+        out[rows] = compute(stage)[rows]
+    return out
 
-    Per token: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A) - beta k3(ref, theta),
-    aggregated with the variant's 1/(D n). A response has three kinds of token (approach, non-stop,
-    stop), and all tokens of a kind share one ratio rho = pi_theta / pi_old, so clipping and the KL
-    term stay closed-form: the objective's gradient on a token is (A u rho + beta (pi_ref/pi - 1))
-    grad log pi, u = 0 where the clip is active (rho > 1 + epsilon_high with A > 0, rho < 1 - epsilon
-    with A < 0). The clip fraction is over the included tokens, as TRL counts it.
-    """
-    psi = prompt_logits(theta[:, :-2], prompt_index)[..., None]
-    phi_right, phi_wrong = theta[:, -2], theta[:, -1]
-    grad = np.zeros_like(theta)
-    advantage = weights.advantage
-    scale = (
-        np.where(
-            weights.included,
-            np.divide(1.0, weights.denominator, out=np.zeros(advantage.shape), where=weights.denominator > 0),
-            0.0,
-        )
-        / np.asarray(weights.n)[:, None, None]
-    )
-    non_stop = (batch.length - batch.stopped).astype(np.float64)
-    counts = {
-        "approach": np.ones(advantage.shape),
-        "non_stop": non_stop,
-        "stop": batch.stopped.astype(np.float64),
-    }
 
-    def token_log_prob(point: FloatArray, kind: str) -> FloatArray:
-        p = prompt_logits(point[:, :-2], prompt_index)[..., None]
-        phi = np.where(batch.right, point[:, -2, None, None], point[:, -1, None, None])
-        if kind == "approach":
-            return np.where(batch.right, log_expit(p), log_expit(-p))
-        return log_expit(phi) if kind == "stop" else log_expit(-phi)
-
-    low, high = plan.clip_low[:, None, None], plan.clip_high[:, None, None]
-    beta = plan.beta[:, None, None]
-    stop_prob = expit(np.where(batch.right, phi_right[:, None, None], phi_wrong[:, None, None]))
-    scores = {"approach": batch.right - expit(psi), "non_stop": -stop_prob, "stop": 1 - stop_prob}
-    clipped_tokens = np.zeros(advantage.shape)
-    coefficient = {}
-    for kind in counts:
-        log_prob = token_log_prob(theta, kind)
-        ratio = np.exp(log_prob - token_log_prob(theta_old, kind))
-        clipped = ((advantage > 0) & (ratio > 1 + high)) | ((advantage < 0) & (ratio < 1 - low))
-        kl_term = beta * (np.exp(token_log_prob(theta_ref, kind) - log_prob) - 1)
-        coefficient[kind] = scale * (np.where(clipped, 0.0, advantage * ratio) + kl_term) * counts[kind]
-        clipped_tokens += np.where(weights.included & clipped, counts[kind], 0.0)
-    prompt_grad = -(coefficient["approach"] * scores["approach"]).sum(axis=-1)
-    grad[np.arange(len(grad))[:, None], prompt_index] = prompt_grad
-    stop_grad = coefficient["non_stop"] * scores["non_stop"] + coefficient["stop"] * scores["stop"]
-    grad[:, -2] = -np.where(batch.right, stop_grad, 0.0).sum(axis=(1, 2))
-    grad[:, -1] = -np.where(batch.right, 0.0, stop_grad).sum(axis=(1, 2))
-    tokens = np.where(weights.included, batch.length + 1.0, 0.0).sum(axis=(1, 2))
-    return grad, np.divide(
-        clipped_tokens.sum(axis=(1, 2)), tokens, out=np.zeros(len(tokens)), where=tokens > 0
-    )
+def _within(rows: Rows, group: Rows) -> Rows:
+    """The runs in both `rows` and `group` (index arrays or slices of every run)."""
+    if isinstance(group, slice):
+        return rows
+    if isinstance(rows, slice):
+        return group
+    return np.intersect1d(rows, group)
 
 
 class Adam:
@@ -232,13 +199,12 @@ class Adam:
         second = np.array([1 - b2 ** int(t) for t in unique])[inverse]
         return first[:, None], second[:, None]
 
-    def step(self, theta: FloatArray, grad: FloatArray, active: NDArray[np.bool_]) -> None:
-        """One step on the `active` runs' theta, in place."""
+    def step(self, theta: FloatArray, grad: FloatArray, rows: Rows) -> None:
+        """One step of the runs `rows` of theta, in place; grad [rows, P + 2] is theirs."""
         c = self.config
-        rows: NDArray[np.intp] | slice = slice(None) if active.all() else np.flatnonzero(active)
         self.count[rows] += 1
-        m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad[rows]
-        v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad[rows] ** 2
+        m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad
+        v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad**2
         self.moment1[rows], self.moment2[rows] = m, v
         correction1, correction2 = self._corrections(self.count[rows])
         theta[rows] -= c.lr * (m / correction1) / (np.sqrt(v / correction2) + c.adam_eps)
@@ -272,8 +238,8 @@ def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) 
 
 
 def run_streams(seed: int) -> list[np.random.Generator]:
-    """The run's four independent streams: init, prompt choice, approach, ramble length."""
-    return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(4)]
+    """The run's independent streams, named by `STREAMS`: the first children of SeedSequence(seed)."""
+    return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(len(STREAMS))]
 
 
 def noise_block_steps(config: Config, n_runs: int) -> int:
@@ -310,219 +276,203 @@ def step_noise(
             yield prompt_index[offset], approach[offset], exponential[offset]
 
 
+class Step(NamedTuple):
+    """What one step leaves to the recorder, for every run: the batch, its rewards, the gradient of
+    the first update [R, P + 2] and the fraction of tokens clipped, averaged over the updates [R]."""
+
+    batch: Batch
+    rewards: FloatArray
+    grad: FloatArray
+    clip_fraction: FloatArray
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """What every update on one sampled batch shares: the batch, its advantages, which responses are
+    in the loss, their scale 1/(D n) (0 where not in the loss), the tokens of each kind [3, R, B, G]
+    (approach, non-stop, stop), the tokens in the loss per run [R], and the token tables of the
+    sampling policy (`old`, the ratios' reference) and of the KL's reference policy (`ref`)."""
+
+    batch: Batch
+    advantage: FloatArray
+    included: NDArray[np.bool_]
+    scale: FloatArray
+    counts: FloatArray
+    tokens: FloatArray
+    old: TokenTable
+    ref: TokenTable | None
+
+    @classmethod
+    def of(
+        cls,
+        batch: Batch,
+        advantage: FloatArray,
+        included: NDArray[np.bool_],
+        denominator: FloatArray,
+        n: FloatArray,
+        old: TokenTable,
+        ref: TokenTable | None,
+    ) -> Epoch:
+        inverse = np.divide(1.0, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
+        scale = np.where(included, inverse, 0.0) / n[:, None, None]
+        kinds = [np.ones(batch.length.shape), batch.length - batch.stopped, batch.stopped]
+        counts = np.stack(kinds).astype(np.float64)
+        tokens = np.where(included, batch.token_count(1), 0.0).sum(axis=(1, 2))
+        for table in (old, ref):  # taken now, once, so that every update's rows share them
+            if table is not None:
+                table.log_positive, table.log_negative  # noqa: B018
+        return cls(batch, advantage, included, scale, counts, tokens, old, ref)
+
+    def gradient(
+        self, objective: Any, rows: Rows, table: TokenTable, plan: Plan
+    ) -> tuple[FloatArray, FloatArray]:
+        """(loss gradient [r, P + 2], fraction of tokens clipped [r]) of the runs `rows`, which share
+        the objective class `objective`, at the policy whose token table (of those rows) is `table`."""
+        batch = self.batch.rows(rows)
+        old, beta = self.old.rows(rows), plan.beta[rows]
+        kl = bool((beta > 0).any())
+        kl_positive = kl_negative = None
+        if kl:
+            assert self.ref is not None
+            ref = self.ref.rows(rows)
+            with np.errstate(over="ignore"):
+                kl_positive = np.exp(ref.log_positive - table.log_positive) - 1
+                kl_negative = np.exp(ref.log_negative - table.log_negative) - 1
+        update = Update(
+            batch,
+            self.advantage[rows],
+            self.included[rows],
+            self.scale[rows],
+            self.counts[:, rows],
+            np.exp(table.log_positive - old.log_positive),
+            np.exp(table.log_negative - old.log_negative),
+            kl_positive,
+            kl_negative,
+        )
+        parameters = {key: values[rows] for key, values in plan.objective_parameters[objective].items()}
+        coefficients, clipped = objective.coefficients(update, parameters, beta if kl else None)
+        tokens = self.tokens[rows]
+        fraction = np.divide(clipped, tokens, out=np.zeros(len(clipped)), where=tokens > 0)
+        return policy_gradient(coefficients, batch, table), fraction
+
+
+def train_step(
+    theta: FloatArray,
+    adam: Adam,
+    noise: tuple[IndexArray, FloatArray, FloatArray],
+    plan: Plan,
+    config: Config,
+    theta_ref: FloatArray,
+    apply: bool = True,
+) -> Step:
+    """One step of every run, in place on theta [R, P + 2] (unless not `apply`: the last row's batch
+    and gradient are evaluated, not applied). `noise` is the step's (prompt_index, approach uniforms,
+    length exponentials); `theta_ref` the KL term's reference policy (the initial one)."""
+    batch = sample_batch(theta, *noise, config.cap)
+    rewards = plan.rewards(batch, config)
+    included = plan.included(batch)
+    advantage = plan.advantages(rewards, config)  # once per sampled batch
+    denominator, n = plan.denominators(batch, included, config)
+    old = TokenTable.of(theta)
+    clip_sum = np.zeros(len(theta))
+
+    # The first update is on-policy: ratio 1, so every token of a response has weight w = A / D and
+    # the ramble's scores sum in closed form; with a KL term, the general form at ratio 1.
+    grad = policy_gradient(Coefficients(weights(advantage, denominator, included), n=n), batch, old)
+    kl_runs = plan.beta > 0
+    if kl_runs.any() or (apply and (plan.iterations > 1).any()):
+        ref = TokenTable.of(theta_ref) if kl_runs.any() else None
+        epoch = Epoch.of(batch, advantage, included, denominator, n, old, ref)
+    if kl_runs.any():
+        for objective, group in plan.objectives_by:
+            rows = _within(slice(None) if kl_runs.all() else np.flatnonzero(kl_runs), group)
+            if _any(rows):
+                grad[rows], _ = epoch.gradient(objective, rows, old.rows(rows), plan)
+    if not apply:
+        return Step(batch, rewards, grad, clip_sum)
+    adam.step(theta, grad, slice(None))
+    for iteration in range(2, int(plan.iterations.max()) + 1):  # later epochs: ratios move from 1
+        active = plan.iterations >= iteration
+        for objective, group in plan.objectives_by:
+            rows = _within(slice(None) if active.all() else np.flatnonzero(active), group)
+            if not _any(rows):  # no run of this objective takes this many epochs
+                continue
+            later_grad, clip_fraction = epoch.gradient(objective, rows, TokenTable.of(theta[rows]), plan)
+            clip_sum[rows] += clip_fraction
+            adam.step(theta, later_grad, rows)
+    return Step(batch, rewards, grad, clip_sum / plan.iterations)
+
+
+class Trajectory(NamedTuple):
+    """Every run's recorded metrics: `columns[name]` [R, steps + 1] for each of EXACT_COLUMNS and
+    BATCH_COLUMNS, run r being (names[r], seeds[r])."""
+
+    names: list[str]
+    seeds: list[int]
+    columns: dict[str, FloatArray]
+
+
+class Recorder:
+    """Records every step's policy, gradient and batch, and turns them into metrics a block of steps
+    at a time: exact metrics depend on theta alone, batch statistics on the batch and gradient
+    alone, so both are evaluated for many steps in one call."""
+
+    def __init__(self, config: Config, runs: Sequence[tuple[Variant, int]], sampled: bool) -> None:
+        n_runs, self.steps, self.config, self.sampled = len(runs), config.steps, config, sampled
+        self.names, self.seeds = [v.name for v, _ in runs], [seed for _, seed in runs]
+        self.block = noise_block_steps(config, n_runs)
+        theta_shape = (n_runs, config.prompts + 2)
+        self.states, self.grads = np.empty((self.block, *theta_shape)), np.empty((self.block, *theta_shape))
+        shape = (self.block, n_runs, config.batch_prompts, config.group_size)
+        self.lengths, self.rewards = np.zeros(shape), np.zeros(shape)
+        self.clip_fractions = np.zeros((self.block, n_runs))
+        self.columns = {name: np.empty((n_runs, self.steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
+
+    def policy(self, step: int, theta: FloatArray) -> None:
+        """Keep theta_t, the policy of row `step` (before the step changes it)."""
+        self.states[step % self.block] = theta
+
+    def record(self, step: int, grad: FloatArray, sampled: Step | None = None) -> None:
+        """The step's gradient (of its first update) and, for a sampled step, its batch."""
+        slot = step % self.block
+        self.grads[slot] = grad
+        if sampled is not None:
+            self.lengths[slot], self.rewards[slot] = sampled.batch.length, sampled.rewards
+            self.clip_fractions[slot] = sampled.clip_fraction
+        if slot == self.block - 1 or step == self.steps:
+            first, used = step - slot, slot + 1
+            metrics = exact_metrics(self.states[:used], self.config.cap, self.config.min_length)
+            metrics |= batch_statistics(self.lengths[:used], self.rewards[:used], self.grads[:used])
+            metrics["clip_fraction"] = self.clip_fractions[:used]
+            if not self.sampled:
+                metrics |= {name: np.full((used, len(self.names)), np.nan) for name in SAMPLED_COLUMNS}
+            for name, values in metrics.items():
+                self.columns[name][:, first : step + 1] = values.T
+
+    def trajectory(self) -> Trajectory:
+        return Trajectory(self.names, self.seeds, self.columns)
+
+
 def simulate(
     config: Config,
     runs: Sequence[tuple[Variant, int]],
-    exact: bool = False,
     on_step: Callable[[int, FloatArray], None] | None = None,
-) -> pd.DataFrame:
-    """Train every (variant, seed) of `runs` together; a tidy frame of `COLUMNS`, (steps + 1) rows a run.
+) -> Trajectory:
+    """Train every (variant, seed) of `runs` together, `train_step` after `train_step`.
 
-    Each step samples a batch from theta_t and takes the variant's `num_iterations` Adam updates on
-    it: the first on-policy (ratio 1), the later ones on PPO's clipped objective with exact ratios.
-    With `exact`, Adam is driven by the exact expected update E[g] (`toyrl.expected`) instead: the
-    mean-field trajectory, without noise (batch columns are NaN; one update per step).
     `on_step(step, theta)` is called with every policy state theta_t [R, P + 2] (do not modify it).
     """
-    n_runs, steps = len(runs), config.steps
     plan = Plan.of([variant for variant, _ in runs])
-    if exact:
-        check_exact_supported(plan.variants)
     streams = [run_streams(seed) for _, seed in runs]
     theta = np.stack([initial_theta(config, init) for init, *_ in streams])
     theta_ref = theta.copy()  # the KL term's reference: the initial policy
     adam = Adam(theta, config)
-    record = {name: np.empty((n_runs, steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
-    noise = None if exact else step_noise(streams, config)
-    kl_runs = plan.beta > 0
-    every_run = np.ones(n_runs, dtype=bool)
-    # Exact metrics depend on theta alone, batch statistics on the batch and gradient alone: both
-    # are evaluated for a block of steps at once, from these buffers.
-    block = noise_block_steps(config, n_runs)
-    states, grads = np.empty((block, *theta.shape)), np.empty((block, *theta.shape))
-    shape = (block, n_runs, config.batch_prompts, config.group_size)
-    lengths, all_rewards = np.zeros(shape), np.zeros(shape)
-    clip_fractions = np.zeros((block, n_runs))
-    for step in range(steps + 1):
+    recorder = Recorder(config, runs, sampled=True)
+    noise = step_noise(streams, config)
+    for step in range(config.steps + 1):
         if on_step is not None:
             on_step(step, theta)
-        slot = step % block
-        states[slot] = theta
-        if noise is None:
-            grad = -expected_update(theta, config, plan.variants)
-            grads[slot] = grad
-            if step < steps:
-                adam.step(theta, grad, every_run)
-        else:
-            prompt_index, approach, exponential = next(noise)
-            batch = sample_batch(theta, prompt_index, approach, exponential, config.cap)
-            rewards = batch.rewards(config.min_length)
-            weights = plan.weights(batch, rewards, config)
-            grad = loss_gradient(theta, prompt_index, batch, weights.weight, np.asarray(weights.n))
-            if kl_runs.any():  # the KL term acts from the first update on (theta is theta_old here)
-                kl_grad, _ = clipped_gradient(theta, theta, theta_ref, prompt_index, batch, weights, plan)
-                grad = np.where(kl_runs[:, None], kl_grad, grad)
-            grads[slot], lengths[slot], all_rewards[slot] = grad, batch.length, rewards
-            clip_sum = np.zeros(n_runs)
-            if step < steps:
-                theta_old = theta.copy()
-                adam.step(theta, grad, every_run)
-                for iteration in range(2, int(plan.iterations.max()) + 1):
-                    active = plan.iterations >= iteration
-                    later, clipped = clipped_gradient(
-                        theta, theta_old, theta_ref, prompt_index, batch, weights, plan
-                    )
-                    clip_sum += np.where(active, clipped, 0.0)
-                    adam.step(theta, later, active)
-            clip_fractions[slot] = clip_sum / plan.iterations
-        if slot == block - 1 or step == steps:
-            first, used = step - slot, slot + 1
-            metrics = exact_metrics(states[:used], config.cap, config.min_length)
-            metrics |= batch_statistics(lengths[:used], all_rewards[:used], grads[:used])
-            metrics["clip_fraction"] = clip_fractions[:used]
-            if noise is None:  # mean-field runs draw no batch
-                metrics |= {name: np.full((used, n_runs), np.nan) for name in BATCH_COLUMNS[:-2]}
-            for name, values in metrics.items():
-                record[name][:, first : step + 1] = values.T
-    frame = pd.DataFrame(
-        {
-            "variant": np.repeat([variant.name for variant, _ in runs], steps + 1),
-            "seed": np.repeat([seed for _, seed in runs], steps + 1),
-            "step": np.tile(np.arange(steps + 1), n_runs),
-        }
-    )
-    for name, values in record.items():
-        frame[name] = values.ravel()
-    return frame
-
-
-def runs_per_chunk(config: Config, exact: bool = False) -> int:
-    """Runs simulated together: RUNS_PER_CHUNK, or fewer when a run's step is large (its sampled
-    responses, or for mean-field runs its exact sums over the cap's lengths), so that a chunk's
-    arrays stay near VALUES_PER_CHUNK values per step. Chunking changes no number."""
-    per_run = config.cap if exact else config.batch_prompts * config.group_size
-    return max(1, min(RUNS_PER_CHUNK, VALUES_PER_CHUNK // per_run))
-
-
-def estimated_cost(
-    config: Config, variants: Sequence[Variant], seeds: int, exact: bool = False
-) -> tuple[float, float, float]:
-    """A rough (core-seconds of simulation, seconds to write the CSV, bytes of the results table) of
-    running every variant with `seeds` seeds. Per run-step costs measured on a 2-core x86-64
-    machine: a sampled update about 5 us plus 0.15 us a response, each later PPO epoch about three
-    updates, a mean-field step 100 us plus 0.1 us per cap token; writing about 32 us a row (floats
-    formatted to round-trip, in one process); the table's float64 columns twice over (the chunks and
-    their join)."""
-    run_steps = seeds * (config.steps + 1)
-    if exact:
-        per_run_step = len(variants) * (100e-6 + 0.1e-6 * config.cap)
-    else:
-        update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
-        per_run_step = sum(update * (1 + 3 * (v.num_iterations - 1)) for v in variants)
-    rows = run_steps * len(variants)
-    return run_steps * per_run_step, 32e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
-
-
-_watched_parent: int | None = None
-
-
-def die_with_parent(parent: int | None = None) -> None:
-    """In a worker process: exit as soon as the process that started it (pid `parent`; by default
-    the current parent) is gone.
-
-    A parent killed by SIGKILL cannot stop its workers; without this they would compute on (and
-    hold the terminal's output open) for minutes. A daemon thread polls the parent's pid twice a
-    second; started once per process. The pid is best passed from the parent itself: a worker that
-    starts after its parent died would otherwise watch the process it was handed to.
-    """
-    global _watched_parent
-    parent = os.getppid() if parent is None else parent
-    if _watched_parent == parent:
-        return
-    _watched_parent = parent
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            threading.Event().wait(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="toyrl-parent-watch", daemon=True).start()
-
-
-def simulate_in_worker(
-    config: Config, runs: Sequence[tuple[Variant, int]], exact: bool = False
-) -> pd.DataFrame:
-    """`simulate` in a worker process that ends with its parent (see `die_with_parent`)."""
-    die_with_parent()
-    return simulate(config, runs, exact)
-
-
-def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequence[int], n_jobs: int) -> int:
-    """InvalidInput unless the experiment fits its bounds (seeds, workers, rows of the table, updates
-    of a run), checked before any work; returns the worker processes it will use (`worker_count`)."""
-    if not seeds or min(seeds) < 0:
-        raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
-    check_n_jobs(n_jobs)
-    n_runs = len(variants) * len(seeds)
-    if n_runs * (config.steps + 1) > MAX_ROWS:
-        raise InvalidInput(
-            f"{n_runs:,} runs x {config.steps + 1:,} steps would be {n_runs * (config.steps + 1):,} rows; "
-            f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
-        )
-    updates = config.steps * max(variant.num_iterations for variant in variants)
-    if updates > MAX_UPDATES:
-        raise InvalidInput(
-            f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
-            f"the limit is {MAX_UPDATES:,}"
-        )
-    return worker_count(n_jobs, n_runs)
-
-
-def check_n_jobs(n_jobs: int) -> None:
-    """ConfigError unless `n_jobs` is -1 (every core) or a positive number of workers."""
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
-
-
-def worker_count(n_jobs: int, tasks: int) -> int:
-    """Worker processes for `tasks` pieces of work asked to run on `n_jobs` (-1: every core): never
-    more than the cores or the tasks, which would only add start-up time and memory."""
-    return max(1, min(effective_n_jobs(n_jobs), os.cpu_count() or 1, tasks))
-
-
-def run_experiment(
-    config: Config,
-    variants: Sequence[Variant | str],
-    seeds: Sequence[int],
-    n_jobs: int = 1,
-    progress: Callable[[int, int], None] | None = None,
-    exact: bool = False,
-) -> pd.DataFrame:
-    """Every (variant, seed) pair, variant-major, spread over `n_jobs` joblib workers (-1: all cores;
-    never more than the cores or the runs).
-
-    The numbers of a run do not depend on `n_jobs` or on the chunking (see the module docstring).
-    `exact`: the mean-field trajectories (see `simulate`).
-    `progress(done, total)` is called as chunks of runs finish.
-    """
-    resolved = [v if isinstance(v, Variant) else parse_variant(v, ALL_VARIANTS) for v in variants]
-    workers = check_experiment(config, resolved, seeds, n_jobs)
-    runs = [(variant, seed) for variant in resolved for seed in seeds]
-    n_chunks = max(math.ceil(len(runs) / runs_per_chunk(config, exact)), workers)
-    chunks = [list(chunk) for chunk in np.array_split(np.arange(len(runs)), n_chunks)]
-    jobs = ([runs[i] for i in chunk] for chunk in chunks)
-    if workers == 1:
-        results = (simulate(config, job, exact) for job in jobs)
-    else:
-        # Each worker watches its parent from the moment it starts, idle or busy.
-        with parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)):
-            results = Parallel(n_jobs=workers, return_as="generator")(
-                delayed(simulate)(config, job, exact) for job in jobs
-            )
-    frames, done = [], 0
-    for frame in results:
-        frames.append(frame)
-        done += len(frame) // (config.steps + 1)
-        if progress is not None:
-            progress(done, len(runs))
-    return pd.concat(frames, ignore_index=True)
+        recorder.policy(step, theta)
+        sampled = train_step(theta, adam, next(noise), plan, config, theta_ref, apply=step < config.steps)
+        recorder.record(step, sampled.grad, sampled)
+    return recorder.trajectory()

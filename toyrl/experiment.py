@@ -1,0 +1,213 @@
+"""Many runs: chunks of runs spread over worker processes, and the tidy results table they make.
+
+`run_experiment` runs every (variant, seed) pair, `RUNS_PER_CHUNK` runs at a time in one array,
+over joblib workers; `simulate_runs` turns one chunk's trajectories (`toyrl.train.simulate`, or
+`toyrl.expected.simulate_mean_field`) into a frame of `COLUMNS`, (steps + 1) rows a run. The
+numbers of a run depend on neither the chunking nor the workers (`toyrl.train`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed, effective_n_jobs, parallel_config
+
+from toyrl.config import Config, ConfigError, InvalidInput
+from toyrl.objective import Variant
+from toyrl.policy import FloatArray
+from toyrl.train import COLUMNS, Trajectory, simulate
+from toyrl.variants import parse_variant
+
+RUNS_PER_CHUNK = 256  # runs simulated together as one array, at most ...
+VALUES_PER_CHUNK = 2**16  # ... and so many sampled responses (or exact-sum terms) per step
+MAX_ROWS = 20_000_000  # rows of one results table (about 4 GB in memory): beyond, refuse up front
+MAX_UPDATES = 100_000_000  # optimiser updates of one run (steps x num_iterations): beyond, refuse
+
+
+def to_frame(trajectory: Trajectory, steps: int) -> pd.DataFrame:
+    """The tidy table of a trajectory: one row per run and step, `COLUMNS`."""
+    n_runs = len(trajectory.names)
+    frame = pd.DataFrame(
+        {
+            "variant": np.repeat(trajectory.names, steps + 1),
+            "seed": np.repeat(trajectory.seeds, steps + 1),
+            "step": np.tile(np.arange(steps + 1), n_runs),
+        }
+    )
+    for name, values in trajectory.columns.items():
+        frame[name] = values.ravel()
+    return frame
+
+
+def simulate_runs(
+    config: Config,
+    runs: Sequence[tuple[Variant, int]],
+    mean_field: bool = False,
+    on_step: Callable[[int, FloatArray], None] | None = None,
+) -> pd.DataFrame:
+    """One chunk of runs, trained together (sampled, or `mean_field`), as a frame of `COLUMNS`;
+    `on_step` as in `toyrl.train.simulate`."""
+    if mean_field:
+        from toyrl.expected import simulate_mean_field  # scipy.special: only for mean-field runs
+
+        return to_frame(simulate_mean_field(config, runs, on_step), config.steps)
+    return to_frame(simulate(config, runs, on_step), config.steps)
+
+
+def runs_per_chunk(config: Config, mean_field: bool = False) -> int:
+    """Runs simulated together: RUNS_PER_CHUNK, or fewer when a run's step is large (its sampled
+    responses, or for mean-field runs its exact sums over the cap's lengths), so that a chunk's
+    arrays stay near VALUES_PER_CHUNK values per step. Chunking changes no number."""
+    per_run = config.cap if mean_field else config.batch_prompts * config.group_size
+    return max(1, min(RUNS_PER_CHUNK, VALUES_PER_CHUNK // per_run))
+
+
+def estimated_cost(
+    config: Config, variants: Sequence[Variant], seeds: int, mean_field: bool = False
+) -> tuple[float, float, float]:
+    """A rough (core-seconds of simulation, seconds to write the CSV, bytes of the results table) of
+    running every variant with `seeds` seeds. Per run-step costs measured on a 2-core x86-64
+    machine: a sampled update about 5 us plus 0.15 us a response, each later PPO epoch about three
+    updates, a mean-field step 100 us plus 0.1 us per cap token; writing about 32 us a row (floats
+    formatted to round-trip, in one process); the table's float64 columns twice over (the chunks and
+    their join)."""
+    run_steps = seeds * (config.steps + 1)
+    if mean_field:
+        per_run_step = len(variants) * (100e-6 + 0.1e-6 * config.cap)
+    else:
+        update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
+        per_run_step = sum(update * (1 + 3 * (v.num_iterations - 1)) for v in variants)
+    rows = run_steps * len(variants)
+    return run_steps * per_run_step, 32e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
+
+
+_watched_parent: int | None = None
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """In a worker process: exit as soon as the process that started it (pid `parent`; by default
+    the current parent) is gone.
+
+    A parent killed by SIGKILL cannot stop its workers; without this they would compute on (and
+    hold the terminal's output open) for minutes. A daemon thread polls the parent's pid twice a
+    second; started once per process. The pid is best passed from the parent itself: a worker that
+    starts after its parent died would otherwise watch the process it was handed to.
+    """
+    global _watched_parent
+    parent = os.getppid() if parent is None else parent
+    if _watched_parent == parent:
+        return
+    _watched_parent = parent
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="toyrl-parent-watch", daemon=True).start()
+
+
+def simulate_in_worker(
+    config: Config, runs: Sequence[tuple[Variant, int]], mean_field: bool = False
+) -> pd.DataFrame:
+    """`simulate_runs` in a worker process that ends with its parent (see `die_with_parent`)."""
+    die_with_parent()
+    return simulate_runs(config, runs, mean_field)
+
+
+def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequence[int], n_jobs: int) -> int:
+    """InvalidInput unless the experiment fits its bounds (seeds, workers, rows of the table, updates
+    of a run), checked before any work; returns the worker processes it will use (`worker_count`)."""
+    if not seeds or min(seeds) < 0:
+        raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
+    check_n_jobs(n_jobs)
+    n_runs = len(variants) * len(seeds)
+    if n_runs * (config.steps + 1) > MAX_ROWS:
+        raise InvalidInput(
+            f"{n_runs:,} runs x {config.steps + 1:,} steps would be {n_runs * (config.steps + 1):,} rows; "
+            f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
+        )
+    updates = config.steps * max(variant.num_iterations for variant in variants)
+    if updates > MAX_UPDATES:
+        raise InvalidInput(
+            f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
+            f"the limit is {MAX_UPDATES:,}"
+        )
+    return worker_count(n_jobs, n_runs)
+
+
+def check_n_jobs(n_jobs: int) -> None:
+    """ConfigError unless `n_jobs` is -1 (every core) or a positive number of workers."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+        raise ConfigError("n_jobs", "must be -1 (all cores) or an integer >= 1", n_jobs)
+
+
+def worker_count(n_jobs: int, tasks: int) -> int:
+    """Worker processes for `tasks` pieces of work asked to run on `n_jobs` (-1: every core): never
+    more than the cores or the tasks, which would only add start-up time and memory."""
+    return max(1, min(effective_n_jobs(n_jobs), os.cpu_count() or 1, tasks))
+
+
+def run_experiment(
+    config: Config,
+    variants: Sequence[Variant | str],
+    seeds: Sequence[int],
+    n_jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    mean_field: bool = False,
+) -> pd.DataFrame:
+    """Every (variant, seed) pair, variant-major, spread over `n_jobs` joblib workers (-1: all cores;
+    never more than the cores or the runs).
+
+    The numbers of a run do not depend on `n_jobs` or on the chunking (see the module docstring).
+    `mean_field`: the mean-field trajectories (`toyrl.expected.simulate_mean_field`).
+    `progress(done, total)` is called as chunks of runs finish.
+    """
+    resolved = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
+    workers = check_experiment(config, resolved, seeds, n_jobs)
+    runs = [(variant, seed) for variant in resolved for seed in seeds]
+    chunks = chunk_runs(runs, runs_per_chunk(config, mean_field), workers)
+    jobs = ([runs[i] for i in chunk] for chunk in chunks)
+    if workers == 1:
+        results = (simulate_runs(config, job, mean_field) for job in jobs)
+    else:
+        # Each worker watches its parent from the moment it starts, idle or busy.
+        with parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)):
+            results = Parallel(n_jobs=workers, return_as="generator")(
+                delayed(simulate_runs)(config, job, mean_field) for job in jobs
+            )
+    frames, done = [], 0
+    for frame in results:
+        frames.append(frame)
+        done += len(frame) // (config.steps + 1)
+        if progress is not None:
+            progress(done, len(runs))
+    table = pd.concat(frames, ignore_index=True)
+    order = np.concatenate(chunks)
+    if (np.diff(order) < 0).any():  # chunks grouped runs out of order: back to variant-major
+        rows = np.argsort(np.repeat(order, config.steps + 1), kind="stable")
+        table = table.iloc[rows].reset_index(drop=True)
+    return table
+
+
+def chunk_runs(runs: Sequence[tuple[Variant, int]], per_chunk: int, workers: int) -> list[list[int]]:
+    """The runs' indices cut into chunks of at most `per_chunk` runs, at least `workers` chunks (when
+    there are as many runs), each chunk holding runs of one schedule: a run with PPO epochs costs
+    several updates a step, and a chunk is only as fast as its slowest runs' extra updates allow."""
+    groups: dict[int, list[int]] = {}
+    for index, (variant, _) in enumerate(runs):
+        groups.setdefault(variant.num_iterations, []).append(index)
+    pieces = {key: math.ceil(len(rows) / per_chunk) for key, rows in groups.items()}
+    while sum(pieces.values()) < min(workers, len(runs)):  # enough chunks to keep every worker busy
+        key = max(pieces, key=lambda k: len(groups[k]) / pieces[k])
+        pieces[key] += 1
+    return [
+        [int(i) for i in chunk]
+        for key, rows in groups.items()
+        for chunk in np.array_split(np.array(rows), pieces[key])
+    ]

@@ -1,0 +1,190 @@
+"""The named variants, in one registry: the article's four and what the trainers ship.
+
+The article's four (section "The two biases") use the population std of its worked example. The
+trainer presets were read from each trainer's loss and advantage code, as stored for the versions
+named in `SOURCES` (names and defaults move between releases: check the version you run); the
+trainers use torch's default, Bessel-corrected sample std, hence `group_std_sample`, with their
+own epsilon. Any other combination is spelled as a spec (`toyrl.objective`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+from toyrl.config import InvalidInput
+from toyrl.objective import Variant, parse_spec, spec_keys
+from toyrl.objective import from_spec as _from_spec
+
+SOURCES = {
+    "trl": "huggingface/trl, trl/trainer/grpo_trainer.py and grpo_config.py (main branch, 2025)",
+    "verl": "volcengine/verl, verl/trainer/ppo/core_algos.py (compute_grpo_outcome_advantage, agg_loss)",
+    "oat": "sail-sg/oat and sail-sg/understand-r1-zero, the PPO learner's critic_type handling",
+    "openrlhf": "OpenRLHF/OpenRLHF, openrlhf/trainer/ppo_utils/experience_maker.py (advantage estimators)",
+    "dapo": "the DAPO paper's recipe (Yu et al., 2025): token-level mean, clip-higher, overlong filtering",
+}
+
+
+def _named(name: str, spec: str, summary: str = "", stands_for: str = "") -> Variant:
+    return _from_spec(name, parse_spec(spec).spec(), summary=summary, stands_for=stands_for)
+
+
+ARTICLE = ("grpo", "std_only", "length_only", "dr_grpo")
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        _named(
+            "grpo",
+            "advantage=group_std,aggregation=seq_mean_token_mean",
+            "GRPO: std-scaled advantage, per-response mean",
+        ),
+        _named(
+            "std_only",
+            "advantage=group_std,aggregation=seq_mean_token_sum_norm",
+            "std division only, constant L_norm",
+        ),
+        _named(
+            "length_only",
+            "advantage=none,aggregation=seq_mean_token_mean",
+            "length mean only: centred, per-response mean",
+        ),
+        _named(
+            "dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
+            "Dr. GRPO: centred advantage, constant L_norm",
+        ),
+        _named(
+            "trl_default",
+            "advantage=group_std_sample,aggregation=token_mean,std_eps=0.0001",
+            "TRL's defaults",
+            "TRL GRPOConfig() defaults: loss_type='dapo', scale_rewards='group', num_iterations=1, beta=0.0",
+        ),
+        _named(
+            "trl_grpo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=0.0001",
+            "TRL loss_type='grpo'",
+            "TRL GRPOConfig(loss_type='grpo')",
+        ),
+        _named(
+            "trl_dr_grpo_loss_only",
+            "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,std_eps=0.0001",
+            "half of Dr. GRPO: the loss, not the std",
+            "TRL GRPOConfig(loss_type='dr_grpo') with scale_rewards left at 'group' "
+            "(TRL's paper-reproduction recipe)",
+        ),
+        _named(
+            "trl_dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
+            "full Dr. GRPO in TRL",
+            "TRL GRPOConfig(loss_type='dr_grpo', scale_rewards='none')",
+        ),
+        _named(
+            "trl_scale_none_only",
+            "advantage=none,aggregation=token_mean",
+            "half of Dr. GRPO: the std only",
+            "TRL GRPOConfig(scale_rewards='none') with loss_type left at 'dapo'",
+        ),
+        _named(
+            "trl_batch_scale",
+            "advantage=batch_std,aggregation=token_mean,std_eps=0.0001",
+            "TRL batch reward scaling",
+            "TRL GRPOConfig(scale_rewards='batch')",
+        ),
+        _named(
+            "verl_default",
+            "advantage=group_std_sample,aggregation=token_mean,std_eps=1e-06",
+            "verl's GRPO defaults",
+            "verl algorithm.adv_estimator=grpo, norm_adv_by_std_in_grpo=True, loss_agg_mode='token-mean'",
+        ),
+        _named(
+            "verl_seq_mean_token_mean",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-06",
+            stands_for="verl loss_agg_mode='seq-mean-token-mean' (the original GRPO aggregation)",
+        ),
+        _named(
+            "verl_seq_mean_token_sum",
+            "advantage=group_std_sample,aggregation=seq_mean_token_sum,std_eps=1e-06",
+            stands_for="verl loss_agg_mode='seq-mean-token-sum'",
+        ),
+        _named(
+            "verl_sum_norm_only",
+            "advantage=group_std_sample,aggregation=token_sum_norm,std_eps=1e-06",
+            "one out of two",
+            "verl loss_agg_mode='seq-mean-token-sum-norm' with norm_adv_by_std_in_grpo left at True",
+        ),
+        _named(
+            "verl_dr_grpo",
+            "advantage=none,aggregation=token_sum_norm",
+            "full Dr. GRPO in verl",
+            "verl loss_agg_mode='seq-mean-token-sum-norm', norm_adv_by_std_in_grpo=False",
+        ),
+        _named(
+            "oat_grpo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-08",
+            stands_for="oat critic_type='grpo'",
+        ),
+        _named(
+            "oat_drgrpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
+            "oat's Dr. GRPO",
+            "oat critic_type='drgrpo' (the paper authors' implementation)",
+        ),
+        _named(
+            "openrlhf_group_norm",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-09",
+            stands_for="OpenRLHF advantage_estimator='group_norm'",
+        ),
+        _named(
+            "openrlhf_dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_mean",
+            "changes only the advantage",
+            "OpenRLHF advantage_estimator='dr_grpo' "
+            "(the advantage only; the loss keeps its per-response mean)",
+        ),
+        _named(
+            "openrlhf_rloo",
+            "advantage=rloo,aggregation=seq_mean_token_mean",
+            stands_for="OpenRLHF advantage_estimator='rloo'",
+        ),
+        _named(
+            "openrlhf_reinforce_baseline",
+            "advantage=batch_whiten,aggregation=seq_mean_token_mean,std_eps=1e-08",
+            stands_for="OpenRLHF advantage_estimator='reinforce_baseline' (group mean, then batch whitening)",
+        ),
+        _named(
+            "dapo",
+            "advantage=group_std_sample,aggregation=token_mean,epsilon_high=0.28,mask_truncated=True,std_eps=1e-06",
+            "DAPO: token-level mean, clip-higher, truncated responses masked",
+            "DAPO recipe (clip-higher needs num_iterations > 1 to act; spell num_iterations=2 to see it)",
+        ),
+    )
+}
+
+
+def article_variants() -> list[Variant]:
+    """The article's four variants, in its order."""
+    return [VARIANTS[name] for name in ARTICLE]
+
+
+def parse_variant(text: str) -> Variant:
+    """A named variant, or one spelled as a spec `key=value,...` (see `toyrl.objective`)."""
+    if text in VARIANTS:
+        return VARIANTS[text]
+    if "=" not in text:
+        close = difflib.get_close_matches(text, list(VARIANTS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidInput(
+            f"unknown variant {text!r}{hint}; valid: {', '.join(ARTICLE)}, all, a trainer preset "
+            f"('toyrl variants' lists them), or a spec key=value,... over {', '.join(spec_keys())}"
+        )
+    return parse_spec(text)
+
+
+def parse_variants(names: Sequence[str]) -> list[Variant]:
+    """Variants by name or spec, without repeats; 'all' stands for the article's four."""
+    chosen: dict[str, Variant] = {}
+    for text in names:
+        for variant in article_variants() if text == "all" else [parse_variant(text)]:
+            chosen[variant.name] = variant
+    return list(chosen.values())
