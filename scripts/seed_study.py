@@ -22,7 +22,7 @@ stderr. Writes, under --out-dir:
   - `article`: the article's "27.4% vs 27.3%, 1,410 vs 1,405 tokens" (GRPO vs length-only) under
     `{convention}.{runs}.{variant}.{metric}.{mean|sd|se|article|diff|z}`: convention `l_plus_1`
     (|o_i| = L + 1, the default) or `l` (count_approach_token=False); runs `sampled_six`,
-    `sampled_all` or `meanfield_six` (exact=True, one trajectory per seed); metric accuracy_pct,
+    `sampled_all` or `meanfield_six` (mean_field=True, one trajectory per seed); metric accuracy_pct,
     length_incorrect, length_wrong_approach (the two readings of the token figure); diff = mean -
     article, z = diff / se. Orderings: `{convention}.{runs}.{variant}.wrong_minus_incorrect` and
     `{convention}.{runs}.grpo_minus_length_only.{metric}` (differences of the means).
