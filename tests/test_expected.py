@@ -306,3 +306,31 @@ def test_the_phi_wrong_cosine_and_share_are_what_their_names_say() -> None:
         assert row["phi_wrong_share"] == pytest.approx(u[-1] ** 2 / squared, rel=1e-12)
         assert row["phi_wrong_share"] == pytest.approx(row["phi_wrong_cosine"] ** 2, rel=1e-12)
         assert row["phi_wrong_cosine"] < 0 < row["phi_wrong_share"] < 1
+
+
+def test_a_table_naming_a_spelled_variant_its_own_way_is_replayed_under_that_name(tmp_path) -> None:
+    """toyrl 0.2 named a spelled variant by the text it was given ("aggregation=...,advantage=...",
+    spaces and all); its runs are replayed under that name, so the rows match and the bias command
+    works on such a table."""
+    import hashlib
+    import json
+
+    import pandas as pd
+
+    csv = tmp_path / "old.csv"
+    spelled = "advantage=rloo,aggregation=seq_mean_token_sum_norm"
+    assert (
+        invoke("run", "--variant", spelled, "--seeds", "1", "--steps", "12", "--out", str(csv)).exit_code == 0
+    )
+    frame = pd.read_csv(csv)
+    assert set(frame["variant"]) == {spelled}
+    old_name = " aggregation=seq_mean_token_sum_norm, advantage=rloo"
+    frame["variant"] = old_name
+    frame.to_csv(csv, index=False, lineterminator="\n")
+    meta = json.loads(csv.with_suffix(".json").read_text())
+    meta["variants"] = {old_name: meta["variants"][spelled]}
+    meta["csv_sha256"] = hashlib.sha256(csv.read_bytes()).hexdigest()
+    csv.with_suffix(".json").write_text(json.dumps(meta))
+    result = invoke("bias", "--results", str(csv), "--step", "8", "--json")
+    assert result.exit_code == 0, result.output
+    assert [row["variant"] for row in json.loads(result.stdout)["variants"]] == [old_name]

@@ -18,7 +18,7 @@ from toyrl.expected import expected_update, true_gradient
 from toyrl.experiment import simulate_runs
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.variants import parse_variant
+from toyrl.variants import saved_variant
 
 RUNS_PER_REPLAY = 32  # runs replayed together by bias_over_training (its exact sums are [states, cap])
 
@@ -113,7 +113,7 @@ def bias_over_training(
     seed, step). Runs are replayed RUNS_PER_REPLAY at a time, so memory does not grow with the table.
     """
     runs = [
-        (parse_variant(name), int(seed))
+        (saved_variant(name), int(seed))
         for name, seed in frame[["variant", "seed"]].drop_duplicates().itertuples(index=False, name=None)
     ]
     last = int(frame["step"].max())

@@ -36,7 +36,7 @@ from toyrl.results import (
     sidecar_path,
     write_atomic,
 )
-from toyrl.variants import article_variants, parse_variant, parse_variants
+from toyrl.variants import article_variants, parse_variants, saved_variant
 
 
 class _OneLineErrors(TyperGroup):
@@ -453,7 +453,7 @@ def bias(
                 f"ends at step {first['step']}"
             )
         runs = [
-            (parse_variant(name), int(s))
+            (saved_variant(name), int(s))
             for name in names
             for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
         ]

@@ -9,6 +9,7 @@ own epsilon. Any other combination is spelled as a spec (`toyrl.objective`).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Sequence
 
@@ -179,6 +180,14 @@ def parse_variant(text: str) -> Variant:
             f"('toyrl variants' lists them), or a spec key=value,... over {', '.join(spec_keys())}"
         )
     return parse_spec(text)
+
+
+def saved_variant(name: str) -> Variant:
+    """The variant a results table names `name`, keeping that name: a table written by toyrl 0.2
+    names a spelled variant by the text it was given, not by its canonical spec, and a replay of
+    its runs must produce rows under the same name."""
+    variant = parse_variant(name)
+    return variant if variant.name == name else dataclasses.replace(variant, name=name)
 
 
 def parse_variants(names: Sequence[str]) -> list[Variant]:
