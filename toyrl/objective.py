@@ -140,30 +140,42 @@ class Variant:
 
 def from_spec(name: str, spec: dict[str, Any], summary: str = "", stands_for: str = "") -> Variant:
     """A variant from a flat spec (see the module docstring); InvalidInput naming a bad key or value."""
-    chosen = dict(DEFAULTS)
-    values = dict(spec)
-    if "mask_truncated" in values:
-        masked = values.pop("mask_truncated")
-        if not isinstance(masked, bool):
-            raise InvalidInput(f"mask_truncated must be true or false (got {masked!r})")
-        chosen["selector"] = "stopped" if masked else "all"
-    for key, kind in KIND_KEYS.items():
-        if key in values:
-            stage = values.pop(key)
-            if stage not in REGISTRY[kind]:
-                raise InvalidInput(f"{key} must be one of {', '.join(REGISTRY[kind])} (got {stage!r})")
-            chosen[kind] = stage
-    stages = {kind: REGISTRY[kind][stage] for kind, stage in chosen.items()}
+    stages = _chosen_stages(spec)
     changes: dict[str, dict[str, Any]] = {kind: {} for kind in stages}
-    for key, value in values.items():
-        owners = [kind for kind, stage in stages.items() if key in parameters(stage)]
-        if not owners:
-            raise InvalidInput(f"unknown variant key {key!r}; valid: {', '.join(spec_keys(stages))}")
-        changes[owners[0]][key] = value
+    for key, value in spec.items():
+        if key not in KIND_KEYS and key != "mask_truncated":
+            changes[_owner(key, stages, spec)][key] = value
     built = {
         kind: replace(stage, **changes[kind]) if changes[kind] else stage for kind, stage in stages.items()
     }
     return Variant(name, summary=summary, stands_for=stands_for, **built)
+
+
+def _chosen_stages(spec: dict[str, Any]) -> dict[str, Any]:
+    """The registered stage of each kind that a spec names (by its kind key, or mask_truncated for
+    the selector), its default where it names none."""
+    chosen = dict(DEFAULTS)
+    if "mask_truncated" in spec:
+        masked = spec["mask_truncated"]
+        if not isinstance(masked, bool):
+            raise InvalidInput(f"mask_truncated must be true or false (got {masked!r})")
+        chosen["selector"] = "stopped" if masked else "all"
+    for key, kind in KIND_KEYS.items():
+        if key in spec:
+            if spec[key] not in REGISTRY[kind]:
+                raise InvalidInput(f"{key} must be one of {', '.join(REGISTRY[kind])} (got {spec[key]!r})")
+            chosen[kind] = spec[key]
+    return {kind: REGISTRY[kind][name] for kind, name in chosen.items()}
+
+
+def _owner(key: str, stages: dict[str, Any], spec: dict[str, Any]) -> str:
+    """The kind of the chosen stage that has parameter `key`; InvalidInput if none has."""
+    for kind, stage in stages.items():
+        if key in parameters(stage):
+            return kind
+    names = ", ".join(f"{k}={stage_name(kind, stages[kind])}" for k, kind in KIND_KEYS.items())
+    where = f" (not a parameter of {names})" if key in spec_keys() else ""
+    raise InvalidInput(f"unknown key {key!r}{where}; valid here: {', '.join(spec_keys(stages))}")
 
 
 def spec_keys(stages: dict[str, Any] | None = None) -> list[str]:
@@ -194,48 +206,35 @@ def parse_spec(text: str) -> Variant:
         if key in raw:
             raise InvalidInput(f"variant spec {text!r}: {key!r} is given twice")
         raw[key] = value
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        values[key] = value if key in KIND_KEYS else _typed(text, key, value, raw)
-    variant = from_spec("", values)
+    values: dict[str, Any] = {key: value for key, value in raw.items() if key in KIND_KEYS}
+    try:
+        if "mask_truncated" in raw:
+            values["mask_truncated"] = _typed("mask_truncated", raw["mask_truncated"], False)
+        stages = _chosen_stages(values)
+        for key, value in raw.items():
+            if key not in values:
+                values[key] = _typed(key, value, parameters(stages[_owner(key, stages, raw)])[key])
+        variant = from_spec("", values)
+    except InvalidInput as error:
+        raise InvalidInput(f"variant spec {text!r}: {error}") from None
     return replace(variant, name=variant.spec_text())
 
 
-def _chosen(spec: dict[str, str]) -> str:
-    """The stage names a spec chooses (defaults included), as `key=name` text for messages."""
-    return ", ".join(f"{key}={spec.get(key, DEFAULTS[kind])}" for key, kind in KIND_KEYS.items())
-
-
-def _typed(text: str, key: str, raw: str, spec: dict[str, str]) -> Any:
+def _typed(key: str, raw: str, default: Any) -> Any:
     """A parameter's value from text, typed as the registered stage's default is."""
-    if key == "mask_truncated":
-        kind_default: Any = False
-    else:
-        kinds = {kind: spec.get(spec_key, DEFAULTS[kind]) for spec_key, kind in KIND_KEYS.items()}
-        defaults = [
-            parameters(REGISTRY[kind][name])[key]
-            for kind, name in kinds.items()
-            if name in REGISTRY[kind] and key in parameters(REGISTRY[kind][name])
-        ]
-        if not defaults:
-            chosen = {kind: REGISTRY[kind][name] for kind, name in kinds.items() if name in REGISTRY[kind]}
-            where = "" if key not in spec_keys() else f" (not a parameter of {_chosen(spec)})"
-            valid = ", ".join(spec_keys(chosen))
-            raise InvalidInput(f"variant spec {text!r}: unknown key {key!r}{where}; valid here: {valid}")
-        kind_default = defaults[0]
-    if isinstance(kind_default, bool):
+    if isinstance(default, bool):
         if raw.lower() not in ("true", "false", "1", "0"):
-            raise InvalidInput(f"variant spec {text!r}: {key} must be true or false (got {raw!r})")
+            raise InvalidInput(f"{key} must be true or false (got {raw!r})")
         return raw.lower() in ("true", "1")
-    if kind_default is None and raw.lower() == "none":
+    if default is None and raw.lower() == "none":
         return None
-    kind = int if isinstance(kind_default, int) else float
+    kind = int if isinstance(default, int) else float
     try:
         value = kind(raw)
     except ValueError:
-        raise InvalidInput(f"variant spec {text!r}: {key} must be a number (got {raw!r})") from None
+        raise InvalidInput(f"{key} must be a number (got {raw!r})") from None
     if value != value:  # NaN
-        raise InvalidInput(f"variant spec {text!r}: {key} must be a finite number (got {raw!r})")
+        raise InvalidInput(f"{key} must be a finite number (got {raw!r})")
     return value
 
 
