@@ -88,9 +88,8 @@ def _groups(keys: list[Any]) -> tuple[tuple[Any, Rows], ...]:
 
 @dataclass(frozen=True)
 class Plan:
-    """Every run's variant, its runs grouped by stage, and per-run settings as arrays [R]."""
+    """The runs grouped by stage (each stage's runs computed together), and per-run settings [R]."""
 
-    variants: tuple[Variant, ...]
     rewards_by: tuple[tuple[Any, Rows], ...]
     selectors_by: tuple[tuple[Any, Rows], ...]
     advantages_by: tuple[tuple[Any, Rows], ...]
@@ -105,7 +104,6 @@ class Plan:
         objectives = [v.objective for v in variants]
         objectives_by = _groups([type(o) for o in objectives])
         return cls(
-            variants=tuple(variants),
             rewards_by=_groups([v.reward for v in variants]),
             selectors_by=_groups([v.selector for v in variants]),
             advantages_by=_groups([v.advantage for v in variants]),
