@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from toyrl.config import Config
 from toyrl.objective import Variant, advantages, parse_spec
-from toyrl.policy import Coefficients, TokenTable, policy_gradient, sample_batch
+from toyrl.policy import Coefficients, OwnLogits, TokenTable, policy_gradient, sample_batch
 from toyrl.stages import PPOClip, weights
 from toyrl.train import Epoch, Plan
 from toyrl.variants import ARTICLE, VARIANTS
@@ -339,9 +339,10 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
     included = plan.included(batch)
     advantage_values = plan.advantages(plan.rewards(batch, config), config)
     denominator, n = plan.denominators(batch, included, config)
-    old, ref = TokenTable.of(theta_old), TokenTable.of(theta_ref)
-    epoch = Epoch.of(batch, advantage_values, included, denominator, n, old, ref)
-    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), TokenTable.of(theta), plan)
+    own = OwnLogits.of(batch, theta.shape[-1])
+    old, ref = own.table(theta_old), own.table(theta_ref)
+    epoch = Epoch.of(own, advantage_values, included, denominator, n, old, ref)
+    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan)
 
     def tensors(point):
         psi = torch.tensor(point[0, :6], requires_grad=True)
@@ -396,7 +397,8 @@ def test_one_iteration_is_the_plain_on_policy_update() -> None:
     denominator, n = plan.denominators(batch, included, config)
     table = TokenTable.of(theta)
     on_policy = policy_gradient(Coefficients(weights(advantage, denominator, included), n=n), batch, table)
-    epoch = Epoch.of(batch, advantage, included, denominator, n, TokenTable.of(theta.copy()), table)
-    ppo, clip_fraction = epoch.gradient(PPOClip, slice(None), table, plan)
+    own = OwnLogits.of(batch, theta.shape[-1])
+    epoch = Epoch.of(own, advantage, included, denominator, n, own.table(theta), own.table(theta))
+    ppo, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan)
     np.testing.assert_allclose(ppo, on_policy, rtol=1e-12, atol=1e-18)
     assert clip_fraction[0] == 0

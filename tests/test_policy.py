@@ -8,6 +8,7 @@ from toyrl.config import Config
 from toyrl.policy import (
     Batch,
     Coefficients,
+    OwnLogits,
     TokenTable,
     exact_metrics,
     expected_length,
@@ -252,3 +253,39 @@ def test_reward_boundaries(ramble: int, right: bool, reward: float, length: int,
     assert batch.right.item() is right
     assert (batch.length.item(), batch.stopped.item()) == (length, stopped)
     assert WindowReward().rewards(batch, CONFIG).item() == reward
+
+
+def test_a_table_of_the_batchs_own_logits_gives_the_same_bits() -> None:
+    """Updates take the token table at the batch's B + 2 logits only (`OwnLogits`): each
+    gathered value, and the per-kind gradient scattered back, is the same float as from the table
+    of all P + 2 logits; `at_tokens` places each outcome at the token that is that outcome."""
+    rng = np.random.default_rng(4)
+    runs, prompts, chosen, group = 3, 7, 4, 5
+    theta = random_theta(rng, runs=runs, prompts=prompts)
+    prompt_index = np.stack([rng.permutation(prompts)[:chosen] for _ in range(runs)])
+    theta[0, prompt_index[0, 1]] = 40.0  # above SCORE_EXACT_ABOVE: its score takes the other form
+    shape = (runs, chosen, group)
+    batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), 50)
+    own_logits = OwnLogits.of(batch, prompts + 2)
+    columns, own = own_logits.columns, own_logits.batch
+    assert columns.shape == (runs, chosen + 2)
+    assert (columns[:, :chosen] == prompt_index).all()
+    assert (columns[:, chosen:] == [prompts, prompts + 1]).all()
+    full, local = TokenTable.of(theta), own_logits.table(theta)
+    np.testing.assert_array_equal(full.token_scores(batch), local.token_scores(own))
+    np.testing.assert_array_equal(
+        full.at_tokens(full.log_positive, full.log_negative, batch),
+        local.at_tokens(local.log_positive, local.log_negative, own),
+    )
+    # at_tokens against the tokens themselves: approach psi_j (+ if right), non-stop phi (-), stop phi (+)
+    runs_axis = np.arange(runs)[:, None, None]
+    psi = theta[runs_axis, prompt_index[..., None]]
+    phi = np.where(batch.right, theta[:, -2, None, None], theta[:, -1, None, None])
+    tokens = full.at_tokens(theta, -theta, batch)  # the logit, signed by the outcome
+    np.testing.assert_array_equal(tokens[0], np.where(batch.right, psi, -psi))
+    np.testing.assert_array_equal(tokens[1], -phi)
+    np.testing.assert_array_equal(tokens[2], phi)
+    kinds = Coefficients(*rng.normal(size=(3, *shape)), n=np.full(runs, 3.0))
+    for coefficients in (kinds, Coefficients(kinds.approach, n=kinds.n)):  # per kind, and on-policy
+        on_own = own_logits.scatter(policy_gradient(coefficients, own, local), prompts + 2)
+        np.testing.assert_array_equal(on_own, policy_gradient(coefficients, batch, full))

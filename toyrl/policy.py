@@ -254,6 +254,56 @@ class Batch:
         """The batch of some runs only (a view for a slice)."""
         return Batch(self.prompt_index[rows], self.right[rows], self.length[rows], self.stopped[rows])
 
+    def token_index(self, width: int) -> IndexArray:
+        """Where each response's three kinds of token [3, R, B, G] (approach, non-stop, stop) are in
+        per-run tables of both outcomes of `width` logits, [R, 2 width] (positive outcomes, then
+        negative) flattened: for `TokenTable.at_tokens`. Kept for the batch's next call."""
+        kept = self.__dict__.get("_token_index")
+        if kept is not None and kept[0] == width:
+            return kept[1]
+        base = (np.arange(len(self.right)) * 2 * width)[:, None, None]
+        branch = base + np.where(self.right, width - 2, width - 1)
+        index = np.empty((3, *self.right.shape), dtype=np.intp)
+        index[0] = base + self.prompt_index[..., None] + np.where(self.right, 0, width)
+        index[1] = branch + width  # a non-stop token is its phi's negative outcome
+        index[2] = branch  # the stop token its positive one
+        self.__dict__["_token_index"] = (width, index)  # a cache, not a field: the batch stays frozen
+        return index
+
+
+@dataclass(frozen=True)
+class OwnLogits:
+    """A batch on its own logits: the columns [R, B + 2] of theta [R, P + 2] that its tokens are on
+    (its B prompts' psi_j, then phi_right and phi_wrong), and the batch with `prompt_index`
+    pointing into those columns. A `TokenTable` of theta at the columns gives the batch the same
+    values as one of all P + 2 logits (the same bits: all elementwise) at (B + 2) / (P + 2) of the
+    cost; `scatter` puts a gradient on the columns back at its logits."""
+
+    columns: IndexArray
+    batch: Batch
+
+    @classmethod
+    def of(cls, batch: Batch, width: int) -> OwnLogits:
+        runs, prompts = batch.prompt_index.shape
+        columns = np.empty((runs, prompts + 2), dtype=np.intp)
+        columns[:, :prompts], columns[:, prompts:] = batch.prompt_index, [width - 2, width - 1]
+        own = np.broadcast_to(np.arange(prompts), (runs, prompts))
+        return cls(columns, Batch(own, batch.right, batch.length, batch.stopped))
+
+    def rows(self, rows: IndexArray | slice) -> OwnLogits:
+        """Some runs only; every run (a slice) is this one, whose batch keeps its token index."""
+        return self if isinstance(rows, slice) else OwnLogits(self.columns[rows], self.batch.rows(rows))
+
+    def table(self, theta: FloatArray) -> TokenTable:
+        """The token table of theta [R, P + 2] (these runs') at the columns."""
+        return TokenTable.of(theta[np.arange(len(theta))[:, None], self.columns])
+
+    def scatter(self, grad: FloatArray, width: int) -> FloatArray:
+        """A gradient on the columns [R, B + 2] as one on all `width` logits [R, width]."""
+        out = np.zeros((len(grad), width))
+        out[np.arange(len(grad))[:, None], self.columns] = grad
+        return out
+
 
 def sample_batch(
     theta: FloatArray,
@@ -291,7 +341,8 @@ class TokenTable:
     ramble token is on its branch's phi, positive for the stop token, negative for the others. A
     token's log-probability is log sigma(x) (positive) or log sigma(-x) (negative); its score
     d log pi / dx is 1 - sigma(x) or -sigma(x). So one table per policy, O(R (P + 2))
-    transcendentals, gives every ratio and score of a batch by gathering (`at_prompts`, `at_branch`).
+    transcendentals, gives every ratio and score of a batch by gathering (`at_prompts`, `at_branch`,
+    `at_tokens`).
 
     1 - sigma(x) cancels to 0 once sigma(x) rounds to 1 (x above about 37): above
     `SCORE_EXACT_ABOVE` the positive score is taken as sigma(-x), exact at any x (below, the
@@ -343,6 +394,18 @@ class TokenTable:
         """A per-logit quantity on each response's branch (phi_right if right, else phi_wrong), [R, B, G]."""
         return np.where(batch.right, values[:, -2, None, None], values[:, -1, None, None])
 
+    @staticmethod
+    def at_tokens(positive: FloatArray, negative: FloatArray, batch: Batch) -> FloatArray:
+        """A per-logit quantity of the positive and of the negative outcome ([R, P + 2] each) at each
+        response's three kinds of token [3, R, B, G]: approach, non-stop, stop. One gather."""
+        both = np.concatenate((positive, negative), axis=1)
+        return both.take(batch.token_index(positive.shape[-1]))
+
+    def token_scores(self, batch: Batch) -> FloatArray:
+        """d log pi / d x of each response's three kinds of token [3, R, B, G]: the approach token's
+        1[right] - sigma(psi_j), a non-stop token's -s, the stop token's 1 - s."""
+        return self.at_tokens(self.positive_score, -self.probability, batch)
+
     def approach_score(self, batch: Batch) -> FloatArray:
         """d log pi / d psi_j of each approach token [R, B, G]: 1[right] - sigma(psi_j)."""
         score = batch.right - self.at_prompts(self.probability, batch)
@@ -393,11 +456,13 @@ def policy_gradient(coefficients: Coefficients, batch: Batch, table: TokenTable)
     """
     c = coefficients
     if c.non_stop is None:
+        approach = c.approach * table.approach_score(batch)
         ramble = c.approach * table.ramble_score(batch)
     else:
         assert c.stop is not None
-        ramble = c.non_stop * -table.stop_probability(batch) + c.stop * table.stop_score(batch)
-    prompt_grad = -(c.approach * table.approach_score(batch)).sum(axis=-1)
+        score = table.token_scores(batch)  # [3, R, B, G]
+        approach, ramble = c.approach * score[0], c.non_stop * score[1] + c.stop * score[2]
+    prompt_grad = -approach.sum(axis=-1)
     phi_right = -np.where(batch.right, ramble, 0.0).sum(axis=(1, 2))
     phi_wrong = -np.where(batch.right, 0.0, ramble).sum(axis=(1, 2))
     if c.n is not None:

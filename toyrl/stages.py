@@ -405,16 +405,18 @@ class PPOClip:
         advantage = update.advantage
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
         low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
-        clipped = ((advantage > 0) & (ratio > 1 + high)) | ((advantage < 0) & (ratio < 1 - low))
+        # rho > 1 + epsilon_high where A > 0, rho < 1 - epsilon where A < 0 (never where A = 0)
+        above = np.where(advantage > 0, 1 + high, np.inf)
+        below = np.where(advantage < 0, 1 - low, -np.inf)
+        clipped = (ratio > above) | (ratio < below)
         objective = np.where(clipped, 0.0, advantage * ratio)
         if beta is not None:
             objective = objective + beta[:, None, None] * update.gather(
                 update.kl_positive, update.kl_negative
             )
         coefficient = update.scale * objective * update.counts
-        clipped_tokens = np.where(update.included & clipped, update.counts, 0.0)
-        clipped_count = (clipped_tokens[0] + clipped_tokens[1] + clipped_tokens[2]).sum(axis=(1, 2))
-        return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_count
+        clipped_tokens = ((clipped & update.included) * update.counts).sum(axis=(0, 2, 3))  # integers: exact
+        return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
 
 
 # --- schedule -------------------------------------------------------------------------------
@@ -450,7 +452,8 @@ class Update:
     included: NDArray[np.bool_]  # [R, B, G]
     scale: FloatArray  # 1/(D n) where included, else 0, [R, B, G]
     counts: FloatArray  # tokens of each kind [3, R, B, G]
-    ratio_positive: FloatArray  # pi_theta / pi_old of each logit's two outcomes, [R, P + 2]
+    ratio_positive: FloatArray  # pi_theta / pi_old of each logit's two outcomes, [R, C]: C = B + 2
+    # logits, the batch's own (`toyrl.policy.OwnLogits`), or all P + 2; `gather` places them
     ratio_negative: FloatArray
     kl_positive: FloatArray | None  # pi_ref / pi - 1, likewise (None without a KL term)
     kl_negative: FloatArray | None
@@ -458,11 +461,4 @@ class Update:
     def gather(self, positive: FloatArray | None, negative: FloatArray | None) -> FloatArray:
         """Per-logit values of the two outcomes, at each response's three kinds of token [3, R, B, G]."""
         assert positive is not None and negative is not None
-        batch = self.batch
-        out = np.empty((3, *batch.right.shape))
-        out[0] = np.where(
-            batch.right, TokenTable.at_prompts(positive, batch), TokenTable.at_prompts(negative, batch)
-        )
-        out[1] = TokenTable.at_branch(negative, batch)
-        out[2] = TokenTable.at_branch(positive, batch)
-        return out
+        return TokenTable.at_tokens(positive, negative, self.batch)

@@ -36,6 +36,7 @@ from toyrl.policy import (
     Coefficients,
     FloatArray,
     IndexArray,
+    OwnLogits,
     TokenTable,
     exact_metrics,
     logit,
@@ -187,11 +188,11 @@ class Adam:
         self.count = np.zeros(theta.shape[0], dtype=np.int64)
 
     def _corrections(self, counts: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
-        """(1 - beta1^t, 1 - beta2^t) [rows, 1] for each row's step count t."""
+        """(1 - beta1^t, 1 - beta2^t) [rows, 1] for each row's step count t (0-d when all share one)."""
         b1, b2 = self.config.adam_beta1, self.config.adam_beta2
         if counts[0] == counts[-1] and (counts == counts[0]).all():  # the common case: one count
             t = int(counts[0])
-            return np.full((len(counts), 1), 1 - b1**t), np.full((len(counts), 1), 1 - b2**t)
+            return np.array(1 - b1**t), np.array(1 - b2**t)
         unique, inverse = np.unique(counts, return_inverse=True)
         first = np.array([1 - b1 ** int(t) for t in unique])[inverse]
         second = np.array([1 - b2 ** int(t) for t in unique])[inverse]
@@ -286,12 +287,14 @@ class Step(NamedTuple):
 
 @dataclass(frozen=True)
 class Epoch:
-    """What every update on one sampled batch shares: the batch, its advantages, which responses are
-    in the loss, their scale 1/(D n) (0 where not in the loss), the tokens of each kind [3, R, B, G]
-    (approach, non-stop, stop), the tokens in the loss per run [R], and the token tables of the
-    sampling policy (`old`, the ratios' reference) and of the KL's reference policy (`ref`)."""
+    """What every update on one sampled batch shares: the batch on its own logits (`OwnLogits`:
+    tables of its B + 2 logits, gradients scattered back to P + 2), its advantages, which
+    responses are in the loss, their scale 1/(D n) (0 where not in the loss), the tokens of each
+    kind [3, R, B, G] (approach, non-stop, stop), the tokens in the loss per run [R], and the token
+    tables of the sampling policy (`old`, the ratios' reference) and of the KL's reference policy
+    (`ref`), at those logits."""
 
-    batch: Batch
+    own: OwnLogits
     advantage: FloatArray
     included: NDArray[np.bool_]
     scale: FloatArray
@@ -303,7 +306,7 @@ class Epoch:
     @classmethod
     def of(
         cls,
-        batch: Batch,
+        own: OwnLogits,
         advantage: FloatArray,
         included: NDArray[np.bool_],
         denominator: FloatArray,
@@ -311,22 +314,26 @@ class Epoch:
         old: TokenTable,
         ref: TokenTable | None,
     ) -> Epoch:
+        """The epoch of a batch (`own`) sampled from the policy whose table is `old`; `ref` the KL
+        term's reference policy's (None: no run has a KL term); both at the batch's own logits."""
+        batch = own.batch
         inverse = np.divide(1.0, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
         scale = np.where(included, inverse, 0.0) / n[:, None, None]
-        kinds = [np.ones(batch.length.shape), batch.length - batch.stopped, batch.stopped]
-        counts = np.stack(kinds).astype(np.float64)
+        counts = np.empty((3, *batch.length.shape))  # tokens of each kind: 1, L - 1[stopped], 1[stopped]
+        counts[0], counts[1], counts[2] = 1.0, batch.length - batch.stopped, batch.stopped
         tokens = np.where(included, batch.token_count(1), 0.0).sum(axis=(1, 2))
         for table in (old, ref):  # taken now, once, so that every update's rows share them
             if table is not None:
                 table.log_positive, table.log_negative  # noqa: B018
-        return cls(batch, advantage, included, scale, counts, tokens, old, ref)
+        return cls(own, advantage, included, scale, counts, tokens, old, ref)
 
-    def gradient(
-        self, objective: Any, rows: Rows, table: TokenTable, plan: Plan
-    ) -> tuple[FloatArray, FloatArray]:
-        """(loss gradient [r, P + 2], fraction of tokens clipped [r]) of the runs `rows`, which share
-        the objective class `objective`, at the policy whose token table (of those rows) is `table`."""
-        batch = self.batch.rows(rows)
+    def coefficients(
+        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan
+    ) -> tuple[Coefficients, FloatArray, TokenTable]:
+        """(coefficients of every token kind, tokens clipped [r], the token table) of the runs
+        `rows`, which share the objective class `objective`, at the policy theta [r, P + 2]."""
+        own = self.own.rows(rows)
+        table = own.table(theta)
         old, beta = self.old.rows(rows), plan.beta[rows]
         kl = bool((beta > 0).any())
         kl_positive = kl_negative = None
@@ -337,7 +344,7 @@ class Epoch:
                 kl_positive = np.exp(ref.log_positive - table.log_positive) - 1
                 kl_negative = np.exp(ref.log_negative - table.log_negative) - 1
         update = Update(
-            batch,
+            own.batch,
             self.advantage[rows],
             self.included[rows],
             self.scale[rows],
@@ -349,9 +356,18 @@ class Epoch:
         )
         parameters = {key: values[rows] for key, values in plan.objective_parameters[objective].items()}
         coefficients, clipped = objective.coefficients(update, parameters, beta if kl else None)
+        return coefficients, clipped, table
+
+    def gradient(
+        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan
+    ) -> tuple[FloatArray, FloatArray]:
+        """(loss gradient [r, P + 2], fraction of tokens clipped [r]) of the runs `rows`, which share
+        the objective class `objective`, at the policy theta [r, P + 2] of those rows."""
+        coefficients, clipped, table = self.coefficients(objective, rows, theta, plan)
         tokens = self.tokens[rows]
         fraction = np.divide(clipped, tokens, out=np.zeros(len(clipped)), where=tokens > 0)
-        return policy_gradient(coefficients, batch, table), fraction
+        own = self.own.rows(rows)
+        return own.scatter(policy_gradient(coefficients, own.batch, table), theta.shape[-1]), fraction
 
 
 def train_step(
@@ -379,13 +395,14 @@ def train_step(
     grad = policy_gradient(Coefficients(weights(advantage, denominator, included), n=n), batch, old)
     kl_runs = plan.beta > 0
     if kl_runs.any() or (apply and (plan.iterations > 1).any()):
-        ref = TokenTable.of(theta_ref) if kl_runs.any() else None
-        epoch = Epoch.of(batch, advantage, included, denominator, n, old, ref)
+        own = OwnLogits.of(batch, theta.shape[-1])  # later tables: of the batch's B + 2 logits only
+        ref = own.table(theta_ref) if kl_runs.any() else None
+        epoch = Epoch.of(own, advantage, included, denominator, n, own.table(theta), ref)
     if kl_runs.any():
         for objective, group in plan.objectives_by:
             rows = _within(slice(None) if kl_runs.all() else np.flatnonzero(kl_runs), group)
             if _any(rows):
-                grad[rows], _ = epoch.gradient(objective, rows, old.rows(rows), plan)
+                grad[rows], _ = epoch.gradient(objective, rows, theta[rows], plan)
     if not apply:
         return Step(batch, rewards, grad, clip_sum)
     adam.step(theta, grad, slice(None))
@@ -395,7 +412,7 @@ def train_step(
             rows = _within(slice(None) if active.all() else np.flatnonzero(active), group)
             if not _any(rows):  # no run of this objective takes this many epochs
                 continue
-            later_grad, clip_fraction = epoch.gradient(objective, rows, TokenTable.of(theta[rows]), plan)
+            later_grad, clip_fraction = epoch.gradient(objective, rows, theta[rows], plan)
             clip_sum[rows] += clip_fraction
             adam.step(theta, later_grad, rows)
     return Step(batch, rewards, grad, clip_sum / plan.iterations)
