@@ -592,6 +592,56 @@ def variants(
     typer.echo("read from: " + "; ".join(SOURCES.values()))
 
 
+@app.command()
+@with_config_options
+def check(
+    config: Config,
+    settings_file: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[CONFIG]",
+            help="A trainer configuration file, .json (or .yaml/.yml with toyrl[yaml]); nested keys "
+            "are joined with dots.",
+        ),
+    ] = None,
+    trainer: Annotated[str, typer.Option(help="Whose settings these are: trl.")] = "trl",
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", help="A setting KEY=VALUE, repeatable; over the file's, e.g. loss_type=dr_grpo."
+        ),
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option(help="The trainer's release (default: the newest modelled).")
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds for each of the two variants (>= 2).")] = 6,
+    n_jobs: Annotated[
+        int, typer.Option(help="Worker processes (at most the cores and the runs); -1 uses every core.")
+    ] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress messages.")] = False,
+) -> None:
+    """What a trainer's own settings do to response length: the toy run beside Dr. GRPO."""
+    from toyrl.trainers import parse_sets, read_settings, resolve
+    from toyrl.trainers.check import as_json as check_json
+    from toyrl.trainers.check import report, run_check
+
+    if not 2 <= seeds <= 10_000:
+        raise ConfigError("seeds", "must be an integer in 2..10,000 (a standard error needs two)", seeds)
+    values: dict[str, Any] = read_settings(settings_file) if settings_file is not None else {}
+    values |= parse_sets(set_ or [])
+    resolved = resolve(trainer, version, values)
+    seed_list = list(range(seeds))
+    result = run_check(
+        resolved, config, seed_list, n_jobs, progress=None if quiet or as_json else _progress("toyrl check")
+    )
+    if as_json:
+        typer.echo(json.dumps(check_json(result), indent=2))
+        return
+    for line in report(result):
+        typer.echo(line)
+
+
 def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"

@@ -1,0 +1,183 @@
+"""`toyrl check`: a trainer's settings mapped to a variant, run beside Dr. GRPO, bad input refused.
+
+The mapping is checked here against the named presets whose `stands_for` names the same TRL
+settings (a consistency check inside toyrl); whether those presets are what TRL's installed code
+does is the conformance suite's job (tests/conformance/test_trl.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from toyrl.cli import app
+from toyrl.config import InvalidInput
+from toyrl.trainers import parse_sets, read_settings, resolve
+from toyrl.trainers.check import Check, Outcome
+from toyrl.variants import VARIANTS, parse_variant
+
+SMALL = ["--steps", "30", "--prompts", "8", "--batch-prompts", "4", "--seeds", "3", "--quiet"]
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("settings", "preset"),
+    [
+        ({}, "trl_default"),
+        ({"loss_type": "grpo"}, "trl_grpo"),
+        ({"loss_type": "dr_grpo"}, "trl_dr_grpo_loss_only"),
+        ({"loss_type": "dr_grpo", "scale_rewards": "none"}, "trl_dr_grpo"),
+        ({"loss_type": "dr_grpo", "scale_rewards": False}, "trl_dr_grpo"),
+        ({"scale_rewards": "none"}, "trl_scale_none_only"),
+        ({"scale_rewards": "batch"}, "trl_batch_scale"),
+    ],
+)
+def test_trl_settings_land_on_the_presets_that_stand_for_them(settings: dict, preset: str) -> None:
+    resolved = resolve("trl", None, settings)
+    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+
+
+def test_trl_settings_from_text_and_what_is_not_modelled() -> None:
+    resolved = resolve(
+        "trl",
+        "1.16.0",
+        parse_sets(["num_iterations=2", "epsilon_high=0.28", "mask_truncated_completions=true", "beta=0.04"]),
+    )
+    variant = parse_variant(resolved.mapping.spec)
+    assert (variant.num_iterations, variant.objective.clip_high, variant.kl.beta) == (2, 0.28, 0.04)
+    assert variant.selector.keeps_truncated is False
+    assert any("use_bias_correction_kl" in item for item in resolved.mapping.unmodelled)
+    bnpo = resolve("trl", None, {"loss_type": "bnpo", "gradient_accumulation_steps": 4})
+    assert any("micro-batch" in item for item in bnpo.mapping.unmodelled)
+    assert resolve("trl", None, {"loss_type": "bnpo"}).mapping.unmodelled == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"los_type": "grpo"}, "no setting 'los_type' that toyrl knows (did you mean 'loss_type'?)"),
+        ({"loss_type": "grpoo"}, "loss_type='grpoo' is not valid (did you mean 'grpo'?)"),
+        ({"loss_type": "cispo"}, "loss_type='cispo' is not modelled by toyrl yet"),
+        ({"importance_sampling_level": "sequence"}, "not modelled by toyrl yet"),
+        ({"beta": -1}, "beta=-1.0 is not valid; valid: a float in [0, inf]"),
+        ({"num_iterations": "two"}, "num_iterations='two' is not valid; valid: an int in [1, 64]"),
+        ({"mask_truncated_completions": "maybe"}, "is not valid; valid: a bool"),
+    ],
+)
+def test_bad_settings_name_the_valid_ones(settings: dict, message: str) -> None:
+    with pytest.raises(InvalidInput) as error:
+        resolve("trl", None, settings)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_unknown_trainer_and_release() -> None:
+    with pytest.raises(InvalidInput, match=r"--trainer 'tlr' is not modelled \(did you mean 'trl'\?\)"):
+        resolve("tlr", None, {})
+    with pytest.raises(InvalidInput, match=r"--version 0\.1 of TRL is not modelled; modelled: 1\.16\.0"):
+        resolve("trl", "0.1", {})
+
+
+def test_settings_files(tmp_path: Path) -> None:
+    path = tmp_path / "grpo.json"
+    path.write_text(json.dumps({"loss_type": "dr_grpo", "scale_rewards": "none"}))
+    assert read_settings(path) == {"loss_type": "dr_grpo", "scale_rewards": "none"}
+    nested = tmp_path / "nested.json"
+    nested.write_text(json.dumps({"actor": {"loss_agg_mode": "token-mean"}, "n": 8}))
+    assert read_settings(nested) == {"actor.loss_agg_mode": "token-mean", "n": 8}
+    broken = tmp_path / "broken.json"
+    broken.write_text("{loss_type: ")
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        read_settings(broken)
+    with pytest.raises(InvalidInput, match=r"expected a \.json, \.yaml or \.yml file"):
+        read_settings(_touch(tmp_path / "grpo.toml"))
+    with pytest.raises(InvalidInput, match="no such file"):
+        read_settings(tmp_path / "missing.json")
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(InvalidInput, match="a mapping of settings"):
+        read_settings(listed)
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("")
+    return path
+
+
+def test_yaml_settings(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    path = tmp_path / "grpo.yaml"
+    path.write_text("loss_type: dr_grpo\nscale_rewards: false\nnum_generations: 4\n")
+    assert read_settings(path) == {"loss_type": "dr_grpo", "scale_rewards": False, "num_generations": 4}
+
+
+def outcome(name: str, incorrect: list[float]) -> Outcome:
+    values = np.array(incorrect)
+    return Outcome(
+        VARIANTS[name], np.full(len(values), 0.5), values, np.full(len(values), 300.0), values * 0 + 500
+    )
+
+
+def test_the_verdict_needs_four_standard_errors_and_two_percent() -> None:
+    resolved = resolve("trl", None, {})
+    reference = outcome("dr_grpo", [500, 510, 490, 505])
+
+    def verdict(incorrect: list[float]) -> str:
+        check = Check(resolved, None, [0, 1, 2, 3], outcome("trl_default", incorrect), reference, False, None)  # type: ignore[arg-type]
+        return check.verdict()
+
+    assert verdict([700, 712, 688, 707]).startswith("length drift: wrong answers end 200 ± 1 tokens longer")
+    assert verdict([400, 410, 390, 405]).startswith("wrong answers end 100 ± 0 tokens shorter")
+    assert verdict([505, 515, 495, 510]).startswith("no more length drift than Dr. GRPO")  # 5 tokens: < 2%
+    assert verdict([560, 470, 520, 470]).startswith("no more length drift than Dr. GRPO")  # within 4 SE
+
+
+def test_check_runs_the_settings_beside_dr_grpo() -> None:
+    code, stdout, stderr = invoke("check", "--set", "loss_type=grpo", *SMALL)
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0].startswith("TRL 1.16.0 (") and lines[0].endswith("loss_type='grpo'")
+    assert "(preset trl_grpo)" in lines[1]
+    assert "3 seeds x 30 steps" in stdout and "Dr. GRPO" in stdout and stdout.count("verdict:") == 1
+    code, stdout, _ = invoke("check", "--set", "loss_type=grpo", "--json", *SMALL)
+    data = json.loads(stdout)
+    assert data["preset"] == "trl_grpo" and len(data["setting"]["length_incorrect"]) == 3
+    assert data["settings"]["loss_type"] == "grpo" and data["given"] == {"loss_type": "grpo"}
+
+
+def test_check_of_dr_grpo_itself_and_group_size() -> None:
+    code, stdout, stderr = invoke(
+        "check",
+        "--set",
+        "loss_type=dr_grpo",
+        "--set",
+        "scale_rewards=none",
+        "--set",
+        "num_generations=4",
+        *SMALL,
+    )
+    assert code == 0, stderr
+    assert "G = 4" in stdout and "these settings are Dr. GRPO itself" in stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "loss_type"], "--set 'loss_type': expected KEY=VALUE"),
+        (["--set", "loss_typ=grpo"], "did you mean 'loss_type'?"),
+        (["--trainer", "verll"], "--trainer 'verll' is not modelled"),
+        (["--seeds", "1"], "seeds"),
+        (["missing.json"], "missing.json: no such file"),
+    ],
+)
+def test_check_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
+    code, stdout, stderr = invoke("check", *args, "--steps", "5")
+    assert code == 2 and message in stderr and stderr.count("\n") == 1 and stdout == ""

@@ -1,0 +1,188 @@
+"""`toyrl check`: a trainer's settings run on the toy beside Dr. GRPO, and a verdict on length drift.
+
+The trainer's settings become one variant (`toyrl.trainers.resolve`); it and Dr. GRPO train on the
+same seeds with the same noise (a seed's variants share their noise streams), so their final
+lengths are compared per seed: the difference of E[L | incorrect] at the last step, its mean and
+standard error over seeds. The verdict says "longer" or "shorter" only when the difference is
+beyond 4 standard errors and 2% of Dr. GRPO's length, and "no more than Dr. GRPO" otherwise.
+Lengths are the exact expectations at each seed's policy (`toyrl.policy.exact_metrics`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from toyrl.config import Config
+from toyrl.experiment import check_experiment, run_experiment
+from toyrl.objective import Variant
+from toyrl.trainers import Resolved
+from toyrl.variants import VARIANTS, parse_variant
+
+MARGIN_SE = 4.0
+MARGIN_RELATIVE = 0.02
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Final-step metrics per seed of one variant: accuracy, E[L | incorrect], E[L | correct] [seeds],
+    and E[L | incorrect] at step 0 (the same for every variant of a seed)."""
+
+    variant: Variant
+    accuracy: np.ndarray
+    incorrect: np.ndarray
+    correct: np.ndarray
+    incorrect_start: np.ndarray
+
+
+@dataclass(frozen=True)
+class Check:
+    resolved: Resolved
+    config: Config
+    seeds: list[int]
+    setting: Outcome
+    reference: Outcome
+    same_variant: bool
+    preset: str | None  # the named preset the settings land on, if any
+
+    @property
+    def difference(self) -> tuple[float, float]:
+        """Mean and standard error over seeds of E[L | incorrect] (settings) - (Dr. GRPO)."""
+        d = self.setting.incorrect - self.reference.incorrect
+        se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+        return float(d.mean()), se
+
+    def verdict(self) -> str:
+        if self.same_variant:
+            return "these settings are Dr. GRPO itself: no length bias beyond the toy's own dynamics"
+        mean, se = self.difference
+        reference = float(self.reference.incorrect.mean())
+        beyond = abs(mean) > MARGIN_SE * se and abs(mean) > MARGIN_RELATIVE * reference
+        start = float(self.setting.incorrect_start.mean())
+        end = float(self.setting.incorrect.mean())
+        if beyond and mean > 0:
+            return (
+                f"length drift: wrong answers end {mean:.0f} ± {se:.0f} tokens longer than under Dr. GRPO "
+                f"(E[L | incorrect] {start:.0f} at step 0, {end:.0f} at the end)"
+            )
+        if beyond:
+            return f"wrong answers end {-mean:.0f} ± {se:.0f} tokens shorter than under Dr. GRPO"
+        return (
+            f"no more length drift than Dr. GRPO (difference {mean:.0f} ± {se:.0f} tokens, "
+            f"within {MARGIN_SE:g} SE or {MARGIN_RELATIVE:.0%})"
+        )
+
+
+def _outcome(frame: Any, variant: Variant) -> Outcome:
+    rows = frame[frame["variant"] == variant.name].sort_values(["seed", "step"])
+    last = rows[rows["step"] == rows["step"].max()]
+    first = rows[rows["step"] == 0]
+    return Outcome(
+        variant,
+        last["accuracy"].to_numpy(),
+        last["length_incorrect"].to_numpy(),
+        last["length_correct"].to_numpy(),
+        first["length_incorrect"].to_numpy(),
+    )
+
+
+def run_check(
+    resolved: Resolved,
+    config: Config,
+    seeds: list[int],
+    n_jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> Check:
+    """Train the settings' variant and Dr. GRPO on `seeds` and compare them."""
+    for field_name, (setting, value) in resolved.mapping.config.items():
+        if setting in resolved.given:
+            config = dataclasses.replace(config, **{field_name: value})
+    variant = parse_variant(resolved.mapping.spec)
+    reference = VARIANTS["dr_grpo"]
+    same = variant.spec() == reference.spec()
+    variants = [reference] if same else [variant, reference]
+    check_experiment(config, variants, seeds, n_jobs)
+    frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress)
+    same_spec = [name for name, v in VARIANTS.items() if v.spec() == variant.spec()]
+    own = [name for name in same_spec if name.startswith(f"{resolved.trainer.distribution}_")]
+    preset = (own or same_spec)[0] if same_spec else None
+    return Check(
+        resolved,
+        config,
+        seeds,
+        _outcome(frame, reference if same else variant),
+        _outcome(frame, reference),
+        same,
+        preset,
+    )
+
+
+def _cell(values: np.ndarray, scale: float = 1.0, digits: int = 0) -> str:
+    mean = float(values.mean()) * scale
+    se = float(values.std(ddof=1) / np.sqrt(len(values))) * scale if len(values) > 1 else float("nan")
+    return f"{mean:.{digits}f}" + ("" if np.isnan(se) else f" ± {se:.{digits}f}")
+
+
+def report(check: Check) -> list[str]:
+    """The lines `toyrl check` prints."""
+    r = check.resolved
+    given = ", ".join(f"{key}={value!r}" for key, value in r.given.items()) or "the defaults"
+    lines = [
+        f"{r.trainer.name} {r.version} ({r.release.source}): {given}",
+        f"toyrl variant: {check.setting.variant.spec_text()}"
+        + (f"  (preset {check.preset})" if check.preset else ""),
+    ]
+    if r.mapping.unmodelled:
+        lines.append("not modelled:")
+        lines += [f"  - {item}" for item in r.mapping.unmodelled]
+    c = check.config
+    lines.append(
+        f"on the toy: {len(check.seeds)} seeds x {c.steps} steps, B = {c.batch_prompts}, "
+        f"G = {c.group_size}, cap {c.cap}; final step, mean ± SE over seeds (exact expectations):"
+    )
+    header = ("", "accuracy %", "E[L | incorrect]", "E[L | correct]")
+    rows = [
+        ("these settings", check.setting),
+        ("Dr. GRPO", check.reference),
+    ]
+    table = [header] + [
+        (label, _cell(o.accuracy, 100, 1), _cell(o.incorrect), _cell(o.correct)) for label, o in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines += ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
+    lines.append(f"verdict: {check.verdict()}")
+    lines.append(
+        "(the same seeds and noise for both; conclusions hold for the toy's conventions, docs/trainers.md)"
+    )
+    return lines
+
+
+def as_json(check: Check) -> dict[str, Any]:
+    mean, se = check.difference
+    return {
+        "trainer": check.resolved.trainer.name,
+        "version": check.resolved.version,
+        "settings": check.resolved.values,
+        "given": check.resolved.given,
+        "spec": check.setting.variant.spec_text(),
+        "preset": check.preset,
+        "unmodelled": check.resolved.mapping.unmodelled,
+        "seeds": check.seeds,
+        "config": dataclasses.asdict(check.config),
+        "setting": {
+            "accuracy": check.setting.accuracy.tolist(),
+            "length_incorrect": check.setting.incorrect.tolist(),
+            "length_correct": check.setting.correct.tolist(),
+        },
+        "dr_grpo": {
+            "accuracy": check.reference.accuracy.tolist(),
+            "length_incorrect": check.reference.incorrect.tolist(),
+            "length_correct": check.reference.correct.tolist(),
+        },
+        "difference_length_incorrect": {"mean": mean, "se": se},
+        "verdict": check.verdict(),
+    }

@@ -1,0 +1,120 @@
+"""TRL's `GRPOTrainer` settings on the toy (trl 1.16.0: trl/trainer/grpo_config.py, and
+grpo_trainer.py's advantage computation and `_compute_loss`).
+
+What the mapping follows, per setting:
+- `scale_rewards`: "group" (or True) divides r - group mean by the group's sample std + 1e-4,
+  "batch" by the whole batch's, "none" (or False) not at all;
+- `loss_type`: "grpo" averages each response's token losses, then over responses
+  (seq_mean_token_mean); "dr_grpo" divides the batch's token-loss sum by N max_completion_length
+  (seq_mean_token_sum_norm, whose constant only rescales the learning rate; the toy keeps its own,
+  the cap); "dapo" (the default) divides by the active tokens of the whole generation batch
+  (token_mean); "bnpo" by those of the local micro-batch (token_mean when there is one);
+- `epsilon`, `epsilon_high`, `num_iterations`: PPO's clip and epochs; `beta`: k3 in the loss;
+  `mask_truncated_completions`: truncated completions out of the loss;
+- `num_generations`: the group size G.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toyrl.config import InvalidInput
+from toyrl.trainers import Release, Setting, ToyMapping, Trainer
+
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+    "dapo": "token_mean",
+    "bnpo": "token_mean",
+}
+ADVANTAGE = {"group": "group_std_sample", "batch": "batch_std", "none": "none"}
+
+SETTINGS_1_16_0 = {
+    "loss_type": Setting("dapo", LOSS_TYPES),
+    "scale_rewards": Setting("group", ("group", "batch", "none", True, False)),
+    "beta": Setting(0.0, kind=float, low=0.0),
+    "epsilon": Setting(0.2, kind=float, low=0.0, high=10.0),
+    "epsilon_high": Setting(None, kind=float, low=0.0, high=10.0, optional=True),
+    "num_iterations": Setting(1, kind=int, low=1, high=64),
+    "mask_truncated_completions": Setting(False, kind=bool),
+    "num_generations": Setting(8, kind=int, low=2, high=10_000),
+    "max_completion_length": Setting(512, kind=int, low=1, optional=True),
+    "importance_sampling_level": Setting("token", ("token", "sequence")),
+    "delta": Setting(None, kind=float, low=0.0, optional=True),
+    "top_entropy_quantile": Setting(1.0, kind=float, low=0.0, high=1.0),
+    "entropy_coef": Setting(0.0, kind=float),
+    "use_bias_correction_kl": Setting(True, kind=bool),
+    "gradient_accumulation_steps": Setting(1, kind=int, low=1),
+    "steps_per_generation": Setting(None, kind=int, low=1, optional=True),
+}
+
+
+def _mapping(s: dict[str, Any]) -> ToyMapping:
+    loss = s["loss_type"]
+    if loss not in AGGREGATION:
+        raise InvalidInput(
+            f"loss_type={loss!r} is not modelled by toyrl yet; modelled: {', '.join(map(repr, AGGREGATION))}"
+        )
+    if s["importance_sampling_level"] != "token":
+        raise InvalidInput(
+            "importance_sampling_level='sequence' (GSPO's sequence ratio) is not modelled by toyrl yet; "
+            "modelled: 'token'"
+        )
+    scale = {True: "group", False: "none"}.get(s["scale_rewards"], s["scale_rewards"])
+    spec = [f"advantage={ADVANTAGE[scale]}", f"aggregation={AGGREGATION[loss]}"]
+    if scale != "none":
+        spec.append("std_eps=0.0001")
+    if s["num_iterations"] > 1:
+        spec.append(f"num_iterations={s['num_iterations']}")
+    spec.append(f"epsilon={s['epsilon']}")
+    if s["epsilon_high"] is not None:
+        spec.append(f"epsilon_high={s['epsilon_high']}")
+    if s["beta"] > 0:
+        spec.append(f"beta={s['beta']}")
+    if s["mask_truncated_completions"]:
+        spec.append("mask_truncated=True")
+
+    unmodelled = []
+    if loss == "dr_grpo":
+        unmodelled.append(
+            f"max_completion_length={s['max_completion_length']}: dr_grpo's constant; it only rescales "
+            "the learning rate, and the toy divides by its own cap (Config.length_norm)"
+        )
+    steps = s["steps_per_generation"] or s["gradient_accumulation_steps"]
+    if steps > s["gradient_accumulation_steps"]:
+        unmodelled.append(
+            f"steps_per_generation={steps} > gradient_accumulation_steps="
+            f"{s['gradient_accumulation_steps']}: several optimiser steps per generated batch; the toy "
+            "takes one (times num_iterations)"
+        )
+    if loss == "bnpo" and s["gradient_accumulation_steps"] > 1:
+        unmodelled.append(
+            f"gradient_accumulation_steps={s['gradient_accumulation_steps']} with bnpo: TRL divides by each "
+            "micro-batch's tokens; the toy by the whole batch's"
+        )
+    if s["delta"] is not None:
+        unmodelled.append(f"delta={s['delta']}: the two-sided clip (acts only on later epochs)")
+    if s["top_entropy_quantile"] < 1:
+        unmodelled.append(f"top_entropy_quantile={s['top_entropy_quantile']}: the toy has no token entropies")
+    if s["entropy_coef"] != 0:
+        unmodelled.append(f"entropy_coef={s['entropy_coef']}: the toy has no entropy bonus")
+    if s["beta"] > 0 and s["num_iterations"] > 1 and s["use_bias_correction_kl"]:
+        unmodelled.append(
+            "use_bias_correction_kl=True: TRL weights the KL term by the ratio on later epochs; "
+            "the toy does not"
+        )
+    return ToyMapping(",".join(spec), {"group_size": ("num_generations", s["num_generations"])}, unmodelled)
+
+
+TRAINER = Trainer(
+    name="TRL",
+    distribution="trl",
+    releases={
+        "1.16.0": Release(
+            SETTINGS_1_16_0,
+            "trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py (_compute_loss, advantages)",
+            _mapping,
+        )
+    },
+)
