@@ -267,6 +267,34 @@ class BatchWhiten:
         return _scaled(centred, centred.std(axis=(-2, -1), keepdims=True, ddof=1) + std_eps, std_eps)
 
 
+@register("advantage", "token_whiten_sample", ddof=1, var_eps=1e-8, var_floor=0.0)
+@register("advantage", "token_whiten", ddof=0, var_eps=0.0, var_floor=1e-8)  # bottom-up: this one first
+@dataclass(frozen=True)
+class TokenWhiten:
+    """a_i = r_i - group mean, then whitened over the batch's *tokens* (REINFORCE++-baseline): each
+    response weighs |o_i| (its tokens, every response's), mean m = sum |o| a / sum |o|, variance
+    v = sum |o| (a - m)^2 / (sum |o| - ddof), A_i = (a_i - m) / sqrt(max(v + var_eps, var_floor)).
+
+    `token_whiten`: OpenRLHF's reinforce_baseline (population variance, var.clamp(min=1e-8).rsqrt());
+    `token_whiten_sample`: verl's reinforce_plus_plus_baseline (masked_whiten: Bessel-corrected over
+    tokens, rsqrt(var + 1e-8)). Longer responses weigh more in the batch's statistics."""
+
+    ddof: int = 0
+    var_eps: float = 0.0
+    var_floor: float = 1e-8
+    fixed: ClassVar[tuple[str, ...]] = ("ddof", "var_eps", "var_floor")
+    uses_tokens: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "token-weighted whitening couples the groups of a batch"
+
+    def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray) -> FloatArray:
+        centred = _centred(rewards)
+        total = tokens.sum(axis=(-2, -1), keepdims=True)
+        mean = (centred * tokens).sum(axis=(-2, -1), keepdims=True) / total
+        shifted = centred - mean
+        variance = (shifted * shifted * tokens).sum(axis=(-2, -1), keepdims=True) / (total - self.ddof)
+        return shifted / np.sqrt(np.maximum(variance + self.var_eps, self.var_floor))
+
+
 def std_eps_of(advantage: Any, config: Config) -> float:
     """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`."""
     own = getattr(advantage, "std_eps", None)

@@ -125,8 +125,15 @@ class Plan:
     def included(self, batch: Batch) -> NDArray[np.bool_]:
         return _per_run(self.selectors_by, lambda stage: stage.included(batch), batch.right.shape, bool)
 
-    def advantages(self, rewards: FloatArray, config: Config) -> FloatArray:
+    def advantages(self, rewards: FloatArray, config: Config, tokens: FloatArray | None = None) -> FloatArray:
+        """Every run's advantages [R, B, G]; `tokens` (|o_i|, [R, B, G]) for stages that weigh
+        responses by their tokens (`uses_tokens`)."""
+
         def advantage(stage: Any) -> FloatArray:
+            if getattr(stage, "uses_tokens", False):
+                if tokens is None:
+                    raise ValueError(f"advantage stage {type(stage).__name__} needs the responses' tokens")
+                return stage.advantages(rewards, std_eps_of(stage, config), tokens)
             return stage.advantages(rewards, std_eps_of(stage, config))
 
         return _per_run(self.advantages_by, advantage, rewards.shape)
@@ -385,7 +392,7 @@ def train_step(
     batch = sample_batch(theta, *noise, config.cap)
     rewards = plan.rewards(batch, config)
     included = plan.included(batch)
-    advantage = plan.advantages(rewards, config)  # once per sampled batch
+    advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))  # once a batch
     denominator, n = plan.denominators(batch, included, config)
     old = TokenTable.of(theta)
     clip_sum = np.zeros(len(theta))

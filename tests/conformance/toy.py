@@ -141,7 +141,8 @@ def advantages(variant: Variant, toy: ToyBatch) -> np.ndarray:
     """toyrl's advantages [N] of the variant on the batch (its advantage stage, through `Plan`)."""
     plan = Plan.of([variant])
     rewards = plan.rewards(toy.batch, toy.config)
-    return plan.advantages(rewards, toy.config).reshape(-1)
+    tokens = toy.batch.token_count(toy.config.approach_tokens)
+    return plan.advantages(rewards, toy.config, tokens).reshape(-1)
 
 
 def token_weights(
@@ -157,7 +158,7 @@ def token_weights(
     config, batch = toy.config, toy.batch
     rewards = plan.rewards(batch, config)
     included = plan.included(batch)
-    advantage = plan.advantages(rewards, config)
+    advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))
     denominator, n = plan.denominators(batch, included, config)
     kinds = toy.kinds()
     if theta is None and variant.kl.beta == 0:
