@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# oat's conformance environment: bash scripts/conformance/oat.sh VENV_DIR
+#
+# A virtualenv with torch 2.13.0 (the CPU build on disk), toyrl (editable, no deps) and its
+# runtime deps, oat-llm 0.2.4 (--no-deps) and exactly the modules that the tested code
+# (oat.algorithms.ppo.PPOLearner.learning_step and the batch oat.utils.data.TransitionDataset
+# collates) calls: tqdm. oat-llm 0.2.4 declares Python < 3.11, so its wheel (pure Python) is
+# downloaded for 3.10 and installed with --ignore-requires-python.
+# Everything else that oat's modules import (vllm, deepspeed, flash-attn, launchpad, transformers,
+# peft, ...: GPU stacks, services and model loaders that learning_step never calls) is a stand-in
+# under tests/conformance/standins/oat, put on sys.path by a .pth file; each stand-in's docstring
+# says what it replaces and why the tested code never calls it.
+# Idempotent: an existing venv is reused and pip skips what is installed already.
+set -euo pipefail
+
+venv=${1:?usage: oat.sh VENV_DIR}
+version=0.2.4
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+venv=$(cd "$venv" && pwd)
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+
+# torch first and alone: the CPU build on disk. Every later install keeps it (constraints).
+"${pip[@]}" torch==2.13.0
+constraints="$venv/conformance-constraints.txt"
+echo "torch==2.13.0" > "$constraints"
+
+# toyrl itself and its runtime deps, plus the test runner.
+"${pip[@]}" -c "$constraints" -e "$repo" --no-deps
+"${pip[@]}" -c "$constraints" numpy==2.4.6 scipy==1.17.1 pandas==3.1.1 matplotlib==3.11.2 typer==0.29.2 \
+    joblib==1.6.0 pytest==9.2.0 pytest-timeout==2.4.0
+
+# oat: the py3-none wheel, fetched as for Python 3.10 (its Requires-Python is < 3.11).
+wheels="$venv/conformance-wheels"
+if ! ls "$wheels"/oat_llm-"$version"-*.whl > /dev/null 2>&1; then
+    "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+        --python-version 3.10 --only-binary=:all: -d "$wheels" "oat-llm==$version"
+fi
+"${pip[@]}" -c "$constraints" --no-deps --ignore-requires-python "$wheels"/oat_llm-"$version"-*.whl
+
+# what the tested code calls besides torch and numpy: TransitionDataset's progress bar.
+"${pip[@]}" -c "$constraints" --no-deps tqdm==4.67.1
+
+# the stand-ins directory: it only provides modules that are not installed.
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$repo/tests/conformance/standins/oat" > "$site/toyrl-conformance-standins.pth"
