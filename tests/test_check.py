@@ -45,6 +45,71 @@ def test_trl_settings_land_on_the_presets_that_stand_for_them(settings: dict, pr
     assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
 
 
+VERL = "actor_rollout_ref.actor."
+
+
+@pytest.mark.parametrize(
+    ("settings", "preset"),
+    [
+        ({}, "verl_default"),
+        ({VERL + "loss_agg_mode": "seq-mean-token-mean"}, "verl_seq_mean_token_mean"),
+        ({VERL + "loss_agg_mode": "seq-mean-token-sum"}, "verl_seq_mean_token_sum"),
+        ({VERL + "loss_agg_mode": "seq-mean-token-sum-norm"}, "verl_sum_norm_only"),
+        (
+            {VERL + "loss_agg_mode": "seq-mean-token-sum-norm", "algorithm.norm_adv_by_std_in_grpo": False},
+            "verl_dr_grpo",
+        ),
+    ],
+)
+def test_verl_settings_land_on_the_presets_that_stand_for_them(settings: dict, preset: str) -> None:
+    resolved = resolve("verl", None, {"algorithm.adv_estimator": "grpo", **settings})
+    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+    assert any("4 optimiser steps per generated batch" in item for item in resolved.mapping.unmodelled)
+
+
+def test_verl_estimators_epochs_and_kl() -> None:
+    with pytest.raises(InvalidInput, match="PPO's GAE needs a value model"):
+        resolve("verl", None, {})  # verl's own default estimator
+    resolved = resolve(
+        "verl",
+        "0.9.1",
+        {
+            "algorithm.adv_estimator": "reinforce_plus_plus_baseline",
+            VERL + "ppo_epochs": 2,
+            VERL + "clip_ratio_high": 0.28,
+            VERL + "use_kl_loss": True,
+            VERL + "kl_loss_coef": 0.01,
+            "data.train_batch_size": 256,
+        },
+    )
+    variant = parse_variant(resolved.mapping.spec)
+    assert variant.names()["advantage"] == "token_whiten_sample"
+    assert (variant.num_iterations, variant.objective.clip_high, variant.kl.beta) == (2, 0.28, 0.01)
+    assert any("dual clip" in item for item in resolved.mapping.unmodelled)
+    assert not any("optimiser steps" in item for item in resolved.mapping.unmodelled)
+
+
+def test_settings_from_a_file_ignore_what_the_toy_has_no_use_for(tmp_path: Path) -> None:
+    path = tmp_path / "verl.json"
+    path.write_text(
+        json.dumps(
+            {
+                "algorithm": {"adv_estimator": "grpo"},
+                "actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}, "rollout": {"n": 4}},
+                "trainer": {"project_name": "x"},
+            }
+        )
+    )
+    code, stdout, stderr = invoke("check", str(path), "--trainer", "verl", *SMALL)
+    assert code == 0, stderr
+    assert "not read (no bearing on the toy's gradients, or unknown to toyrl): " in stdout
+    assert "actor_rollout_ref.actor.optim.lr, trainer.project_name" in stdout and "G = 4" in stdout
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps({"algorithm": {"adv_estimater": "grpo"}}))
+    code, _, stderr = invoke("check", str(typo), "--trainer", "verl", *SMALL)
+    assert code == 2 and "did you mean 'algorithm.adv_estimator'?" in stderr
+
+
 def test_trl_settings_from_text_and_what_is_not_modelled() -> None:
     resolved = resolve(
         "trl",

@@ -112,7 +112,8 @@ README_FRAGMENTS = [
     "toy. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
     "tokens, against Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
     "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
-    "loss drifts like GRPO**, to {p.final.openrlhf_dr_grpo.length_incorrect.mean:,.0f}",
+    "loss drifts like GRPO**, to {p.final.length_only.length_incorrect.mean:,.0f}",
+    "and with it wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
     "sends wrong answers to the cap: {p.final.dapo.length_wrong_approach.mean:,.0f}",
     "GRPO \u2212 Dr. GRPO is {s.pairing.six.grpo_minus_dr_grpo.accuracy_pct.paired_mean:+.1f}",
     "probability down from 1/700 to 1 in {s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
@@ -127,7 +128,10 @@ VARIANTS_DOC_FRAGMENTS = [
     "± {p.final.trl_default.length_wrong_approach.sd:.0f}",
     "against {p.final.trl_dr_grpo.length_wrong_approach.mean:.0f}",
     "± {p.final.trl_dr_grpo.length_wrong_approach.sd:.0f}",
-    "model them) drift like GRPO, to {p.final.openrlhf_dr_grpo.length_incorrect.mean:,.0f}",
+    "per-response mean: `length_only` (Dr. GRPO's advantage, GRPO's per-response mean) drifts like GRPO, to "
+    "{p.final.length_only.length_incorrect.mean:,.0f}",
+    "its wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
+    "± {p.final.openrlhf_dr_grpo.length_incorrect.sd:.0f} tokens (`openrlhf_dr_grpo`)",
     "approach's expected length goes to {p.final.dapo.length_wrong_approach.mean:,.0f}",
     "cap, while accuracy drops to {p.final.dapo.accuracy_pct.mean:.1f}",
 ]

@@ -604,7 +604,7 @@ def check(
             "are joined with dots.",
         ),
     ] = None,
-    trainer: Annotated[str, typer.Option(help="Whose settings these are: trl.")] = "trl",
+    trainer: Annotated[str, typer.Option(help="Whose settings these are: trl or verl.")] = "trl",
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -629,8 +629,9 @@ def check(
     if not 2 <= seeds <= 10_000:
         raise ConfigError("seeds", "must be an integer in 2..10,000 (a standard error needs two)", seeds)
     values: dict[str, Any] = read_settings(settings_file) if settings_file is not None else {}
+    from_file = frozenset(values)
     values |= parse_sets(set_ or [])
-    resolved = resolve(trainer, version, values)
+    resolved = resolve(trainer, version, values, from_file - set(parse_sets(set_ or [])))
     seed_list = list(range(seeds))
     result = run_check(
         resolved, config, seed_list, n_jobs, progress=None if quiet or as_json else _progress("toyrl check")

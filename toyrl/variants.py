@@ -18,10 +18,11 @@ from toyrl.objective import Variant, parse_spec, spec_keys
 from toyrl.objective import from_spec as _from_spec
 
 SOURCES = {
-    "trl": "huggingface/trl, trl/trainer/grpo_trainer.py and grpo_config.py (main branch, 2025)",
-    "verl": "volcengine/verl, verl/trainer/ppo/core_algos.py (compute_grpo_outcome_advantage, agg_loss)",
-    "oat": "sail-sg/oat and sail-sg/understand-r1-zero, the PPO learner's critic_type handling",
-    "openrlhf": "OpenRLHF/OpenRLHF, openrlhf/trainer/ppo_utils/experience_maker.py (advantage estimators)",
+    "trl": "TRL 1.16.0, trl/trainer/grpo_trainer.py and grpo_config.py",
+    "verl": "verl 0.9.1, verl/trainer/ppo/core_algos.py (compute_grpo_outcome_advantage, agg_loss)",
+    "oat": "oat-llm 0.2.4, oat/algorithms/ppo.py (PPOLearner.learning_step, critic_type)",
+    "openrlhf": "OpenRLHF 0.11.2, openrlhf/trainer/ppo_utils/experience_maker.py (advantage estimators), "
+    "openrlhf/models/loss.py and openrlhf/utils/loss_utils.py (the loss and its token normalisation)",
     "dapo": "the DAPO paper's recipe (Yu et al., 2025): token-level mean, clip-higher, overlong filtering",
 }
 
@@ -110,48 +111,52 @@ VARIANTS: dict[str, Variant] = {
         ),
         _named(
             "verl_sum_norm_only",
-            "advantage=group_std_sample,aggregation=token_sum_norm,std_eps=1e-06",
+            "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,std_eps=1e-06",
             "one out of two",
-            "verl loss_agg_mode='seq-mean-token-sum-norm' with norm_adv_by_std_in_grpo left at True",
+            "verl 0.9.1 loss_agg_mode='seq-mean-token-sum-norm' with norm_adv_by_std_in_grpo left at True "
+            "(since 0.7.1 it divides by the global batch size and the constant)",
         ),
         _named(
             "verl_dr_grpo",
-            "advantage=none,aggregation=token_sum_norm",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
             "full Dr. GRPO in verl",
-            "verl loss_agg_mode='seq-mean-token-sum-norm', norm_adv_by_std_in_grpo=False",
+            "verl 0.9.1 loss_agg_mode='seq-mean-token-sum-norm', norm_adv_by_std_in_grpo=False",
         ),
         _named(
             "oat_grpo",
             "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-08",
-            stands_for="oat critic_type='grpo'",
+            stands_for="oat 0.2.4 critic_type='grpo' with --beta 0",
         ),
         _named(
             "oat_drgrpo",
             "advantage=none,aggregation=seq_mean_token_sum_norm",
             "oat's Dr. GRPO",
-            "oat critic_type='drgrpo' (the paper authors' implementation)",
+            "oat 0.2.4 critic_type='drgrpo' (the paper authors' implementation; its default) with "
+            "--beta 0 (oat's default beta is 0.1, a k3 term in the loss)",
         ),
         _named(
             "openrlhf_group_norm",
-            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-09",
-            stands_for="OpenRLHF advantage_estimator='group_norm'",
+            "advantage=group_std_sample,aggregation=token_mean,std_eps=1e-09",
+            stands_for="OpenRLHF 0.11.2 advantage estimator 'group_norm' with its default "
+            "loss_agg_mode='token-mean' (the optimiser step's tokens, since 0.10.4)",
         ),
         _named(
             "openrlhf_dr_grpo",
-            "advantage=none,aggregation=seq_mean_token_mean",
-            "changes only the advantage",
-            "OpenRLHF advantage_estimator='dr_grpo' "
-            "(the advantage only; the loss keeps its per-response mean)",
+            "advantage=none,aggregation=token_mean",
+            "Dr. GRPO's advantage, a token-mean loss",
+            "OpenRLHF 0.11.2 advantage estimator 'dr_grpo' with its default loss_agg_mode='token-mean'",
         ),
         _named(
             "openrlhf_rloo",
-            "advantage=rloo,aggregation=seq_mean_token_mean",
-            stands_for="OpenRLHF advantage_estimator='rloo'",
+            "advantage=rloo,aggregation=token_mean",
+            stands_for="OpenRLHF 0.11.2 advantage estimator 'rloo' with its default "
+            "loss_agg_mode='token-mean'",
         ),
         _named(
             "openrlhf_reinforce_baseline",
-            "advantage=batch_whiten,aggregation=seq_mean_token_mean,std_eps=1e-08",
-            stands_for="OpenRLHF advantage_estimator='reinforce_baseline' (group mean, then batch whitening)",
+            "advantage=token_whiten,aggregation=token_mean",
+            stands_for="OpenRLHF 0.11.2 advantage estimator 'reinforce_baseline' (group mean, then whitened "
+            "over the rollout's tokens) with its default loss_agg_mode='token-mean'",
         ),
         _named(
             "dapo",

@@ -134,12 +134,9 @@ class Trainer:
 
 
 def _registry() -> dict[str, Trainer]:
-    from toyrl.trainers import trl
+    from toyrl.trainers import trl, verl
 
-    return {"trl": trl.TRAINER}
-
-
-TRAINER_NAMES = ("trl",)
+    return {"trl": trl.TRAINER, "verl": verl.TRAINER}
 
 
 def trainer(name: str) -> Trainer:
@@ -162,17 +159,31 @@ class Resolved:
     values: dict[str, Any]
     given: dict[str, Any]
     mapping: ToyMapping
+    ignored: list[str] = field(default_factory=list)
 
 
-def resolve(name: str, version: str | None, settings: Mapping[str, Any]) -> Resolved:
+def resolve(
+    name: str, version: str | None, settings: Mapping[str, Any], from_file: frozenset[str] = frozenset()
+) -> Resolved:
     """Validate `settings` (name -> value, text or typed) against the release, fill in its
-    defaults and map them to the toy."""
+    defaults and map them to the toy.
+
+    A setting toyrl does not know is refused (one line, with a close match), except one read from a
+    configuration file (`from_file`) that is close to none: a trainer's file holds many settings
+    (paths, learning rates, logging) with no bearing on the toy's gradients; they are listed in
+    `ignored`. A file's key that is close to a known one is refused as a likely typo."""
     chosen = trainer(name)
     version, release = chosen.release(version)
     given: dict[str, Any] = {}
+    ignored: list[str] = []
     for key, value in settings.items():
         if key not in release.settings:
-            close = difflib.get_close_matches(key, list(release.settings), n=1)
+            close = difflib.get_close_matches(
+                key, list(release.settings), n=1, cutoff=0.85 if key in from_file else 0.6
+            )
+            if key in from_file and not close:
+                ignored.append(key)
+                continue
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InvalidInput(
                 f"{chosen.name} {version} has no setting {key!r} that toyrl knows{hint}; "
@@ -180,7 +191,7 @@ def resolve(name: str, version: str | None, settings: Mapping[str, Any]) -> Reso
             )
         given[key] = release.settings[key].parse(key, value)
     values = {key: given.get(key, setting.default) for key, setting in release.settings.items()}
-    return Resolved(chosen, version, release, values, given, release.mapping(values))
+    return Resolved(chosen, version, release, values, given, release.mapping(values), ignored)
 
 
 def parse_sets(items: list[str]) -> dict[str, str]:

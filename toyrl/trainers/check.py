@@ -139,6 +139,9 @@ def report(check: Check) -> list[str]:
     if r.mapping.unmodelled:
         lines.append("not modelled:")
         lines += [f"  - {item}" for item in r.mapping.unmodelled]
+    if r.ignored:
+        shown = ", ".join(r.ignored[:8]) + (f" and {len(r.ignored) - 8} more" if len(r.ignored) > 8 else "")
+        lines.append(f"not read (no bearing on the toy's gradients, or unknown to toyrl): {shown}")
     c = check.config
     lines.append(
         f"on the toy: {len(check.seeds)} seeds x {c.steps} steps, B = {c.batch_prompts}, "
@@ -171,6 +174,7 @@ def as_json(check: Check) -> dict[str, Any]:
         "spec": check.setting.variant.spec_text(),
         "preset": check.preset,
         "unmodelled": check.resolved.mapping.unmodelled,
+        "ignored": check.resolved.ignored,
         "seeds": check.seeds,
         "config": dataclasses.asdict(check.config),
         "setting": {

@@ -68,7 +68,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     if s["num_iterations"] > 1:
         spec.append(f"num_iterations={s['num_iterations']}")
     spec.append(f"epsilon={s['epsilon']}")
-    if s["epsilon_high"] is not None:
+    if s["epsilon_high"] is not None and s["epsilon_high"] != s["epsilon"]:
         spec.append(f"epsilon_high={s['epsilon_high']}")
     if s["beta"] > 0:
         spec.append(f"beta={s['beta']}")

@@ -1,0 +1,1 @@
+"""Stand-in for `ray.util` (a package level only; see `ray/__init__.py`)."""
