@@ -99,10 +99,11 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         unmodelled.append(f"top_entropy_quantile={s['top_entropy_quantile']}: the toy has no token entropies")
     if s["entropy_coef"] != 0:
         unmodelled.append(f"entropy_coef={s['entropy_coef']}: the toy has no entropy bonus")
-    if s["beta"] > 0 and s["num_iterations"] > 1 and s["use_bias_correction_kl"]:
+    if s["beta"] > 0 and s["use_bias_correction_kl"]:
         unmodelled.append(
-            "use_bias_correction_kl=True: TRL weights the KL term by the ratio on later epochs; "
-            "the toy does not"
+            "use_bias_correction_kl=True (the default): TRL multiplies the k3 term by the (differentiable) "
+            "ratio, which adds beta rho k3 to each token's gradient even at ratio 1; the toy's k3 has no "
+            "such factor (set it False to match)"
         )
     return ToyMapping(",".join(spec), {"group_size": ("num_generations", s["num_generations"])}, unmodelled)
 
