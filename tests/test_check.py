@@ -45,6 +45,21 @@ def test_trl_settings_land_on_the_presets_that_stand_for_them(settings: dict, pr
     assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
 
 
+@pytest.mark.parametrize("version", ["0.22.0", "0.22.1"])
+@pytest.mark.parametrize(
+    ("scale", "preset"),
+    [("group", "trl_scale_none_only"), ("batch", "trl_default"), ("none", "trl_default")],
+)
+def test_trl_0_22_swaps_scale_rewards(version: str, scale: str, preset: str) -> None:
+    """TRL 0.22.0-0.22.1's code divides by the group std for 'batch' and 'none' and by nothing for
+    'group' (tests/conformance/test_trl.py measures it on the installed 0.22.1)."""
+    resolved = resolve("trl", version, {"scale_rewards": scale})
+    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+    assert "swaps the modes" in resolved.mapping.notes[0]
+    with pytest.raises(InvalidInput, match="loss_type='cispo' is not valid"):
+        resolve("trl", version, {"loss_type": "cispo"})  # not in that release
+
+
 VERL = "actor_rollout_ref.actor."
 
 
@@ -147,7 +162,9 @@ def test_bad_settings_name_the_valid_ones(settings: dict, message: str) -> None:
 def test_unknown_trainer_and_release() -> None:
     with pytest.raises(InvalidInput, match=r"--trainer 'tlr' is not modelled \(did you mean 'trl'\?\)"):
         resolve("tlr", None, {})
-    with pytest.raises(InvalidInput, match=r"--version 0\.1 of TRL is not modelled; modelled: 1\.16\.0"):
+    with pytest.raises(
+        InvalidInput, match=r"--version 0\.1 of TRL is not modelled; modelled: 1\.16\.0, 0\.22\.1"
+    ):
         resolve("trl", "0.1", {})
 
 

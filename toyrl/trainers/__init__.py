@@ -99,6 +99,7 @@ class ToyMapping:
     spec: str
     config: dict[str, tuple[str, Any]] = field(default_factory=dict)
     unmodelled: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the release does that its names do not say
 
 
 @dataclass(frozen=True)

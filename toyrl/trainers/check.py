@@ -136,6 +136,7 @@ def report(check: Check) -> list[str]:
         f"toyrl variant: {check.setting.variant.spec_text()}"
         + (f"  (preset {check.preset})" if check.preset else ""),
     ]
+    lines += [f"note: {item}" for item in r.mapping.notes]
     if r.mapping.unmodelled:
         lines.append("not modelled:")
         lines += [f"  - {item}" for item in r.mapping.unmodelled]
@@ -173,6 +174,7 @@ def as_json(check: Check) -> dict[str, Any]:
         "given": check.resolved.given,
         "spec": check.setting.variant.spec_text(),
         "preset": check.preset,
+        "notes": check.resolved.mapping.notes,
         "unmodelled": check.resolved.mapping.unmodelled,
         "ignored": check.resolved.ignored,
         "seeds": check.seeds,

@@ -50,6 +50,35 @@ SETTINGS_1_16_0 = {
 }
 
 
+SETTINGS_0_22 = {
+    key: setting
+    for key, setting in SETTINGS_1_16_0.items()
+    if key not in ("use_bias_correction_kl", "entropy_coef")
+} | {"loss_type": Setting("dapo", ("grpo", "bnpo", "dr_grpo", "dapo"))}
+
+# TRL 0.22.0 and 0.22.1 swap scale_rewards in `_generate_and_score_completions`: "group" (the
+# default) computes the batch's std and divides by nothing, "batch" and "none" divide by the
+# group's std (fixed in 0.22.2).
+SWAPPED_0_22 = {"group": "none", "batch": "group", "none": "group"}
+
+
+def _mapping_0_22(s: dict[str, Any]) -> ToyMapping:
+    scale = {True: "group", False: "none"}.get(s["scale_rewards"], s["scale_rewards"])
+    newer = {"scale_rewards": SWAPPED_0_22[scale], "use_bias_correction_kl": False, "entropy_coef": 0.0}
+    mapped = _mapping(s | newer)  # 0.22 has neither the ratio-weighted KL nor the entropy bonus
+    mapped.notes.append(
+        f"scale_rewards={s['scale_rewards']!r}: this release's code swaps the modes, so it "
+        f"{'divides by the group std' if SWAPPED_0_22[scale] == 'group' else 'divides by nothing'} "
+        "(fixed in 0.22.2)"
+    )
+    if s["loss_type"] == "dapo" and s["mask_truncated_completions"]:
+        mapped.unmodelled.append(
+            "dapo with mask_truncated_completions: this release counts the truncated completions' tokens "
+            "in the normaliser; the toy counts the tokens in the loss"
+        )
+    return mapped
+
+
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     loss = s["loss_type"]
     if loss not in AGGREGATION:
@@ -116,6 +145,15 @@ TRAINER = Trainer(
             SETTINGS_1_16_0,
             "trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py (_compute_loss, advantages)",
             _mapping,
-        )
+        ),
+        **{
+            version: Release(
+                SETTINGS_0_22,
+                "trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py (_compute_loss, "
+                "_generate_and_score_completions)",
+                _mapping_0_22,
+            )
+            for version in ("0.22.1", "0.22.0")
+        },
     },
 )
