@@ -99,7 +99,14 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         raise InvalidInput(
             f"{ACTOR}policy_loss.loss_mode={mode!r} is not modelled by toyrl yet; modelled: 'vanilla'"
         )
-    if estimator.startswith("grpo"):
+    notes = []
+    if estimator == "grpo_vectorized":
+        advantage = "group_std_sample,std_eps=1e-06"  # its code never reads the flag
+        notes.append(
+            "grpo_vectorized divides by the group std whatever algorithm.norm_adv_by_std_in_grpo says "
+            "(compute_advantage does not pass it the flag), in float32"
+        )
+    elif estimator == "grpo":
         advantage = "group_std_sample,std_eps=1e-06" if s["algorithm.norm_adv_by_std_in_grpo"] else "none"
     elif estimator.startswith("rloo"):
         advantage = "rloo"
@@ -149,7 +156,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             "actor_rollout_ref.rollout.n=1 (the default): a group needs 2 or more responses; the toy "
             "keeps its own G (--group-size) unless rollout.n is set"
         )
-    return ToyMapping(",".join(spec), {"group_size": ("actor_rollout_ref.rollout.n", n)}, unmodelled)
+    return ToyMapping(",".join(spec), {"group_size": ("actor_rollout_ref.rollout.n", n)}, unmodelled, notes)
 
 
 TRAINER = Trainer(
