@@ -36,6 +36,8 @@ def invoke(*args: str) -> tuple[int, str, str]:
         ({"loss_type": "dr_grpo"}, "trl_dr_grpo_loss_only"),
         ({"loss_type": "dr_grpo", "scale_rewards": "none"}, "trl_dr_grpo"),
         ({"loss_type": "dr_grpo", "scale_rewards": False}, "trl_dr_grpo"),
+        (parse_sets(["loss_type=dr_grpo", "scale_rewards=false"]), "trl_dr_grpo"),
+        (parse_sets(["scale_rewards=True"]), "trl_default"),
         ({"scale_rewards": "none"}, "trl_scale_none_only"),
         ({"scale_rewards": "batch"}, "trl_batch_scale"),
     ],

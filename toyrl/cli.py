@@ -599,9 +599,9 @@ def check(
     settings_file: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[CONFIG]",
-            help="A trainer configuration file, .json (or .yaml/.yml with toyrl[yaml]); nested keys "
-            "are joined with dots.",
+            metavar="CONFIG",
+            help="A trainer configuration file, .json (or .yaml/.yml, with PyYAML installed); nested "
+            "keys are joined with dots.",
         ),
     ] = None,
     trainer: Annotated[str, typer.Option(help="Whose settings these are: trl or verl.")] = "trl",

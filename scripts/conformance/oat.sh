@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # oat's conformance environment: bash scripts/conformance/oat.sh VENV_DIR
 #
-# A virtualenv with torch 2.13.0 (the CPU build on disk), toyrl (editable, no deps) and its
+# A virtualenv with torch 2.13.0 (the CPU build on disk), toyrl (the checkout, on sys.path by a .pth) and its
 # runtime deps, oat-llm 0.2.4 (--no-deps) and exactly the modules that the tested code
 # (oat.algorithms.ppo.PPOLearner.learning_step and the batch oat.utils.data.TransitionDataset
 # collates) calls: tqdm. oat-llm 0.2.4 declares Python < 3.11, so its wheel (pure Python) is
@@ -29,7 +29,10 @@ constraints="$venv/conformance-constraints.txt"
 echo "torch==2.13.0" > "$constraints"
 
 # toyrl itself and its runtime deps, plus the test runner.
-"${pip[@]}" -c "$constraints" -e "$repo" --no-deps
+# toyrl from this checkout, by a .pth onto its source: no build in the tree, which another
+# install of the checkout may be using at the same time
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$repo" > "$site/toyrl-source.pth"
 "${pip[@]}" -c "$constraints" numpy==2.4.6 scipy==1.17.1 pandas==3.1.1 matplotlib==3.11.2 typer==0.29.2 \
     joblib==1.6.0 pytest==9.2.0 pytest-timeout==2.4.0
 

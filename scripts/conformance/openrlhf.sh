@@ -2,7 +2,7 @@
 # Builds the OpenRLHF conformance environment: bash scripts/conformance/openrlhf.sh VENV_DIR
 #
 # A virtualenv of its own (never a dependency of toyrl) with the CPU build of torch 2.13.0, toyrl
-# (editable, from this checkout) and its runtime and test dependencies, then openrlhf==0.11.2 and
+# (this checkout, on sys.path by a .pth) and its runtime and test dependencies, then openrlhf==0.11.2 and
 # exactly the packages that the tested modules import at load time (openrlhf.models.loss,
 # openrlhf.trainer.ppo_utils.experience_maker, openrlhf.trainer.ray.ppo_actor,
 # openrlhf.utils.loss_utils), each pinned and installed with --no-deps so that nothing can pull
@@ -30,7 +30,10 @@ constraints="$venv/torch-constraint.txt"
 echo "torch==2.13.0" > "$constraints"
 
 # toyrl and what it needs to run and to be tested.
-"${pip[@]}" -c "$constraints" --no-deps -e "$repo"
+# toyrl from this checkout, by a .pth onto its source: no build in the tree, which another
+# install of the checkout may be using at the same time
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$repo" > "$site/toyrl-source.pth"
 "${pip[@]}" -c "$constraints" numpy scipy pandas matplotlib typer joblib pytest pytest-timeout
 
 # OpenRLHF without its declared requirements (deepspeed, flash-attn, vllm, ray, wandb, ...), and the

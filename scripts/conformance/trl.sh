@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # TRL's conformance environment: bash scripts/conformance/trl.sh VENV_DIR [TRL_VERSION]
 #
-# A virtualenv with torch 2.13.0 (the CPU build on disk), toyrl (editable, no deps) and its
+# A virtualenv with torch 2.13.0 (the CPU build on disk), toyrl (the checkout, on sys.path by a .pth) and its
 # runtime deps, and TRL (default 1.16.0) with its declared dependencies (transformers,
 # accelerate, datasets, ...), every one pinned to the versions a first install resolved. The
 # tests build a tiny random LlamaForCausalLM in-process: nothing downloads model weights.
@@ -58,7 +58,10 @@ constraints="$venv/conformance-constraints.txt"
 echo "torch==2.13.0" > "$constraints"
 
 # toyrl itself and its runtime deps, plus the test runner.
-"${pip[@]}" -c "$constraints" -e "$repo" --no-deps
+# toyrl from this checkout, by a .pth onto its source: no build in the tree, which another
+# install of the checkout may be using at the same time
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$repo" > "$site/toyrl-source.pth"
 "${pip[@]}" -c "$constraints" numpy==2.4.6 scipy==1.17.1 pandas==3.1.1 matplotlib==3.11.2 typer==0.29.2 \
     joblib==1.6.0 pytest==9.2.0 pytest-timeout==2.4.0 \
     contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1 pillow==13.0.0 pyparsing==3.3.3 \

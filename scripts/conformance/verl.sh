@@ -4,7 +4,7 @@
 # A virtualenv (created if missing; re-running is a no-op) holding:
 #   1. torch 2.13.0 first and alone (the CPU build on this machine's disk; every later install is
 #      held to it, and to every other pin below, by a constraints file);
-#   2. toyrl itself (editable, no deps), its runtime deps and the test runner;
+#   2. toyrl itself (this checkout, on sys.path by a .pth), its runtime deps and the test runner;
 #   3. verl (default 0.9.1) with --no-deps, then only what the tested modules import:
 #      verl.trainer.ppo.core_algos, verl.workers.utils.losses / padding, verl.utils.tensordict_utils /
 #      seqlen_balancing, verl.workers.config (tensordict, omegaconf, codetiming, transformers for
@@ -132,7 +132,10 @@ PINS
 pip=("$python" -m pip install --quiet --disable-pip-version-check -c "$constraints")
 
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -e "$repo" --no-deps
+# toyrl from this checkout, by a .pth onto its source: no build in the tree, which another
+# install of the checkout may be using at the same time
+site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$repo" > "$site/toyrl-source.pth"
 "${pip[@]}" numpy scipy pandas matplotlib typer joblib pytest pytest-timeout
 # pip reports verl's other requirements (ray, wandb, peft, ...) as missing: by design
 "${pip[@]}" --no-deps "verl==$version"

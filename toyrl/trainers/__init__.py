@@ -59,9 +59,11 @@ class Setting:
                 return None
             raise InvalidInput(f"{name}: None is not valid; valid: {self.describe()}")
         if self.choices:
-            for choice in self.choices:
-                if value == choice and type(value) is type(choice):
-                    return choice
+            candidates = [value, _from_text(value)] if isinstance(value, str) else [value]
+            for candidate in candidates:  # `--set scale_rewards=false` is the choice False
+                for choice in self.choices:
+                    if candidate == choice and type(candidate) is type(choice):
+                        return choice
             close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InvalidInput(f"{name}={value!r} is not valid{hint}; valid: {self.describe()}")
