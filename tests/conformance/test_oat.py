@@ -50,6 +50,7 @@ import numpy as np
 import pytest
 
 from tests.conformance.conftest import trainer_module
+from tests.conformance.toy import CONFIG as toy_config
 from tests.conformance.toy import (
     ToyBatch,
     advantages,
@@ -67,16 +68,7 @@ ROW = 1000  # the first prompt token of row i is ROW + i: the stand-in model fin
 PAD, FILLER, RIGHT, WRONG, CONTINUE, STOP = 0, 7, 11, 12, 21, 22  # token ids (only ROW + i is read)
 PRESET = {"grpo": "oat_grpo", "drgrpo": "oat_drgrpo"}
 
-SAMPLED = Config(
-    prompts=8,
-    batch_prompts=4,
-    group_size=4,
-    cap=30,
-    min_length=5,
-    stop_prob_right=1 / 12,
-    stop_prob_wrong=1 / 20,
-    length_norm=31.0,  # oat's generate_max_length: T = cap + 1 tokens at most
-)
+SAMPLED = toy_config  # oat's generate_max_length: T = cap + 1 tokens at most
 CORNER = Config(
     prompts=4,
     batch_prompts=4,

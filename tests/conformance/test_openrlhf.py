@@ -55,20 +55,11 @@ import pytest
 
 from tests.conformance import toy
 from tests.conformance.conftest import trainer_module
-from toyrl.config import Config
+from tests.conformance.toy import CONFIG as toy_config
 from toyrl.variants import parse_variant
 
 DIST = "openrlhf"
-CONFIG = Config(
-    prompts=8,
-    batch_prompts=4,
-    group_size=4,
-    cap=30,
-    min_length=5,
-    stop_prob_right=1 / 12,
-    stop_prob_wrong=1 / 20,
-    length_norm=31.0,  # unused: OpenRLHF has no constant-length aggregation
-)
+CONFIG = toy_config  # its length_norm is unused: OpenRLHF has no constant-length aggregation
 PRESETS = {
     "group_norm": "openrlhf_group_norm",
     "dr_grpo": "openrlhf_dr_grpo",

@@ -7,21 +7,13 @@ import numpy as np
 import pytest
 
 from tests.conformance import toy
-from toyrl.config import Config
+from tests.conformance.toy import CONFIG as toy_config
 from toyrl.policy import Coefficients, OwnLogits, TokenTable, policy_gradient
 from toyrl.stages import weights
 from toyrl.train import Epoch, Plan
 from toyrl.variants import parse_variant
 
-CONFIG = Config(
-    prompts=8,
-    batch_prompts=4,
-    group_size=4,
-    cap=30,
-    min_length=5,
-    stop_prob_right=1 / 12,
-    stop_prob_wrong=1 / 20,
-)
+CONFIG = toy_config
 
 
 def pulled_back(weight: np.ndarray, batch: toy.ToyBatch, theta: np.ndarray) -> np.ndarray:

@@ -40,19 +40,10 @@ import pytest
 
 from tests.conformance import toy
 from tests.conformance.conftest import trainer_module, version_of
-from toyrl.config import Config
+from tests.conformance.toy import CONFIG as toy_config
 from toyrl.variants import parse_variant
 
-CONFIG = Config(
-    prompts=8,
-    batch_prompts=4,
-    group_size=4,
-    cap=30,
-    min_length=5,
-    stop_prob_right=1 / 12,
-    stop_prob_wrong=1 / 20,
-    length_norm=31.0,  # TRL's dr_grpo divides by max_completion_length = T = cap + 1
-)
+CONFIG = toy_config  # TRL's dr_grpo divides by max_completion_length = T = cap + 1
 PROMPTS = [f"p{j}" for j in range(CONFIG.prompts)]
 VOCABULARY = {"<pad>": 0, "<eos>": 1, "right": 2, "wrong": 3, "ramble": 4} | {
     p: 5 + j for j, p in enumerate(PROMPTS)

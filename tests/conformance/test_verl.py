@@ -45,7 +45,7 @@ import pytest
 
 from tests.conformance import toy
 from tests.conformance.conftest import trainer_module, version_of
-from toyrl.config import Config
+from tests.conformance.toy import CONFIG as toy_config
 from toyrl.objective import Variant
 from toyrl.variants import parse_variant
 
@@ -53,16 +53,7 @@ torch = pytest.importorskip("torch")
 
 TRAINER = "verl"
 Conform = Callable[..., None]  # the conform fixture (tests/conformance/conftest.py)
-CONFIG = Config(
-    prompts=8,
-    batch_prompts=4,
-    group_size=4,
-    cap=30,
-    min_length=5,
-    stop_prob_right=1 / 12,
-    stop_prob_wrong=1 / 20,
-    length_norm=31.0,  # verl's default loss_scale_factor: the response width, T = cap + 1
-)
+CONFIG = toy_config  # verl's default loss_scale_factor: the response width, T = cap + 1
 PROMPT_WIDTH = 4  # prompts are 2..4 tokens, left-padded to this width
 PAD, APPROACH_RIGHT, APPROACH_WRONG, RAMBLE, STOP = 0, 11, 12, 13, 14
 CLIP_HIGH = 0.28  # DAPO's clip-higher

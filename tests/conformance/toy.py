@@ -31,6 +31,20 @@ from toyrl.policy import Batch, OwnLogits, log_expit, sample_batch
 from toyrl.stages import weights
 from toyrl.train import Epoch, Plan
 
+# The suite's toy configuration: T = cap + 1 = 31 token positions, and length_norm = T, the constant a
+# trainer's Dr. GRPO loss divides by when its maximum length is T (TRL's max_completion_length,
+# verl's default loss_scale_factor, the response width; oat's generate_max_length).
+CONFIG = Config(
+    prompts=8,
+    batch_prompts=4,
+    group_size=4,
+    cap=30,
+    min_length=5,
+    stop_prob_right=1 / 12,
+    stop_prob_wrong=1 / 20,
+    length_norm=31.0,
+)
+
 
 @dataclass(frozen=True)
 class ToyBatch:
