@@ -258,7 +258,7 @@ TRAINERS_DOC_FRAGMENTS = [
     "± {p.final.grpo.accuracy_pct.sd:.1f}",
     "| {p.final.grpo.length_incorrect.mean:.0f}",
     "± {p.final.grpo.length_incorrect.sd:.0f}",
-    "`norm_adv_by_std_in_grpo=False`) | `length_only` | {p.final.length_only.accuracy_pct.mean:.1f}",
+    "with `seq-mean-token-mean`) | `length_only` | {p.final.length_only.accuracy_pct.mean:.1f}",
     "± {p.final.length_only.accuracy_pct.sd:.1f}",
     "| {p.final.length_only.length_incorrect.mean:.0f}",
     "± {p.final.length_only.length_incorrect.sd:.0f}",
