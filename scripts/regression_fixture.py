@@ -45,6 +45,7 @@ EXTRA = [  # spelled canonically (`Variant.spec_text`), so a variant's name is i
     "advantage=none,aggregation=seq_mean_token_sum_norm,mask_truncated=True",
     "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,num_iterations=2,beta=0.1,mask_truncated=True,"
     "std_eps=0.0001",
+    "advantage=token_whiten_sample,aggregation=seq_mean_token_mean",  # added with the stage
 ]
 MEAN_FIELD = [
     "grpo",
