@@ -122,9 +122,14 @@ def test_settings_from_a_file_ignore_what_the_toy_has_no_use_for(tmp_path: Path)
     assert "not read (no bearing on the toy's gradients, or unknown to toyrl): " in stdout
     assert "actor_rollout_ref.actor.optim.lr, trainer.project_name" in stdout and "G = 4" in stdout
     typo = tmp_path / "typo.json"
-    typo.write_text(json.dumps({"algorithm": {"adv_estimater": "grpo"}}))
-    code, _, stderr = invoke("check", str(typo), "--trainer", "verl", *SMALL)
-    assert code == 2 and "did you mean 'algorithm.adv_estimator'?" in stderr
+    typo.write_text(json.dumps({"algorithm": {"adv_estimater": "grpo", "adv_estimator": "grpo"}}))
+    code, stdout, stderr = invoke("check", str(typo), "--trainer", "verl", *SMALL)
+    assert code == 0 and "not read (no bearing on the toy's gradients, or unknown to toyrl): " in stdout
+    assert "algorithm.adv_estimater" in stdout  # shown, not silently dropped
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": "maybe"}}))
+    code, _, stderr = invoke("check", str(bad), "--trainer", "verl", *SMALL)
+    assert code == 2 and "algorithm.norm_adv_by_std_in_grpo='maybe' is not valid; valid: a bool" in stderr
 
 
 def test_trl_settings_from_text_and_what_is_not_modelled() -> None:

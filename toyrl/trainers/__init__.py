@@ -171,22 +171,21 @@ def resolve(
     """Validate `settings` (name -> value, text or typed) against the release, fill in its
     defaults and map them to the toy.
 
-    A setting toyrl does not know is refused (one line, with a close match), except one read from a
-    configuration file (`from_file`) that is close to none: a trainer's file holds many settings
-    (paths, learning rates, logging) with no bearing on the toy's gradients; they are listed in
-    `ignored`. A file's key that is close to a known one is refused as a likely typo."""
+    A `--set` setting toyrl does not know is refused (one line, with a close match). One read from
+    a configuration file (`from_file`) is listed in `ignored` instead: a trainer's file holds many
+    settings (paths, learning rates, logging, its micro-batch sizes) with no bearing on the toy's
+    gradients, some named much like the ones toyrl reads, so a typo there shows in that list
+    rather than as an error. Every value of a setting toyrl reads is validated either way."""
     chosen = trainer(name)
     version, release = chosen.release(version)
     given: dict[str, Any] = {}
     ignored: list[str] = []
     for key, value in settings.items():
         if key not in release.settings:
-            close = difflib.get_close_matches(
-                key, list(release.settings), n=1, cutoff=0.85 if key in from_file else 0.6
-            )
-            if key in from_file and not close:
+            if key in from_file:
                 ignored.append(key)
                 continue
+            close = difflib.get_close_matches(key, list(release.settings), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InvalidInput(
                 f"{chosen.name} {version} has no setting {key!r} that toyrl knows{hint}; "

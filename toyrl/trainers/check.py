@@ -58,7 +58,7 @@ class Check:
 
     def verdict(self) -> str:
         if self.same_variant:
-            return "these settings are Dr. GRPO itself: no length bias beyond the toy's own dynamics"
+            return "these settings are Dr. GRPO itself (the same variant): the reference, by construction"
         mean, se = self.difference
         reference = float(self.reference.incorrect.mean())
         beyond = abs(mean) > MARGIN_SE * se and abs(mean) > MARGIN_RELATIVE * reference
@@ -141,7 +141,9 @@ def report(check: Check) -> list[str]:
         lines.append("not modelled:")
         lines += [f"  - {item}" for item in r.mapping.unmodelled]
     if r.ignored:
-        shown = ", ".join(r.ignored[:8]) + (f" and {len(r.ignored) - 8} more" if len(r.ignored) > 8 else "")
+        shown = ", ".join(r.ignored[:8]) + (
+            f" and {len(r.ignored) - 8} more (--json lists them all)" if len(r.ignored) > 8 else ""
+        )
         lines.append(f"not read (no bearing on the toy's gradients, or unknown to toyrl): {shown}")
     c = check.config
     lines.append(
