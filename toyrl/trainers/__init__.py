@@ -2,13 +2,14 @@
 
 Each trainer module (`toyrl.trainers.trl`, ...) describes one trainer: per release, its settings
 with their defaults and valid values (`Setting`), and a function that maps a full set of settings
-to a toyrl spec, the toy configuration fields they set, and the settings toyrl does not model
-(`Mapping`). The mapping follows the trainer's loss and advantage code of that release (the
-module names the files); the conformance suite (tests/conformance) checks the presets it lands on
-against the installed trainer.
+to a toyrl spec, the toy configuration fields they set, the settings toyrl does not model and
+what the release does that its names do not say (`ToyMapping`). The mapping follows the
+trainer's loss and advantage code of that release (the module names the files); the conformance
+suite (tests/conformance) checks the presets it lands on against the installed trainer.
 
-`resolve(trainer, version, settings)` validates user settings (unknown keys and values get one
-line naming the valid ones, with a close match), fills in the release's defaults, and maps them.
+`resolve(trainer, version, settings)` validates user settings (an unknown `--set` key or a bad
+value gets one line naming the valid ones, with a close match; a file's keys toyrl does not read
+are listed), fills in the release's defaults, and maps them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ class Setting:
     low: float | None = None
     high: float | None = None
     optional: bool = False
-    help: str = ""
 
     def describe(self) -> str:
         """The valid values, for an error message."""
