@@ -106,6 +106,44 @@ def test_verl_estimators_epochs_and_kl() -> None:
     assert not any("optimiser steps" in item for item in resolved.mapping.unmodelled)
 
 
+@pytest.mark.parametrize(
+    ("settings", "preset"),
+    [
+        ({"algo.advantage.estimator": "group_norm"}, "openrlhf_group_norm"),
+        ({"algo.advantage.estimator": "dr_grpo"}, "openrlhf_dr_grpo"),
+        ({"algo.advantage.estimator": "rloo"}, "openrlhf_rloo"),
+        ({"algo.advantage.estimator": "reinforce_baseline"}, "openrlhf_reinforce_baseline"),
+        (
+            {"algo.advantage.estimator": "dr_grpo", "actor.loss_agg_mode": "seq-mean-token-mean"},
+            "length_only",
+        ),
+    ],
+)
+def test_openrlhf_settings_land_on_the_presets(settings: dict, preset: str) -> None:
+    resolved = resolve("openrlhf", None, settings)
+    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+    assert any("k1 in the reward (the default)" in item for item in resolved.mapping.unmodelled)
+    with pytest.raises(InvalidInput, match="PPO's GAE needs a value model"):
+        resolve("openrlhf", None, {})
+
+
+@pytest.mark.parametrize(
+    ("settings", "preset"),
+    [({"critic_type": "grpo", "beta": 0}, "oat_grpo"), ({"beta": 0}, "oat_drgrpo")],
+)
+def test_oat_settings_land_on_the_presets(settings: dict, preset: str) -> None:
+    resolved = resolve("oat", None, settings)
+    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+    default = parse_variant(resolve("oat", "0.2.4", {}).mapping.spec)
+    assert default.kl.beta == 0.1 and default.names()["normaliser"] == "seq_mean_token_sum_norm"
+
+
+def test_a_trainer_default_group_size_is_named_when_the_toy_keeps_its_own() -> None:
+    code, stdout, stderr = invoke("check", "--trainer", "oat", "--set", "beta=0", *SMALL)
+    assert code == 0, stderr
+    assert "note: group_size = 8 is the toy's; num_samples defaults to 2 (--set num_samples=... " in stdout
+
+
 def test_settings_from_a_file_ignore_what_the_toy_has_no_use_for(tmp_path: Path) -> None:
     path = tmp_path / "verl.json"
     path.write_text(

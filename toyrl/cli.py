@@ -604,7 +604,9 @@ def check(
             "keys are joined with dots.",
         ),
     ] = None,
-    trainer: Annotated[str, typer.Option(help="Whose settings these are: trl or verl.")] = "trl",
+    trainer: Annotated[
+        str, typer.Option(help="Whose settings these are: trl, verl, openrlhf or oat.")
+    ] = "trl",
     set_: Annotated[
         list[str] | None,
         typer.Option(

@@ -137,9 +137,9 @@ class Trainer:
 
 
 def _registry() -> dict[str, Trainer]:
-    from toyrl.trainers import trl, verl
+    from toyrl.trainers import oat, openrlhf, trl, verl
 
-    return {"trl": trl.TRAINER, "verl": verl.TRAINER}
+    return {"trl": trl.TRAINER, "verl": verl.TRAINER, "openrlhf": openrlhf.TRAINER, "oat": oat.TRAINER}
 
 
 def trainer(name: str) -> Trainer:

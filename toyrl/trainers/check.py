@@ -48,6 +48,7 @@ class Check:
     reference: Outcome
     same_variant: bool
     preset: str | None  # the named preset the settings land on, if any
+    kept: list[str] = dataclasses.field(default_factory=list)  # toy fields kept against the defaults
 
     @property
     def difference(self) -> tuple[float, float]:
@@ -98,9 +99,15 @@ def run_check(
     progress: Callable[[int, int], None] | None = None,
 ) -> Check:
     """Train the settings' variant and Dr. GRPO on `seeds` and compare them."""
+    kept = []
     for field_name, (setting, value) in resolved.mapping.config.items():
         if setting in resolved.given:
             config = dataclasses.replace(config, **{field_name: value})
+        elif getattr(config, field_name) != value:
+            kept.append(
+                f"{field_name} = {getattr(config, field_name)} is the toy's; {setting} defaults to {value} "
+                f"(--set {setting}=... to use yours)"
+            )
     variant = parse_variant(resolved.mapping.spec)
     reference = VARIANTS["dr_grpo"]
     same = variant.spec() == reference.spec()
@@ -118,6 +125,7 @@ def run_check(
         _outcome(frame, reference),
         same,
         preset,
+        kept,
     )
 
 
@@ -136,7 +144,7 @@ def report(check: Check) -> list[str]:
         f"toyrl variant: {check.setting.variant.spec_text()}"
         + (f"  (preset {check.preset})" if check.preset else ""),
     ]
-    lines += [f"note: {item}" for item in r.mapping.notes]
+    lines += [f"note: {item}" for item in r.mapping.notes + check.kept]
     if r.mapping.unmodelled:
         lines.append("not modelled:")
         lines += [f"  - {item}" for item in r.mapping.unmodelled]

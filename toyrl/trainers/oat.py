@@ -1,0 +1,95 @@
+"""oat's PPO learner settings on the toy (oat-llm 0.2.4: oat/args.py and oat/algorithms/ppo.py,
+`PPOArgs` and `PPOLearner.learning_step`).
+
+What the mapping follows:
+- `critic_type`: "drgrpo" (the default: r - group mean; each response's token sum divided by
+  `generate_max_length`, averaged over responses: seq_mean_token_sum_norm) and "grpo" (divided by
+  the group's sample std + 1e-8; each response's token mean: seq_mean_token_mean); "ppo" needs a
+  value model;
+- `beta` (default 0.1): k3 to the reference policy in the loss, aggregated like the policy loss;
+- `cliprange`, `num_ppo_epochs`; `ignore_no_eos`: truncated responses out of the loss;
+- `num_samples`: the group size G.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toyrl.config import InvalidInput
+from toyrl.trainers import Release, Setting, ToyMapping, Trainer
+
+SETTINGS_0_2_4 = {
+    "critic_type": Setting("drgrpo", ("ppo", "grpo", "drgrpo")),
+    "beta": Setting(0.1, kind=float, low=0.0),
+    "cliprange": Setting(0.2, kind=float, low=0.0, high=10.0),
+    "num_ppo_epochs": Setting(1, kind=int, low=1, high=64),
+    "ignore_no_eos": Setting(False, kind=bool),
+    "num_samples": Setting(2, kind=int, low=1, high=10_000),
+    "generate_max_length": Setting(512, kind=int, low=1),
+    "train_batch_size": Setting(128, kind=int, low=1),
+    "rollout_batch_size": Setting(128, kind=int, low=1),
+    "whiten_adv": Setting(False, kind=bool),
+    "kl_penalty_coef": Setting(0.0, kind=float, low=0.0),
+    "non_stop_penalty": Setting(0.0, kind=float),
+    "reward_scale": Setting(1.0, kind=float),
+}
+
+
+def _mapping(s: dict[str, Any]) -> ToyMapping:
+    critic = s["critic_type"]
+    if critic == "ppo":
+        raise InvalidInput(
+            "critic_type='ppo' (a value model) is not modelled by toyrl; modelled: 'grpo', 'drgrpo'"
+        )
+    if critic == "grpo":
+        spec = ["advantage=group_std_sample,std_eps=1e-08", "aggregation=seq_mean_token_mean"]
+    else:
+        spec = ["advantage=none", "aggregation=seq_mean_token_sum_norm"]
+    spec.append(f"epsilon={s['cliprange']}")
+    if s["num_ppo_epochs"] > 1:
+        spec.append(f"num_iterations={s['num_ppo_epochs']}")
+    if s["beta"] > 0:
+        spec.append(f"beta={s['beta']}")
+    if s["ignore_no_eos"]:
+        spec.append("mask_truncated=True")
+    notes = []
+    if s["beta"] > 0:
+        notes.append(
+            f"beta={s['beta']}: a k3 KL term in the loss (oat's default beta is 0.1; the presets "
+            "oat_grpo and oat_drgrpo are beta 0)"
+        )
+    unmodelled = []
+    if critic == "drgrpo":
+        unmodelled.append(
+            f"generate_max_length={s['generate_max_length']}: drgrpo's constant; it only rescales the "
+            "learning rate, and the toy divides by its own cap (Config.length_norm)"
+        )
+    updates = max(1, s["rollout_batch_size"] * max(s["num_samples"], 1) // s["train_batch_size"])
+    if s["train_batch_size"] < s["rollout_batch_size"] * max(s["num_samples"], 1) and updates > 1:
+        unmodelled.append(
+            f"train_batch_size={s['train_batch_size']} < the rollout's responses: {updates} optimiser steps "
+            "per rollout, each averaged over its mini-batch; the toy takes one per epoch"
+        )
+    for key, default, what in (
+        ("whiten_adv", False, "whitens the advantages over the batch"),
+        ("kl_penalty_coef", 0.0, "a KL penalty in the reward"),
+        ("non_stop_penalty", 0.0, "a penalty on responses without EOS"),
+        ("reward_scale", 1.0, "scales the rewards"),
+    ):
+        if s[key] != default:
+            unmodelled.append(f"{key}={s[key]}: {what}; left out")
+    n = s["num_samples"]
+    if n < 2:
+        unmodelled.append("num_samples=1: a group needs 2 or more responses; the toy keeps its own G")
+    return ToyMapping(",".join(spec), {"group_size": ("num_samples", n)}, unmodelled, notes)
+
+
+TRAINER = Trainer(
+    name="oat",
+    distribution="oat-llm",
+    releases={
+        "0.2.4": Release(
+            SETTINGS_0_2_4, "oat/args.py, oat/algorithms/ppo.py (PPOArgs, PPOLearner.learning_step)", _mapping
+        )
+    },
+)
