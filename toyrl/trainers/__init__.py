@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,43 @@ class Trainer:
                 f"--version {chosen} of {self.name} is not modelled; modelled: {', '.join(self.releases)}"
             )
         return chosen, self.releases[chosen]
+
+
+def not_modelled(setting: str, value: Any, modelled: Iterable[Any], why: str = "") -> InvalidInput:
+    """The one-line refusal of a setting's value that toyrl does not model (`why`, if given, in
+    brackets), naming the values it does."""
+    reason = f" ({why})" if why else ""
+    valid = ", ".join(map(repr, modelled))
+    return InvalidInput(f"{setting}={value!r} is not modelled by toyrl yet{reason}; modelled: {valid}")
+
+
+def ppo_spec(
+    epsilon: float,
+    epsilon_high: float | None = None,
+    epochs: int = 1,
+    beta: float = 0.0,
+    mask_truncated: bool = False,
+) -> list[str]:
+    """The spec items of PPO's clip range, its epochs, the k3 KL term and masking truncated
+    responses, each only where it is not toyrl's default."""
+    spec = [f"epsilon={epsilon}"]
+    if epsilon_high is not None and epsilon_high != epsilon:
+        spec.append(f"epsilon_high={epsilon_high}")
+    if epochs > 1:
+        spec.append(f"num_iterations={epochs}")
+    if beta > 0:
+        spec.append(f"beta={beta}")
+    if mask_truncated:
+        spec.append("mask_truncated=True")
+    return spec
+
+
+def constant_note(setting: str, value: Any, what: str) -> str:
+    """What a Dr. GRPO loss's constant denominator is on the toy."""
+    return (
+        f"{setting}={value}: {what}; it only rescales the learning rate, and the toy divides by its own "
+        "cap (Config.length_norm)"
+    )
 
 
 def _registry() -> dict[str, Trainer]:

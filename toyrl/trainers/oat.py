@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toyrl.config import InvalidInput
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer
+from toyrl.trainers import Release, Setting, ToyMapping, Trainer, constant_note, not_modelled, ppo_spec
 
 SETTINGS_0_2_4 = {
     "critic_type": Setting("drgrpo", ("ppo", "grpo", "drgrpo")),
@@ -38,20 +37,12 @@ SETTINGS_0_2_4 = {
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     critic = s["critic_type"]
     if critic == "ppo":
-        raise InvalidInput(
-            "critic_type='ppo' (a value model) is not modelled by toyrl; modelled: 'grpo', 'drgrpo'"
-        )
+        raise not_modelled("critic_type", critic, ["grpo", "drgrpo"], "a value model")
     if critic == "grpo":
         spec = ["advantage=group_std_sample,std_eps=1e-08", "aggregation=seq_mean_token_mean"]
     else:
         spec = ["advantage=none", "aggregation=seq_mean_token_sum_norm"]
-    spec.append(f"epsilon={s['cliprange']}")
-    if s["num_ppo_epochs"] > 1:
-        spec.append(f"num_iterations={s['num_ppo_epochs']}")
-    if s["beta"] > 0:
-        spec.append(f"beta={s['beta']}")
-    if s["ignore_no_eos"]:
-        spec.append("mask_truncated=True")
+    spec += ppo_spec(s["cliprange"], None, s["num_ppo_epochs"], s["beta"], s["ignore_no_eos"])
     notes = []
     if s["beta"] > 0:
         notes.append(
@@ -60,12 +51,9 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         )
     unmodelled = []
     if critic == "drgrpo":
-        unmodelled.append(
-            f"generate_max_length={s['generate_max_length']}: drgrpo's constant; it only rescales the "
-            "learning rate, and the toy divides by its own cap (Config.length_norm)"
-        )
-    updates = max(1, s["rollout_batch_size"] * max(s["num_samples"], 1) // s["train_batch_size"])
-    if s["train_batch_size"] < s["rollout_batch_size"] * max(s["num_samples"], 1) and updates > 1:
+        unmodelled.append(constant_note("generate_max_length", s["generate_max_length"], "drgrpo's constant"))
+    updates = s["rollout_batch_size"] * s["num_samples"] // s["train_batch_size"]
+    if updates > 1:
         unmodelled.append(
             f"train_batch_size={s['train_batch_size']} < the rollout's responses: {updates} optimiser steps "
             "per rollout, each averaged over its mini-batch; the toy takes one per epoch"
@@ -78,10 +66,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     ):
         if s[key] != default:
             unmodelled.append(f"{key}={s[key]}: {what}; left out")
-    n = s["num_samples"]
-    if n < 2:
-        unmodelled.append("num_samples=1: a group needs 2 or more responses; the toy keeps its own G")
-    return ToyMapping(",".join(spec), {"group_size": ("num_samples", n)}, unmodelled, notes)
+    return ToyMapping(",".join(spec), {"group_size": ("num_samples", s["num_samples"])}, unmodelled, notes)
 
 
 TRAINER = Trainer(

@@ -21,8 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from toyrl.config import InvalidInput
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer
+from toyrl.trainers import Release, Setting, ToyMapping, Trainer, not_modelled, ppo_spec
 
 ADVANTAGE = {
     "group_norm": "advantage=group_std_sample,std_eps=1e-09",
@@ -57,29 +56,21 @@ SETTINGS_0_11_2 = {
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     estimator = s["algo.advantage.estimator"]
     if estimator not in ADVANTAGE:
-        raise InvalidInput(
-            f"algo.advantage.estimator={estimator!r} is not modelled by toyrl"
-            + (" (PPO's GAE needs a value model)" if estimator == "gae" else "")
-            + f"; modelled: {', '.join(map(repr, ADVANTAGE))}"
-        )
+        why = "PPO's GAE needs a value model" if estimator == "gae" else ""
+        raise not_modelled("algo.advantage.estimator", estimator, ADVANTAGE, why)
     if s["actor.policy_loss_type"] != "ppo":
-        raise InvalidInput("actor.policy_loss_type='gspo' is not modelled by toyrl yet; modelled: 'ppo'")
+        raise not_modelled("actor.policy_loss_type", s["actor.policy_loss_type"], ["ppo"])
     if estimator == "reinforce_baseline" and s["algo.advantage.no_std_norm"]:
-        raise InvalidInput(
-            "algo.advantage.no_std_norm=True (token-weighted centring without the std) is not modelled "
-            "by toyrl; modelled: False"
-        )
+        why = "token-weighted centring without the std"
+        raise not_modelled("algo.advantage.no_std_norm", True, [False], why)
     spec = [ADVANTAGE[estimator], f"aggregation={AGGREGATION[s['actor.loss_agg_mode']]}"]
-    spec.append(f"epsilon={s['actor.eps_clip']}")
-    if s["train.max_epochs"] > 1:
-        spec.append(f"num_iterations={s['train.max_epochs']}")
     notes, unmodelled = [], []
     if estimator == "reinforce_baseline":
         notes.append("reinforce_baseline whitens in float32: it equals token_whiten to float32 rounding")
     coef = s["algo.kl.init_coef"]
-    if coef > 0 and s["algo.kl.use_loss"] and s["algo.kl.estimator"] == "k3":
-        spec.append(f"beta={coef}")
-    elif coef > 0:
+    in_loss = coef > 0 and s["algo.kl.use_loss"] and s["algo.kl.estimator"] == "k3"
+    spec += ppo_spec(s["actor.eps_clip"], epochs=s["train.max_epochs"], beta=coef if in_loss else 0.0)
+    if coef > 0 and not in_loss:
         place = "in the loss" if s["algo.kl.use_loss"] else "in the reward (the default)"
         unmodelled.append(
             f"algo.kl.init_coef={coef} with estimator {s['algo.kl.estimator']} {place}: toyrl's KL term is "
@@ -106,11 +97,6 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             unmodelled.append(f"{key}={s[key]}: {what}; left out")
     if s["algo.dynamic_filtering_enable"]:
         unmodelled.append("algo.dynamic_filtering_enable=True: dynamic sampling; left out")
-    if n < 2:
-        unmodelled.append(
-            "rollout.n_samples_per_prompt=1 (the default): a group needs 2 or more responses; the toy keeps "
-            "its own G unless it is set"
-        )
     return ToyMapping(",".join(spec), {"group_size": ("rollout.n_samples_per_prompt", n)}, unmodelled, notes)
 
 

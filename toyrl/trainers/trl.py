@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toyrl.config import InvalidInput
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer
+from toyrl.trainers import Release, Setting, ToyMapping, Trainer, constant_note, not_modelled, ppo_spec
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
 AGGREGATION = {
@@ -82,33 +81,21 @@ def _mapping_0_22(s: dict[str, Any]) -> ToyMapping:
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     loss = s["loss_type"]
     if loss not in AGGREGATION:
-        raise InvalidInput(
-            f"loss_type={loss!r} is not modelled by toyrl yet; modelled: {', '.join(map(repr, AGGREGATION))}"
-        )
+        raise not_modelled("loss_type", loss, AGGREGATION)
     if s["importance_sampling_level"] != "token":
-        raise InvalidInput(
-            "importance_sampling_level='sequence' (GSPO's sequence ratio) is not modelled by toyrl yet; "
-            "modelled: 'token'"
-        )
+        raise not_modelled("importance_sampling_level", "sequence", ["token"], "GSPO's sequence ratio")
     scale = {True: "group", False: "none"}.get(s["scale_rewards"], s["scale_rewards"])
     spec = [f"advantage={ADVANTAGE[scale]}", f"aggregation={AGGREGATION[loss]}"]
     if scale != "none":
         spec.append("std_eps=0.0001")
-    if s["num_iterations"] > 1:
-        spec.append(f"num_iterations={s['num_iterations']}")
-    spec.append(f"epsilon={s['epsilon']}")
-    if s["epsilon_high"] is not None and s["epsilon_high"] != s["epsilon"]:
-        spec.append(f"epsilon_high={s['epsilon_high']}")
-    if s["beta"] > 0:
-        spec.append(f"beta={s['beta']}")
-    if s["mask_truncated_completions"]:
-        spec.append("mask_truncated=True")
+    spec += ppo_spec(
+        s["epsilon"], s["epsilon_high"], s["num_iterations"], s["beta"], s["mask_truncated_completions"]
+    )
 
     unmodelled = []
     if loss == "dr_grpo":
         unmodelled.append(
-            f"max_completion_length={s['max_completion_length']}: dr_grpo's constant; it only rescales "
-            "the learning rate, and the toy divides by its own cap (Config.length_norm)"
+            constant_note("max_completion_length", s["max_completion_length"], "dr_grpo's constant")
         )
     steps = s["steps_per_generation"] or s["gradient_accumulation_steps"]
     if steps > s["gradient_accumulation_steps"]:

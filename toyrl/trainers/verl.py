@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toyrl.config import InvalidInput
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer
+from toyrl.trainers import Release, Setting, ToyMapping, Trainer, constant_note, not_modelled, ppo_spec
 
 ACTOR = "actor_rollout_ref.actor."
 ESTIMATORS = (
@@ -89,16 +88,11 @@ SETTINGS_0_9_1 = {
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     estimator = s["algorithm.adv_estimator"]
     if estimator not in MODELLED_ESTIMATORS:
-        raise InvalidInput(
-            f"algorithm.adv_estimator={estimator!r} is not modelled by toyrl"
-            + (" (PPO's GAE needs a value model)" if estimator == "gae" else "")
-            + f"; modelled: {', '.join(map(repr, MODELLED_ESTIMATORS))}"
-        )
+        why = "PPO's GAE needs a value model" if estimator == "gae" else ""
+        raise not_modelled("algorithm.adv_estimator", estimator, MODELLED_ESTIMATORS, why)
     mode = s[ACTOR + "policy_loss.loss_mode"]
     if mode != "vanilla":
-        raise InvalidInput(
-            f"{ACTOR}policy_loss.loss_mode={mode!r} is not modelled by toyrl yet; modelled: 'vanilla'"
-        )
+        raise not_modelled(ACTOR + "policy_loss.loss_mode", mode, ["vanilla"])
     notes = []
     if estimator == "grpo_vectorized":
         advantage = "group_std_sample,std_eps=1e-06"  # its code never reads the flag
@@ -117,19 +111,16 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     high = (
         s[ACTOR + "clip_ratio_high"] if s[ACTOR + "clip_ratio_high"] is not None else s[ACTOR + "clip_ratio"]
     )
-    spec.append(f"epsilon={low}")
-    if high != low:
-        spec.append(f"epsilon_high={high}")
     epochs = s[ACTOR + "ppo_epochs"]
-    if epochs > 1:
-        spec.append(f"num_iterations={epochs}")
     unmodelled = []
+    beta = 0.0
     if s[ACTOR + "use_kl_loss"]:
         kl_type = s[ACTOR + "kl_loss_type"]
         if kl_type in ("low_var_kl", "k3"):
-            spec.append(f"beta={s[ACTOR + 'kl_loss_coef']}")
+            beta = s[ACTOR + "kl_loss_coef"]
         else:
             unmodelled.append(f"kl_loss_type={kl_type!r}: toyrl's KL term is k3 (low_var_kl); left out")
+    spec += ppo_spec(low, high, epochs, beta)
     if s["algorithm.use_kl_in_reward"]:
         unmodelled.append("algorithm.use_kl_in_reward=True: a KL penalty in the reward; left out")
     updates = max(1, s["data.train_batch_size"] // s[ACTOR + "ppo_mini_batch_size"])
@@ -146,16 +137,8 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     if s[ACTOR + "loss_agg_mode"] == "seq-mean-token-sum-norm":
         factor = s[ACTOR + "loss_scale_factor"]
         constant = "the padded response length" if factor is None else factor
-        unmodelled.append(
-            f"loss_scale_factor={factor}: the constant ({constant}); it only rescales the learning rate, "
-            "and the toy divides by its own cap (Config.length_norm)"
-        )
-    n = s["actor_rollout_ref.rollout.n"]
-    if n < 2:
-        unmodelled.append(
-            "actor_rollout_ref.rollout.n=1 (the default): a group needs 2 or more responses; the toy "
-            "keeps its own G (--group-size) unless rollout.n is set"
-        )
+        unmodelled.append(constant_note("loss_scale_factor", factor, f"the constant ({constant})"))
+    n = s["actor_rollout_ref.rollout.n"]  # the toy takes it when it is given (`toyrl.trainers.check`)
     return ToyMapping(",".join(spec), {"group_size": ("actor_rollout_ref.rollout.n", n)}, unmodelled, notes)
 
 
