@@ -46,6 +46,16 @@ EXTRA = [  # spelled canonically (`Variant.spec_text`), so a variant's name is i
     "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,num_iterations=2,beta=0.1,mask_truncated=True,"
     "std_eps=0.0001",
     "advantage=token_whiten_sample,aggregation=seq_mean_token_mean",  # added with the stage
+    # added with the schedule's mini- and micro-batches, shuffles and the dual clip
+    "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,mini_batches=4,shuffle=epoch,"
+    "dual_clip=1.2,std_eps=1e-06",
+    "advantage=none,aggregation=token_mean,mini_batches=2,micro_batches=2,shuffle=once,per_micro_batch=True",
+    "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,num_iterations=2,mini_batches=2",
+    # added with the KL placements (k1 in the reward, the ratio-weighted k3) and gradient clipping
+    "advantage=group_std_sample,aggregation=token_mean,kl=k1_reward,num_iterations=2,mini_batches=2,beta=0.05",
+    "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,beta=0.04,ratio_weighted=True,"
+    "std_eps=0.0001",
+    "advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1e-05",
 ]
 MEAN_FIELD = [
     "grpo",

@@ -8,6 +8,7 @@ does is the conformance suite's job (tests/conformance/test_trl.py).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.config import InvalidInput
 from toyrl.trainers import parse_sets, read_settings, resolve
-from toyrl.trainers.check import Check, Outcome
+from toyrl.trainers.check import Check, Outcome, dr_grpo_in
 from toyrl.variants import VARIANTS, parse_variant
 
 SMALL = ["--steps", "30", "--prompts", "8", "--batch-prompts", "4", "--seeds", "3", "--quiet"]
@@ -79,9 +80,12 @@ VERL = "actor_rollout_ref.actor."
     ],
 )
 def test_verl_settings_land_on_the_presets_that_stand_for_them(settings: dict, preset: str) -> None:
+    """The presets are the settings' loss and advantage at one optimiser step per batch; verl's
+    defaults take 1024 / 256 = 4 (in the batch's order) and apply the dual clip c = 3."""
     resolved = resolve("verl", None, {"algorithm.adv_estimator": "grpo", **settings})
-    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
-    assert any("4 optimiser steps per generated batch" in item for item in resolved.mapping.unmodelled)
+    spec = parse_variant(resolved.mapping.spec).spec()
+    assert spec == VARIANTS[preset].spec() | {"mini_batches": 4, "dual_clip": 3.0}
+    assert not any("optimiser steps" in item for item in resolved.mapping.unmodelled)
 
 
 def test_verl_estimators_epochs_and_kl() -> None:
@@ -102,8 +106,16 @@ def test_verl_estimators_epochs_and_kl() -> None:
     variant = parse_variant(resolved.mapping.spec)
     assert variant.names()["advantage"] == "token_whiten_sample"
     assert (variant.num_iterations, variant.objective.clip_high, variant.kl.beta) == (2, 0.28, 0.01)
-    assert any("dual clip" in item for item in resolved.mapping.unmodelled)
-    assert not any("optimiser steps" in item for item in resolved.mapping.unmodelled)
+    assert variant.objective.dual_clip == 3.0 and variant.schedule.mini_batches == 1  # 256 / 256
+    shuffled = resolve(
+        "verl",
+        None,
+        {"algorithm.adv_estimator": "grpo", VERL + "shuffle": True, VERL + "ppo_mini_batch_size": 128},
+    )
+    schedule = parse_variant(shuffled.mapping.spec).schedule
+    assert (schedule.mini_batches, schedule.shuffle) == (8, "epoch")
+    uneven = resolve("verl", None, {"algorithm.adv_estimator": "grpo", VERL + "ppo_mini_batch_size": 300})
+    assert any("1024 is not a multiple of 300; the toy takes 3" in item for item in uneven.mapping.unmodelled)
 
 
 @pytest.mark.parametrize(
@@ -120,9 +132,17 @@ def test_verl_estimators_epochs_and_kl() -> None:
     ],
 )
 def test_openrlhf_settings_land_on_the_presets(settings: dict, preset: str) -> None:
+    """The presets' loss and advantage; OpenRLHF's default batch sizes (rollout 1024 x 1 sample,
+    train batch 128) take 8 optimiser steps per rollout from a replay buffer shuffled each epoch."""
     resolved = resolve("openrlhf", None, settings)
-    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
-    assert any("k1 in the reward (the default)" in item for item in resolved.mapping.unmodelled)
+    spec = parse_variant(resolved.mapping.spec).spec()
+    schedule = {
+        "mini_batches": 8,
+        "shuffle": "epoch",
+        "kl": "k1_reward",
+        "beta": 0.01,
+    }  # and its k1 KL reward
+    assert spec == VARIANTS[preset].spec() | schedule
     with pytest.raises(InvalidInput, match="PPO's GAE needs a value model"):
         resolve("openrlhf", None, {})
 
@@ -133,7 +153,8 @@ def test_openrlhf_settings_land_on_the_presets(settings: dict, preset: str) -> N
 )
 def test_oat_settings_land_on_the_presets(settings: dict, preset: str) -> None:
     resolved = resolve("oat", None, settings)
-    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+    spec = parse_variant(resolved.mapping.spec).spec()
+    assert spec == VARIANTS[preset].spec() | {"mini_batches": 2, "shuffle": "epoch"}  # 128 x 2 / 128
     default = parse_variant(resolve("oat", "0.2.4", {}).mapping.spec)
     assert default.kl.beta == 0.1 and default.names()["normaliser"] == "seq_mean_token_sum_norm"
 
@@ -179,10 +200,24 @@ def test_trl_settings_from_text_and_what_is_not_modelled() -> None:
     variant = parse_variant(resolved.mapping.spec)
     assert (variant.num_iterations, variant.objective.clip_high, variant.kl.beta) == (2, 0.28, 0.04)
     assert variant.selector.keeps_truncated is False
-    assert any("use_bias_correction_kl" in item for item in resolved.mapping.unmodelled)
+    assert variant.kl.ratio_weighted  # use_bias_correction_kl=True, TRL's default: beta rho k3
     bnpo = resolve("trl", None, {"loss_type": "bnpo", "gradient_accumulation_steps": 4})
-    assert any("micro-batch" in item for item in bnpo.mapping.unmodelled)
-    assert resolve("trl", None, {"loss_type": "bnpo"}).mapping.unmodelled == []
+    local = parse_variant(bnpo.mapping.spec)
+    assert local.normaliser.per_micro_batch and local.schedule.micro_batches == 4
+    assert (local.schedule.mini_batches, local.schedule.shuffle) == (1, "once")
+    left_out = resolve("trl", None, {"loss_type": "bnpo"}).mapping.unmodelled
+    assert len(left_out) == 1 and left_out[0].startswith("max_grad_norm=1.0: gradient-norm clipping")
+    assert resolve("trl", None, {"loss_type": "bnpo", "max_grad_norm": 0}).mapping.unmodelled == []
+    several = resolve("trl", None, {"steps_per_generation": 8, "gradient_accumulation_steps": 2})
+    schedule = parse_variant(several.mapping.spec).schedule
+    assert (schedule.mini_batches, schedule.micro_batches, schedule.shuffle) == (4, 1, "once")
+    assert parse_variant(several.mapping.spec).normaliser.batch_tokens  # dapo: the generation batch's tokens
+    clipped = parse_variant(resolve("trl", None, {"delta": 1.5, "epsilon_high": 0.28}).mapping.spec)
+    assert clipped.objective.dual_clip == 1.5
+    low = resolve("trl", None, {"delta": 1.1})
+    assert "dual_clip" not in low.mapping.spec and any(
+        "delta=1.1 < 1 + epsilon_high" in u for u in low.mapping.unmodelled
+    )
 
 
 @pytest.mark.parametrize(
@@ -258,10 +293,25 @@ def test_the_verdict_needs_four_standard_errors_and_two_percent() -> None:
     reference = outcome("dr_grpo", [500, 510, 490, 505])
 
     def verdict(incorrect: list[float]) -> str:
-        check = Check(resolved, None, [0, 1, 2, 3], outcome("trl_default", incorrect), reference, False, None)  # type: ignore[arg-type]
+        check = Check(
+            resolved, None, [0, 1, 2, 3], outcome("trl_default", incorrect), reference, False, None, None
+        )  # type: ignore[arg-type]
         return check.verdict()
 
     assert verdict([700, 712, 688, 707]).startswith("length drift: wrong answers end 200 ± 1 tokens longer")
+    shorter = Check(
+        resolved,
+        None,
+        [0, 1, 2, 3],
+        outcome("trl_default", [450, 460, 440, 455]),
+        outcome("dr_grpo", [300, 310, 290, 305]),
+        False,
+        None,
+        None,
+    )  # type: ignore[arg-type]
+    assert shorter.verdict().startswith(
+        "wrong answers end 150 ± 0 tokens longer than under Dr. GRPO, though shorter"
+    )
     assert verdict([400, 410, 390, 405]).startswith("wrong answers end 100 ± 0 tokens shorter")
     assert verdict([505, 515, 495, 510]).startswith("no more length drift than Dr. GRPO")  # 5 tokens: < 2%
     assert verdict([560, 470, 520, 470]).startswith("no more length drift than Dr. GRPO")  # within 4 SE
@@ -278,6 +328,23 @@ def test_check_runs_the_settings_beside_dr_grpo() -> None:
     data = json.loads(stdout)
     assert data["preset"] == "trl_grpo" and len(data["setting"]["length_incorrect"]) == 3
     assert data["settings"]["loss_type"] == "grpo" and data["given"] == {"loss_type": "grpo"}
+
+
+def test_check_compares_with_dr_grpo_in_the_same_schedule() -> None:
+    """verl's defaults take 4 mini-batches with the dual clip: Dr. GRPO is run with the same
+    schedule and clip, and the settings are named as the loss of their one-step preset."""
+    code, stdout, stderr = invoke(
+        "check", "--trainer", "verl", "--set", "algorithm.adv_estimator=grpo", *SMALL
+    )
+    assert code == 0, stderr
+    assert "(the loss and advantage of preset verl_default, at one optimiser step a batch)" in stdout
+    assert (
+        "Dr. GRPO here: advantage=none,aggregation=seq_mean_token_sum_norm,mini_batches=4,dual_clip=3.0"
+        in stdout
+    )
+    assert dr_grpo_in(VARIANTS["trl_default"]) is VARIANTS["dr_grpo"]
+    masked = dr_grpo_in(parse_variant("dapo"))
+    assert masked.selector.keeps_truncated and masked.objective.clip_high == 0.28  # the clip, not the mask
 
 
 def test_check_of_dr_grpo_itself_and_group_size() -> None:
@@ -308,3 +375,58 @@ def test_check_of_dr_grpo_itself_and_group_size() -> None:
 def test_check_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     code, stdout, stderr = invoke("check", *args, "--steps", "5")
     assert code == 2 and message in stderr and stderr.count("\n") == 1 and stdout == ""
+
+
+def test_verl_0_7_0_normalises_each_micro_batch() -> None:
+    """verl 0.7.0's legacy actor takes each loss_agg_mode on each micro-batch and averages them:
+    token-mean per micro-batch, seq-mean-token-sum-norm as a per-micro-batch sum / L_norm (the
+    conformance suite checks both against 0.7.0's update_policy); its micro-batch size is required."""
+    settings = {"algorithm.adv_estimator": "grpo", VERL + "ppo_micro_batch_size_per_gpu": 128}
+    token_mean = parse_variant(resolve("verl", "0.7.0", settings).mapping.spec)
+    assert token_mean.normaliser.per_micro_batch and token_mean.schedule.micro_batches == 2  # 256 x 1 / 128
+    assert (token_mean.schedule.mini_batches, token_mean.schedule.shuffle) == (4, "none")
+    norm = resolve("verl", "0.7.0", settings | {VERL + "loss_agg_mode": "seq-mean-token-sum-norm"})
+    assert parse_variant(norm.mapping.spec).names()["normaliser"] == "token_sum_norm"
+    newer = resolve(
+        "verl",
+        "0.9.1",
+        {"algorithm.adv_estimator": "grpo", VERL + "loss_agg_mode": "seq-mean-token-sum-norm"},
+    )
+    assert parse_variant(newer.mapping.spec).names()["normaliser"] == "seq_mean_token_sum_norm"
+    with pytest.raises(
+        InvalidInput, match=re.escape("ppo_micro_batch_size_per_gpu is required in verl 0.7.0")
+    ):
+        resolve("verl", "0.7.0", {"algorithm.adv_estimator": "grpo"})
+    with pytest.raises(InvalidInput, match=re.escape("no setting 'algorithm.filter_groups.enable'")):
+        resolve("verl", "0.7.0", settings | {"algorithm.filter_groups.enable": True})
+
+
+def test_dapo_settings_land_on_the_dapo_preset() -> None:
+    """verl's DAPO reward manager with its overlong buffer and filter_groups: the dapo preset's
+    reward and sampler; OpenRLHF's overlong buffer on its reward function's 0 / 1."""
+    settings = {
+        "algorithm.adv_estimator": "grpo",
+        VERL + "clip_ratio_high": 0.28,
+        "reward.reward_manager.name": "dapo",
+        "reward.reward_kwargs.overlong_buffer_cfg.enable": True,
+        "reward.reward_kwargs.overlong_buffer_cfg.len": 4096,
+        "reward.reward_kwargs.max_resp_len": 20480,
+        "algorithm.filter_groups.enable": True,
+        "algorithm.filter_groups.metric": "acc",
+        "algorithm.filter_groups.max_num_gen_batches": 10,
+    }
+    variant = parse_variant(resolve("verl", None, settings).mapping.spec)
+    assert variant.reward == VARIANTS["dapo"].reward and variant.names()["sampler"] == "filter_groups"
+    assert variant.sampler.max_rounds == 10
+    loss = {k: v for k, v in variant.spec().items() if k not in ("mini_batches", "dual_clip", "max_rounds")}
+    assert loss == VARIANTS["dapo"].spec()
+    with pytest.raises(
+        InvalidInput,
+        match=re.escape("overlong_buffer_cfg.len=0 must be in 1..reward.reward_kwargs.max_resp_len"),
+    ):
+        resolve("verl", None, settings | {"reward.reward_kwargs.overlong_buffer_cfg.len": 0})
+    openrlhf = resolve(
+        "openrlhf", None, {"algo.advantage.estimator": "group_norm", "reward.overlong_buffer_len": 512}
+    )
+    shaped = parse_variant(openrlhf.mapping.spec).reward
+    assert (shaped.buffer, shaped.incorrect) == (0.25, 0.0)  # 512 of data.max_len 2048

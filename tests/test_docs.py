@@ -114,7 +114,10 @@ README_FRAGMENTS = [
     "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
     "loss drifts like GRPO**, to {p.final.length_only.length_incorrect.mean:,.0f}",
     "and with it wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
-    "sends wrong answers to the cap: {p.final.dapo.length_wrong_approach.mean:,.0f}",
+    "sends wrong answers to the cap: {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
+    "dynamic sampling (`dapo`), wrong answers end at {p.final.dapo.length_incorrect.mean:.0f}",
+    "tokens, below Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
+    "at {p.final.dapo.accuracy_pct.mean:.1f} % accuracy",
     "GRPO \u2212 Dr. GRPO is {s.pairing.six.grpo_minus_dr_grpo.accuracy_pct.paired_mean:+.1f}",
     "probability down from 1/700 to 1 in {s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
     "under Dr. GRPO it ends at 1 in {s.stops.six.dr_grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
@@ -132,8 +135,11 @@ VARIANTS_DOC_FRAGMENTS = [
     "{p.final.length_only.length_incorrect.mean:,.0f}",
     "its wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
     "± {p.final.openrlhf_dr_grpo.length_incorrect.sd:.0f} tokens (`openrlhf_dr_grpo`)",
-    "approach's expected length goes to {p.final.dapo.length_wrong_approach.mean:,.0f}",
-    "cap, while accuracy drops to {p.final.dapo.accuracy_pct.mean:.1f}",
+    "approach's expected length goes to {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
+    "cap, while accuracy drops to {p.final.dapo_overlong_filtering.accuracy_pct.mean:.1f}",
+    "Its wrong answers end at {p.final.dapo.length_incorrect.mean:.0f}",
+    "± {p.final.dapo.length_incorrect.sd:.0f} tokens, below Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
+    "{p.final.dapo.accuracy_pct.mean:.1f} % accuracy. The row changes three switches",
 ]
 
 BIAS_DOC_FRAGMENTS = [

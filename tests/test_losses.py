@@ -14,7 +14,7 @@ from toyrl.config import Config
 from toyrl.objective import Variant, advantages, parse_spec
 from toyrl.policy import Coefficients, OwnLogits, TokenTable, policy_gradient, sample_batch
 from toyrl.stages import PPOClip, weights
-from toyrl.train import Epoch, Plan
+from toyrl.train import Epoch, Part, Plan
 from toyrl.variants import ARTICLE, VARIANTS
 
 
@@ -179,6 +179,15 @@ def toy_token_tensors(psi, phi_right, phi_wrong, prompt_index, batch, cap):
     return logp, position <= length[:, None]
 
 
+def leaf_tensors(point, prompt_index, batch, cap):
+    """(per-token log-probabilities, mask, [psi, phi_right, phi_wrong] leaves) of the six-prompt
+    policy `point` [1, 8] on the batch."""
+    psi = torch.tensor(point[0, :6], requires_grad=True)
+    phi = [torch.tensor(point[0, 6], requires_grad=True), torch.tensor(point[0, 7], requires_grad=True)]
+    logp, mask = toy_token_tensors(psi, phi[0], phi[1], prompt_index, batch, cap)
+    return logp, mask, [psi, *phi]
+
+
 @pytest.mark.parametrize("name", list(ARTICLE))
 def test_autograd_through_the_token_loss_equals_the_simulators_update(name: str) -> None:
     """A sampled toy batch as token-level tensors; autograd of the exercise's losses down to
@@ -319,6 +328,9 @@ def test_wrong_calls_raise_value_error_naming_the_argument(call, message: str) -
             "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,epsilon_high=0.28,"
             "mask_truncated=true"
         ),
+        parse_spec(
+            "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,beta=0.1,ratio_weighted=true"
+        ),
     ],
     ids=lambda v: v.name,
 )
@@ -341,22 +353,20 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
     denominator, n = plan.denominators(batch, included, config)
     own = OwnLogits.of(batch, theta.shape[-1])
     old, ref = own.table(theta_old), own.table(theta_ref)
-    epoch = Epoch.of(own, advantage_values, included, denominator, n, old, ref)
-    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan)
+    part = Part.of(own.batch, included, denominator, n)
+    epoch = Epoch.of(own, advantage_values, old, ref)
+    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
 
-    def tensors(point):
-        psi = torch.tensor(point[0, :6], requires_grad=True)
-        phi = [torch.tensor(point[0, 6], requires_grad=True), torch.tensor(point[0, 7], requires_grad=True)]
-        logp, mask = toy_token_tensors(psi, phi[0], phi[1], prompt_index, batch, config.cap)
-        return logp, mask, [psi, *phi]
-
-    logp, mask, leaves = tensors(theta)
-    old_logp, ref_logp = tensors(theta_old)[0].detach(), tensors(theta_ref)[0].detach()
+    logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
+    old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()
+    ref_logp = leaf_tensors(theta_ref, prompt_index, batch, config.cap)[0].detach()
     advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
     ratio = torch.exp(logp - old_logp)
     low, high = variant.objective.epsilon, variant.objective.clip_high
     clipped = torch.clamp(ratio, 1 - low, 1 + high)
     kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    if variant.kl.ratio_weighted:  # TRL's use_bias_correction_kl: k3 times the differentiable ratio
+        kl = kl * ratio
     objective = torch.minimum(ratio * advantage, clipped * advantage) - variant.kl.beta * kl
     valid = mask & torch.tensor(included.reshape(-1))[:, None]
     masked = torch.where(valid, objective, torch.zeros_like(objective))
@@ -398,7 +408,178 @@ def test_one_iteration_is_the_plain_on_policy_update() -> None:
     table = TokenTable.of(theta)
     on_policy = policy_gradient(Coefficients(weights(advantage, denominator, included), n=n), batch, table)
     own = OwnLogits.of(batch, theta.shape[-1])
-    epoch = Epoch.of(own, advantage, included, denominator, n, own.table(theta), own.table(theta))
-    ppo, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan)
+    part = Part.of(own.batch, included, denominator, n)
+    epoch = Epoch.of(own, advantage, own.table(theta), own.table(theta))
+    ppo, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
     np.testing.assert_allclose(ppo, on_policy, rtol=1e-12, atol=1e-18)
     assert clip_fraction[0] == 0
+
+
+MINI_BATCH_VARIANTS = [
+    "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,mini_batches=2",
+    "advantage=group_std_sample,aggregation=token_mean,mini_batches=2,micro_batches=2,per_micro_batch=true",
+    "advantage=none,aggregation=seq_mean_token_mean,mini_batches=2,micro_batches=2,shuffle=epoch",
+    "advantage=none,aggregation=token_sum_norm,mini_batches=2,micro_batches=2,per_micro_batch=true,"
+    "shuffle=once",
+    "advantage=rloo,aggregation=seq_mean_token_sum_norm,mini_batches=4,dual_clip=1.05,mask_truncated=true",
+    "advantage=group_std_sample,aggregation=token_mean,mini_batches=2,micro_batches=2,batch_tokens=true,"
+    "shuffle=once,mask_truncated=true",
+]
+
+
+@pytest.mark.parametrize("update", [1, 3])
+@pytest.mark.parametrize("spec", MINI_BATCH_VARIANTS)
+def test_a_mini_batch_update_equals_a_token_level_computation(spec: str, update: int) -> None:
+    """Mini- and micro-batches: update `update`'s closed-form gradient (on its mini-batch, at a moved
+    policy) equals autograd of the token-level loss of that mini-batch, the responses taken in a
+    given order and cut into equal consecutive parts here, each micro-batch's loss averaged where
+    the aggregation is per micro-batch; verl's dual clip written out as its loss does."""
+    variant = parse_spec(spec)
+    schedule = variant.schedule
+    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
+    rng = np.random.default_rng(9)
+    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
+    theta = theta_old + rng.normal(0, 0.4, size=theta_old.shape)
+    prompt_index = np.array([[4, 0, 3, 1]])
+    shape, responses = (1, 4, 5), 20
+    batch = sample_batch(
+        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
+    )
+    orders = np.stack([rng.permutation(responses) for _ in range(2)])  # epochs' orders: response indices
+    if schedule.shuffle == "none":
+        orders[:] = np.arange(responses)
+    elif schedule.shuffle == "once":
+        orders[1] = orders[0]
+    positions = np.argsort(orders, axis=-1).reshape(1, 2, 4, 5)  # position of each response
+    plan = Plan.of([variant])
+    selected = plan.included(batch)
+    advantage_values = plan.advantages(plan.rewards(batch, config), config)
+    parts = plan.parts(update, positions, selected.shape)
+    denominator, n = plan.denominators(batch, selected, config, parts)
+    included = selected & parts[0]
+    own = OwnLogits.of(batch, theta.shape[-1])
+    epoch = Epoch.of(own, advantage_values, own.table(theta_old), None)
+    part = Part.of(own.batch, included, denominator, n)
+    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
+
+    psi = torch.tensor(theta[0, :6], requires_grad=True)
+    phi = [torch.tensor(theta[0, 6], requires_grad=True), torch.tensor(theta[0, 7], requires_grad=True)]
+    logp, mask = toy_token_tensors(psi, phi[0], phi[1], prompt_index, batch, config.cap)
+    old_logp = toy_token_tensors(
+        *map(torch.tensor, (theta_old[0, :6], theta_old[0, 6], theta_old[0, 7])),
+        prompt_index,
+        batch,
+        config.cap,
+    )[0]
+    advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
+    ratio = torch.exp(logp - old_logp)
+    low, high = variant.objective.epsilon, variant.objective.clip_high
+    first, second = -advantage * ratio, -advantage * torch.clamp(ratio, 1 - low, 1 + high)
+    token_loss = torch.maximum(first, second)
+    if variant.objective.dual_clip is not None:  # verl's compute_policy_loss_vanilla
+        lower = torch.minimum(-advantage * variant.objective.dual_clip, token_loss)
+        token_loss = torch.where(advantage < 0, lower, token_loss)
+    valid = mask & torch.tensor(selected.reshape(-1))[:, None]
+    token_loss = torch.where(valid, token_loss, torch.zeros_like(token_loss))
+
+    epoch_index, mini = divmod(update, schedule.mini_batches)
+    size = responses // schedule.mini_batches
+    members = orders[epoch_index][mini * size : (mini + 1) * size]
+    aggregation = variant.names()["normaliser"]
+
+    def loss_of(rows: np.ndarray) -> torch.Tensor:
+        rows_t = torch.tensor(rows)
+        chosen, chosen_mask, chosen_valid = token_loss[rows_t], mask[rows_t], valid[rows_t]
+        if aggregation == "seq_mean_token_mean":
+            return (chosen.sum(dim=1) / chosen_mask.sum(dim=1)).mean()
+        if aggregation == "token_mean" and variant.normaliser.batch_tokens:  # TRL's dapo: the batch's
+            return chosen.sum() / (valid.sum() / schedule.mini_batches)
+        if aggregation == "token_mean":
+            return chosen.sum() / chosen_valid.sum()
+        if aggregation == "seq_mean_token_sum_norm":
+            return chosen.sum() / (len(rows) * config.length_norm_value)
+        assert aggregation == "token_sum_norm"
+        return chosen.sum() / config.length_norm_value
+
+    per_micro = variant.normaliser.per_micro_batch
+    micro = np.split(members, schedule.micro_batches) if per_micro else [members]
+    loss = sum(loss_of(rows) for rows in micro) / len(micro)
+    loss.backward()
+    autograd = np.concatenate([psi.grad.numpy(), [phi[0].grad.item(), phi[1].grad.item()]])
+    np.testing.assert_allclose(closed_form[0], autograd, rtol=1e-10, atol=1e-15)
+    assert np.abs(autograd).max() > 0
+    inside = torch.zeros(responses, dtype=torch.bool)
+    inside[torch.tensor(members)] = True
+    counted = valid & inside[:, None]
+    plain = torch.maximum(first, second)
+    clipped_tokens = (plain != first) | (token_loss != plain)  # PPO's clip, or the dual clip, holds
+    expected_fraction = (clipped_tokens & counted).sum().item() / counted.sum().item()
+    assert clip_fraction[0] == pytest.approx(expected_fraction)
+    if variant.objective.dual_clip is not None:  # the dual clip acts on this mini-batch
+        assert ((token_loss != plain) & counted).any()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "advantage=group_std_sample,aggregation=token_mean,kl=k1_reward,beta=0.6,num_iterations=2",
+        "advantage=none,aggregation=seq_mean_token_mean,kl=k1_reward,beta=0.5,num_iterations=2,dual_clip=1.1",
+        "advantage=rloo,aggregation=token_mean,kl=k1_reward,beta=0.8,mini_batches=2,epsilon=0.05,mask_truncated=true",
+    ],
+)
+@pytest.mark.parametrize("at_old", [True, False], ids=["ratio 1", "moved"])
+def test_a_kl_reward_equals_a_token_level_computation(spec: str, at_old: bool) -> None:
+    """k1 in the reward (OpenRLHF's default KL): each token's advantage is its return, the
+    response's advantage minus beta times the k1 = log pi_old - log pi_ref summed from that token to
+    the end; the closed-form update equals autograd of PPO's token loss with those advantages, at
+    ratio 1 and at a moved policy (the clip acting on tokens whose advantage changed sign)."""
+    variant = parse_spec(spec)
+    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
+    rng = np.random.default_rng(21)
+    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
+    theta_ref = theta_old + rng.normal(0, 0.6, size=theta_old.shape)
+    theta = theta_old if at_old else theta_old + rng.normal(0, 0.4, size=theta_old.shape)
+    prompt_index = np.array([[4, 0, 3, 1]])
+    shape = (1, 4, 5)
+    batch = sample_batch(
+        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
+    )
+    plan = Plan.of([variant])
+    selected = plan.included(batch)
+    advantage_values = plan.advantages(plan.rewards(batch, config), config)
+    update = 1 if variant.schedule.mini_batches > 1 else 0
+    parts = plan.parts(update, None, selected.shape)
+    denominator, n = plan.denominators(batch, selected, config, parts)
+    own = OwnLogits.of(batch, theta.shape[-1])
+    epoch = Epoch.of(own, advantage_values, own.table(theta_old), own.table(theta_ref), plan.kl_reward)
+    part = Part.of(own.batch, selected & parts[0], denominator, n)
+    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
+
+    logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
+    old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()
+    ref_logp = leaf_tensors(theta_ref, prompt_index, batch, config.cap)[0].detach()
+    k1 = torch.where(mask, old_logp - ref_logp, torch.zeros_like(old_logp))
+    returns = torch.flip(torch.cumsum(torch.flip(k1, [1]), 1), [1])  # sum from each token to the end
+    advantage = torch.tensor(advantage_values.reshape(-1))[:, None] - variant.kl.beta * returns
+    ratio = torch.exp(logp - old_logp)
+    low, high = variant.objective.epsilon, variant.objective.clip_high
+    token_loss = torch.maximum(-advantage * ratio, -advantage * torch.clamp(ratio, 1 - low, 1 + high))
+    if variant.objective.dual_clip is not None:
+        token_loss = torch.where(
+            advantage < 0, torch.minimum(-advantage * variant.objective.dual_clip, token_loss), token_loss
+        )
+    members = torch.tensor(parts[0].reshape(-1))
+    valid = mask & torch.tensor(selected.reshape(-1))[:, None] & members[:, None]
+    token_loss = torch.where(valid, token_loss, torch.zeros_like(token_loss))
+    if variant.names()["normaliser"] == "token_mean":
+        loss = token_loss.sum() / valid.sum()
+    else:
+        loss = (token_loss.sum(dim=1) / mask.sum(dim=1))[members].mean()
+    loss.backward()
+    autograd = np.concatenate([leaves[0].grad.numpy(), [leaves[1].grad.item(), leaves[2].grad.item()]])
+    np.testing.assert_allclose(closed_form[0], autograd, rtol=1e-10, atol=1e-14)
+    positive, negative = ((advantage > 0) & valid).any(dim=1), ((advantage < 0) & valid).any(dim=1)
+    assert (positive & negative).any()  # some response's advantages change sign along it
+    assert np.abs(autograd).max() > 0
+    if not at_old:
+        assert clip_fraction[0] > 0

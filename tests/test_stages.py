@@ -123,7 +123,7 @@ def test_spec_keys_come_from_the_registered_stages() -> None:
 def test_new_streams_leave_the_existing_ones_unchanged() -> None:
     """The noise contract: a run's streams are SeedSequence(seed)'s first children, in STREAMS order;
     spawning more children (a new sampler) gives the same first ones, hence the same draws."""
-    assert STREAMS == ("init", "prompts", "approach", "length")
+    assert STREAMS[:4] == ("init", "prompts", "approach", "length")  # new streams only at the end
     for seed in (0, 7, 123456):
         now = [stream.random(5) for stream in run_streams(seed)]
         more = np.random.SeedSequence(seed).spawn(len(STREAMS) + 3)

@@ -1,11 +1,13 @@
 """The update and the training loop: finite differences, Adam by hand, determinism, the article's run."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from toyrl import experiment, train
-from toyrl.config import Config
+from toyrl.config import Config, InvalidInput
 from toyrl.experiment import run_experiment
 from toyrl.experiment import simulate_runs as simulate
 from toyrl.policy import Coefficients, TokenTable, policy_gradient, sample_batch
@@ -150,8 +152,9 @@ def test_a_shorter_run_is_a_prefix_of_a_longer_one() -> None:
 
 
 def test_a_run_has_its_numbers_whatever_runs_share_its_chunk() -> None:
-    """Later PPO epochs, the KL term and masking act on their own runs only: each run of a mixed
-    chunk (different epochs, clip ranges, KL, selectors, advantages) has the numbers it has alone."""
+    """Later PPO epochs, mini-batches, shuffles, the KL term and masking act on their own runs only:
+    each run of a mixed chunk (different schedules, clip ranges, KL, selectors, advantages) has the
+    numbers it has alone."""
     mixed = [
         "dr_grpo",
         "advantage=group_std,aggregation=token_mean,num_iterations=4,epsilon=0.05,epsilon_high=0.08",
@@ -159,6 +162,12 @@ def test_a_run_has_its_numbers_whatever_runs_share_its_chunk() -> None:
         "mask_truncated=True,std_eps=0.0001",
         "dapo",
         "advantage=rloo,aggregation=seq_mean_token_mean,beta=0.04",
+        "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,mini_batches=4,shuffle=epoch,"
+        "dual_clip=1.5",
+        "advantage=none,aggregation=token_mean,mini_batches=2,micro_batches=3,per_micro_batch=true,shuffle=once",
+        "advantage=none,aggregation=seq_mean_token_sum_norm,mini_batches=3",
+        "advantage=group_std_sample,aggregation=token_mean,mini_batches=2,reward=soft_overlong,buffer=0.1,"
+        "sampler=filter_groups",
     ]
     runs = [(parse_variant(name), seed) for name in mixed for seed in (2, 5)]
     together = simulate(SMALL, runs)
@@ -220,3 +229,147 @@ def test_the_article_toy_run_is_reproduced() -> None:
     assert end.loc[dr, "length_incorrect"].mean() < end.loc[dr, "length_correct"].mean()
     grpo = ("grpo", slice(None))
     assert (end.loc[grpo, "length_incorrect"] > 2 * start.loc[grpo, "length_incorrect"]).all()
+
+
+def test_one_part_leaves_the_update_as_it_was() -> None:
+    """A schedule of one mini-batch: a shuffle has nothing to reorder, and micro-batches change
+    nothing without a per-micro-batch normaliser: the runs equal the plain variant's bit for bit.
+    With per_micro_batch, a token mean over micro-batches is another update."""
+    plain = parse_variant("advantage=group_std_sample,aggregation=token_mean,num_iterations=2")
+    reference = simulate(SMALL, [(plain, 3)])
+    for extra in ("shuffle=epoch", "micro_batches=3", "micro_batches=2,shuffle=once"):
+        variant = parse_variant(f"{plain.spec_text()},{extra}")
+        again = simulate(SMALL, [(variant, 3)]).assign(variant=plain.name)
+        pd.testing.assert_frame_equal(reference, again, check_exact=True)
+    local = parse_variant(f"{plain.spec_text()},micro_batches=3,per_micro_batch=true")
+    other = simulate(SMALL, [(local, 3)])
+    assert not np.array_equal(other.length_incorrect.to_numpy(), reference.length_incorrect.to_numpy())
+
+
+def test_mini_batches_take_one_adam_step_each() -> None:
+    """k mini-batches and e epochs: k e Adam steps per sampled batch (the last row applies none)."""
+    config = Config(prompts=6, batch_prompts=3, group_size=4, steps=5, cap=40, min_length=4)
+    variants = [
+        parse_variant("advantage=none,aggregation=token_mean,mini_batches=4,num_iterations=2"),
+        parse_variant("advantage=none,aggregation=token_mean,mini_batches=3,shuffle=epoch"),
+        VARIANTS["dr_grpo"],
+    ]
+    plan = Plan.of(variants)
+    theta = np.stack([train.initial_theta(config, train.run_streams(seed)[0]) for seed in (1, 2, 3)])
+    adam = Adam(theta, config)
+    streams = [train.run_streams(seed) for seed in (1, 2, 3)]
+    noise, orders = train.step_noise(streams, config), train.step_orders(streams, plan, config)
+    for _ in range(config.steps):
+        train.train_step(theta, adam, next(noise), plan, config, theta.copy(), positions=next(orders))
+    assert adam.count.tolist() == [8 * config.steps, 3 * config.steps, config.steps]
+
+
+def test_a_shuffle_draws_from_its_own_stream_only() -> None:
+    """Shuffling runs draw their orders from the 'shuffle' stream: each epoch's order is a
+    permutation, redrawn each epoch for shuffle=epoch and kept for shuffle=once; a run that does not
+    shuffle takes the batch's order and draws nothing."""
+    config = Config(prompts=6, batch_prompts=3, group_size=4, steps=3)
+    variants = [
+        parse_variant("advantage=none,aggregation=token_mean,mini_batches=2,num_iterations=3,shuffle=epoch"),
+        parse_variant("advantage=none,aggregation=token_mean,mini_batches=2,num_iterations=2,shuffle=once"),
+        parse_variant("advantage=none,aggregation=token_mean,mini_batches=2"),
+    ]
+    streams = [train.run_streams(seed) for seed in (4, 4, 4)]
+    positions = next(train.step_orders(streams, Plan.of(variants), config))
+    assert positions.shape == (3, 3, 3, 4)
+    flat = positions.reshape(3, 3, 12)
+    assert (np.sort(flat, axis=-1) == np.arange(12)).all()  # every order is a permutation
+    assert len({tuple(order) for order in flat[0]}) == 3  # a new order each epoch
+    assert (flat[1] == flat[1][0]).all() and (flat[2] == np.arange(12)).all()
+    # the shuffle stream's own draws: the run's 5th child, and nothing else consumed it
+    expected = np.random.default_rng(np.random.SeedSequence(4).spawn(5)[4]).random((3, 12)).argsort(axis=-1)
+    np.testing.assert_array_equal(np.argsort(flat[0], axis=-1), expected)
+    assert streams[2][4].random() == np.random.default_rng(np.random.SeedSequence(4).spawn(5)[4]).random()
+
+
+def test_a_schedule_that_does_not_cut_the_batch_evenly_is_refused() -> None:
+    from toyrl.config import InvalidInput
+
+    variant = parse_variant("advantage=none,aggregation=token_mean,mini_batches=5")
+    with pytest.raises(InvalidInput, match=r"mini_batches x micro_batches = 5 must divide the batch's 12"):
+        simulate(SMALL, [(variant, 0)])
+
+
+def test_dynamic_sampling_keeps_mixed_groups_and_draws_from_its_own_stream() -> None:
+    """filter_groups: the batch a step trains on holds B distinct prompts, its mixed groups first:
+    the first round's (the step's own noise) in the order drawn, then those of refill rounds drawn
+    from the run's refill stream among prompts not drawn yet; with one round it is the step's own
+    draw, mixed groups first. A run that does not filter draws nothing from its refill stream."""
+    from toyrl.stages import correct
+
+    config = Config(prompts=40, batch_prompts=6, group_size=4, cap=40, min_length=4, stop_prob_right=0.1)
+    filtering = parse_variant("advantage=none,aggregation=token_mean,sampler=filter_groups")
+    one_round = parse_variant("advantage=none,aggregation=token_mean,sampler=filter_groups,max_rounds=1")
+    plan = Plan.of([filtering, one_round, VARIANTS["dr_grpo"]])
+    streams = [train.run_streams(seed) for seed in (3, 3, 3)]
+    theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
+    noise = next(train.step_noise(streams, config))
+    drawn = sample_batch(theta, *noise, config.cap)
+    batch = plan.sampled(drawn, theta, config, [run[5] for run in streams])
+    counts = correct(batch, config).sum(axis=-1)
+    first_counts = correct(drawn, config).sum(axis=-1)[0]
+    mixed_first = np.flatnonzero((first_counts > 0) & (first_counts < 4))
+    assert 0 < len(mixed_first) < 6  # the first round leaves a gap to refill
+    assert ((counts[0] > 0) & (counts[0] < 4)).all()  # every kept group is mixed
+    assert len(set(batch.prompt_index[0].tolist())) == 6
+    np.testing.assert_array_equal(
+        batch.prompt_index[0, : len(mixed_first)], drawn.prompt_index[0, mixed_first]
+    )
+    assert not set(batch.prompt_index[0, len(mixed_first) :].tolist()) & set(drawn.prompt_index[0].tolist())
+    order = np.concatenate([mixed_first, np.setdiff1d(np.arange(6), mixed_first)])
+    np.testing.assert_array_equal(batch.prompt_index[1], drawn.prompt_index[1, order])
+    np.testing.assert_array_equal(batch.length[1], drawn.length[1, order])
+    np.testing.assert_array_equal(batch.prompt_index[2], drawn.prompt_index[2])
+    untouched = np.random.default_rng(np.random.SeedSequence(3).spawn(6)[5]).random()
+    assert streams[2][5].random() == untouched and streams[0][5].random() != untouched
+
+
+def test_soft_overlong_reward_by_hand() -> None:
+    """DAPO's shaped reward: 1 / -1, minus (|o| - (L_max - b)) / b x factor beyond L_max - b, with
+    b = buffer x L_max; |o| counts the approach token, L_max = cap + 1."""
+    from toyrl.policy import Batch
+    from toyrl.stages import REGISTRY
+
+    config = Config(prompts=4, batch_prompts=1, group_size=4, cap=39, min_length=4)
+    batch = Batch(
+        np.array([[0]]),
+        np.array([[[True, True, False, True]]]),
+        np.array([[[20, 35, 31, 39]]]),
+        np.array([[[True, True, True, False]]]),
+    )
+    stage = dataclasses.replace(REGISTRY["reward"]["soft_overlong"], buffer=0.25, penalty_factor=0.5)
+    # L_max = 40, b = 10: penalty from 30 tokens on, for |o| = 21, 36, 32, 40
+    expected = [1.0, 1.0 - 6 / 10 * 0.5, -1.0 - 2 / 10 * 0.5, -1.0 - 10 / 10 * 0.5]
+    np.testing.assert_allclose(stage.rewards(batch, config)[0, 0], expected, rtol=1e-15)
+    with pytest.raises(InvalidInput, match=r"buffer must be a number in \(0, 1\] \(got 0\)"):
+        parse_variant("advantage=none,reward=soft_overlong,buffer=0")
+
+
+def test_gradient_norm_clipping_scales_each_update_as_torch_does() -> None:
+    """max_grad_norm c: Adam receives grad x min(1, c / (|grad| + 1e-6)) (torch's clip_grad_norm_);
+    a run without it, or with a bound its gradient never reaches, receives the gradient itself."""
+    config = Config(
+        prompts=6, batch_prompts=3, group_size=4, steps=1, cap=40, min_length=4, stop_prob_right=0.1
+    )
+    variants = [
+        VARIANTS["dr_grpo"],
+        parse_variant("advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1e-05"),
+        parse_variant("advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1000"),
+    ]
+    plan = Plan.of(variants)
+    streams = [train.run_streams(5) for _ in variants]
+    theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
+    adam = Adam(theta, config)
+    step = train.train_step(theta, adam, next(train.step_noise(streams, config)), plan, config, theta.copy())
+    grad = step.grad[0]
+    np.testing.assert_array_equal(step.grad[1], grad)  # the same batch: the recorded gradient is unclipped
+    received = adam.moment1 / (1 - config.adam_beta1)
+    norm = np.sqrt((grad * grad).sum())
+    assert norm > 1e-5  # the small bound acts
+    np.testing.assert_allclose(received[1], grad * 1e-5 / (norm + 1e-6), rtol=1e-12)
+    np.testing.assert_array_equal(received[2], received[0])

@@ -20,13 +20,13 @@ from joblib import Parallel, delayed, effective_n_jobs, parallel_config
 from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.train import COLUMNS, Trajectory, simulate
+from toyrl.train import COLUMNS, Trajectory, check_variant, simulate
 from toyrl.variants import parse_variant
 
 RUNS_PER_CHUNK = 256  # runs simulated together as one array, at most ...
 VALUES_PER_CHUNK = 2**16  # ... and so many sampled responses (or exact-sum terms) per step
 MAX_ROWS = 20_000_000  # rows of one results table (about 4 GB in memory): beyond, refuse up front
-MAX_UPDATES = 100_000_000  # optimiser updates of one run (steps x num_iterations): beyond, refuse
+MAX_UPDATES = 100_000_000  # optimiser updates of one run (steps x epochs x mini-batches): beyond, refuse
 
 
 def to_frame(trajectory: Trajectory, steps: int) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def estimated_cost(
         per_run_step = len(variants) * (100e-6 + 0.1e-6 * config.cap)
     else:
         update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
-        per_run_step = sum(update * (1 + 3 * (v.num_iterations - 1)) for v in variants)
+        per_run_step = sum(update * (1 + 3 * (v.updates - 1)) for v in variants)
     rows = run_steps * len(variants)
     return run_steps * per_run_step, 32e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
 
@@ -132,11 +132,13 @@ def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequenc
             f"{n_runs:,} runs x {config.steps + 1:,} steps would be {n_runs * (config.steps + 1):,} rows; "
             f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
         )
-    updates = config.steps * max(variant.num_iterations for variant in variants)
+    for variant in variants:
+        check_variant(variant, config)
+    updates = config.steps * max(variant.updates for variant in variants)
     if updates > MAX_UPDATES:
         raise InvalidInput(
-            f"{config.steps:,} steps x num_iterations would be {updates:,} updates per run; "
-            f"the limit is {MAX_UPDATES:,}"
+            f"{config.steps:,} steps x num_iterations x mini_batches would be {updates:,} updates per "
+            f"run; the limit is {MAX_UPDATES:,}"
         )
     return worker_count(n_jobs, n_runs)
 
@@ -201,7 +203,7 @@ def chunk_runs(runs: Sequence[tuple[Variant, int]], per_chunk: int, workers: int
     several updates a step, and a chunk is only as fast as its slowest runs' extra updates allow."""
     groups: dict[int, list[int]] = {}
     for index, (variant, _) in enumerate(runs):
-        groups.setdefault(variant.num_iterations, []).append(index)
+        groups.setdefault(variant.updates, []).append(index)
     pieces = {key: math.ceil(len(rows) / per_chunk) for key, rows in groups.items()}
     while sum(pieces.values()) < min(workers, len(runs)):  # enough chunks to keep every worker busy
         key = max(pieces, key=lambda k: len(groups[k]) / pieces[k])

@@ -18,7 +18,9 @@ shown). It reads and writes as text, `advantage=rloo,aggregation=token_mean,num_
   `reward`: a registered stage of that kind, by name; `mask_truncated=True` is `selector=stopped`;
 - any parameter of a chosen stage, by its field name: `std_eps` (the advantage's std epsilon;
   `eps`, its name in toyrl 0.2, is read as std_eps),
-  `epsilon`, `epsilon_high` (the clip ranges), `beta` (KL), `num_iterations` (epochs).
+  `epsilon`, `epsilon_high`, `dual_clip` (the clip ranges), `beta` (KL), `num_iterations`
+  (epochs), `mini_batches`, `micro_batches`, `shuffle` (the schedule), `per_micro_batch` (the
+  aggregation's scope).
 
 Equal specs are equal variants whatever their order or spacing: a variant spelled as a spec is
 named by its canonical text. Named variants (the article's four, the trainers' presets) are in
@@ -48,9 +50,11 @@ KIND_KEYS = {
     "kl": "kl",
     "schedule": "schedule",
     "reward": "reward",
+    "sampler": "sampler",
 }
 DEFAULTS = {
     "reward": "window",
+    "sampler": "once",
     "selector": "all",
     "advantage": "none",
     "normaliser": "seq_mean_token_sum_norm",
@@ -59,7 +63,7 @@ DEFAULTS = {
     "schedule": "epochs",
 }
 # The canonical order of parameters: by the kind of stage that has them (toyrl 0.2's order).
-PARAMETER_ORDER = ("schedule", "objective", "kl", "selector", "advantage", "normaliser", "reward")
+PARAMETER_ORDER = ("schedule", "objective", "kl", "selector", "advantage", "normaliser", "reward", "sampler")
 
 
 def _stage(kind: str, name: str) -> Any:
@@ -78,6 +82,7 @@ class Variant:
     kl: Any = field(default_factory=lambda: _stage("kl", DEFAULTS["kl"]))
     schedule: Any = field(default_factory=lambda: _stage("schedule", DEFAULTS["schedule"]))
     reward: Any = field(default_factory=lambda: _stage("reward", DEFAULTS["reward"]))
+    sampler: Any = field(default_factory=lambda: _stage("sampler", DEFAULTS["sampler"]))
     summary: str = ""
     stands_for: str = ""  # the trainer setting a preset stands for
 
@@ -91,6 +96,11 @@ class Variant:
     @property
     def num_iterations(self) -> int:
         return int(getattr(self.schedule, "num_iterations", 1))
+
+    @property
+    def updates(self) -> int:
+        """Optimiser updates per sampled batch (epochs x mini-batches)."""
+        return int(getattr(self.schedule, "updates", self.num_iterations))
 
     def names(self) -> dict[str, str]:
         """The registered name of each stage, by kind."""
@@ -228,6 +238,8 @@ def _typed(key: str, raw: str, default: Any) -> Any:
         return raw.lower() in ("true", "1")
     if default is None and raw.lower() == "none":
         return None
+    if isinstance(default, str):  # a named choice: the stage checks it
+        return raw
     kind = int if isinstance(default, int) else float
     try:
         value = kind(raw)

@@ -406,7 +406,7 @@ def _variants_through_exp(names: Sequence[str]) -> list[str]:
             variant = parse_variant(str(name))
         except InvalidInput:
             continue
-        if variant.num_iterations > 1 or variant.kl.beta > 0:
+        if variant.updates > 1 or variant.kl.beta > 0:
             chosen.append(str(name))
     return chosen
 

@@ -12,14 +12,15 @@ Adding a mode is one registered class (docs/design.md shows how).
 
 | kind       | registered                                                                   |
 | ---------- | ---------------------------------------------------------------------------- |
-| reward     | `window`: 1 iff right approach, stopped, L >= min_length (the article's)      |
+| reward     | `window`: 1 iff right approach, stopped, L >= min_length (the article's);     |
+|            | `soft_overlong`: DAPO's 1 / -1 with its soft overlong punishment              |
 | selector   | `all`; `stopped` (truncated responses masked out of the loss: mask_truncated) |
 | advantage  | `group_std` (ddof 0), `group_std_sample` (ddof 1), `batch_std`, `none`, `rloo`,        |
 |            | `batch_whiten`                                                               |
 | normaliser | the six aggregations: D_i and n of w_i = A_i / D_i, loss -(1/n) sum ...       |
-| objective  | `ppo_clip`: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A)            |
+| objective  | `ppo_clip`: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A), dual_clip |
 | kl         | `k3`: beta (pi_ref / pi - 1 - log(pi_ref / pi)), to the initial policy        |
-| schedule   | `epochs`: num_iterations updates on each sampled batch                        |
+| schedule   | `epochs`: num_iterations epochs of mini_batches updates on each sampled batch |
 
 Advantages, with eps the std epsilon (the stage's `std_eps`, or the configuration's `std_eps`):
 
@@ -55,13 +56,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl.config import Config, InvalidInput
-from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable
+from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable, sample_batch
 
-KINDS = ("reward", "selector", "advantage", "normaliser", "objective", "kl", "schedule")
+KINDS = ("reward", "selector", "advantage", "normaliser", "objective", "kl", "schedule", "sampler")
 REGISTRY: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
 
 Stage = TypeVar("Stage")
-MAX_ITERATIONS = 64  # updates per sampled batch; trainers use 1 to a few (TRL's mu, verl's ppo_epochs)
+MAX_ITERATIONS = 64  # epochs per sampled batch; trainers use 1 to a few (TRL's mu, verl's ppo_epochs)
+MAX_PARTS = 4096  # mini- or micro-batches of a batch
 
 
 def _check_std_eps(std_eps: object) -> None:
@@ -112,17 +114,139 @@ def simulated_only(stage: Any) -> str:
 # --- reward ---------------------------------------------------------------------------------
 
 
+def correct(batch: Batch, config: Config) -> FloatArray:
+    """1 for a correct response (right approach, stopped, at least min_length ramble tokens), else 0
+    [R, B, G]: the article's verifiable reward, and what every accuracy counts."""
+    return (batch.right & batch.stopped & (batch.length >= config.min_length)).astype(np.float64)
+
+
 @register("reward", "window")
 @dataclass(frozen=True)
 class WindowReward:
     """The verifiable reward: 1 iff right approach, stopped and at least min_length ramble tokens."""
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
-        return (batch.right & batch.stopped & (batch.length >= config.min_length)).astype(np.float64)
+        return correct(batch, config)
 
     def window(self, config: Config) -> tuple[int, int]:
         """Exact hook: the ramble lengths K, on the right approach, that earn reward 1."""
         return config.min_length, config.cap
+
+
+@register("reward", "soft_overlong")
+@dataclass(frozen=True)
+class SoftOverlong:
+    """DAPO's reward with its soft overlong punishment (Yu et al. 2025, "Overlong Reward Shaping";
+    verl's DAPO reward manager with overlong_buffer; OpenRLHF's overlong_buffer_len): 1 for a
+    correct response, `incorrect` else (DAPO's rule-based reward is 1 / -1; OpenRLHF's reward
+    function's own, 0 for a 0/1 one), plus min(0, -(|o| - (L_max - b)) / b) x penalty_factor, |o| the
+    response's tokens, L_max the longest response (the cap's ramble tokens and the approach token,
+    `Config.approach_tokens`) and b = buffer x L_max: nothing up to L_max - b, then down linearly to
+    -penalty_factor at L_max. `buffer` is the trainer's buffer length over its longest response,
+    0.2 in DAPO's recipe (4,096 of 20,480 tokens)."""
+
+    buffer: float = 0.2
+    penalty_factor: float = 1.0
+    incorrect: float = -1.0
+    simulated_only: ClassVar[str] = "the shaped reward is not 0 or 1"
+
+    def __post_init__(self) -> None:
+        for name, low, high in (("buffer", 0.0, 1.0), ("penalty_factor", 0.0, 1e6), ("incorrect", -1e6, 1e6)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise InvalidInput(f"{name} must be a number in [{low:g}, {high:g}] (got {value!r})")
+        if self.buffer == 0:
+            raise InvalidInput("buffer must be a number in (0, 1] (got 0)")
+
+    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+        longest = config.cap + config.approach_tokens
+        buffer = self.buffer * longest
+        exceed = batch.token_count(config.approach_tokens) - (longest - buffer)
+        penalty = np.minimum(-exceed / buffer * self.penalty_factor, 0.0)
+        return np.where(correct(batch, config) > 0, 1.0, self.incorrect) + penalty
+
+
+# --- sampler: which groups a batch holds ------------------------------------------------------
+# `batch(batch, theta, config, refill)`: the batch a step trains on, from the batch drawn with the
+# step's noise; `refill` is each run's own stream for any further draws (`toyrl.train.STREAMS`).
+
+
+@register("sampler", "once")
+@dataclass(frozen=True)
+class OneDraw:
+    """The batch as drawn: B distinct prompts, G responses each (the article's)."""
+
+    def batch(
+        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+    ) -> Batch:
+        return batch
+
+
+@register("sampler", "filter_groups")
+@dataclass(frozen=True)
+class FilterGroups:
+    """DAPO's dynamic sampling (Yu et al. 2025, "Dynamic Sampling"; verl's DAPO recipe with
+    filter_groups on the metric acc): a group whose responses are all correct or all incorrect
+    (`correct`, whatever the reward) is dropped, and rounds of `round_prompts` more prompts (B when
+    0), drawn without replacement among the prompts not drawn yet this step, refill the batch until
+    it holds B groups, the first B kept in the order drawn. After `max_rounds` rounds (the first
+    one included), or when no prompt is left, the rest of the batch is the earliest dropped groups
+    (where verl stops with an error): `zero_variance_fraction` shows how often. The first round is
+    the step's own noise; further rounds draw from the run's `refill` stream (prompts, approaches,
+    lengths, in that order), only for the runs that filter."""
+
+    max_rounds: int = 10
+    round_prompts: int = 0
+    simulated_only: ClassVar[str] = "dynamic sampling changes which groups a batch holds"
+
+    def __post_init__(self) -> None:
+        for name, low in (("max_rounds", 1), ("round_prompts", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100_000:
+                raise InvalidInput(f"{name} must be an integer in {low}..100,000 (got {value!r})")
+
+    def batch(
+        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+    ) -> Batch:
+        prompts, group = batch.right.shape[-2:]
+        prompt_index, right = batch.prompt_index.copy(), batch.right.copy()
+        length, stopped = batch.length.copy(), batch.stopped.copy()
+        for run in range(len(theta)):
+            drawn = batch.rows(slice(run, run + 1))
+            kept: list[tuple[Any, ...]] = []
+            dropped: list[tuple[Any, ...]] = []
+            used = set(drawn.prompt_index[0].tolist())
+            for round_index in range(self.max_rounds):
+                if round_index > 0:
+                    pool = np.array([j for j in range(config.prompts) if j not in used])
+                    if len(pool) == 0:
+                        break
+                    size = min(self.round_prompts or prompts, len(pool))
+                    rng = refill[run]
+                    choice = pool[rng.random(len(pool)).argsort()[:size]]
+                    shape = (1, size, group)
+                    approach, exponential = rng.random(shape), rng.standard_exponential(shape)
+                    drawn = sample_batch(
+                        theta[run : run + 1], choice[None], approach, exponential, config.cap
+                    )
+                    used.update(choice.tolist())
+                counts = correct(drawn, config)[0].sum(axis=-1)
+                for j in range(drawn.prompt_index.shape[1]):
+                    item = (
+                        drawn.prompt_index[0, j],
+                        drawn.right[0, j],
+                        drawn.length[0, j],
+                        drawn.stopped[0, j],
+                    )
+                    (kept if 0 < counts[j] < group else dropped).append(item)
+                if len(kept) >= prompts:
+                    break
+            chosen = (kept + dropped)[:prompts]
+            prompt_index[run] = [item[0] for item in chosen]
+            right[run], length[run], stopped[run] = (
+                np.stack([item[k] for item in chosen]) for k in (1, 2, 3)
+            )
+        return Batch(prompt_index, right, length, stopped)
 
 
 # --- selector: which responses enter the loss -----------------------------------------------
@@ -302,9 +426,30 @@ def std_eps_of(advantage: Any, config: Config) -> float:
 
 
 # --- normaliser: the aggregation of token losses --------------------------------------------
-# `denominators(tokens, included, length_norm)`: (D [..., B, G], n) of w_i = A_i / D_i, the loss
-# being -(1/n) sum_i w_i sum_t (token objective). Exact hook `response_denominator(tokens,
-# length_norm)`: D of one response from its own token count, for aggregations whose D is.
+# `denominators(tokens, included, length_norm, members)`: (D [..., B, G], n [...]) of w_i = A_i / D_i,
+# the loss of the responses `members` (one update's mini-batch or micro-batch; None: the whole
+# batch) being -(1/n) sum_i w_i sum_t (token objective). `per_micro_batch`: the trainer computes
+# the loss on each micro-batch of an optimiser step and averages those (gradient accumulation,
+# `toyrl.train.Plan.denominators`), not on the step's whole mini-batch. Exact hook
+# `response_denominator(tokens, length_norm)`: D of one response from its own token count, for
+# aggregations whose D is.
+
+
+def _check_beta(beta: object) -> None:
+    if not (isinstance(beta, int | float) and not isinstance(beta, bool) and 0 <= beta < 1e6):
+        raise InvalidInput(f"beta must be a number in [0, 1e6) (got {beta!r})")
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false (got {value!r})")
+
+
+def _members(tokens: FloatArray, members: NDArray[np.bool_] | None) -> FloatArray:
+    """How many responses `members` holds per run [...] (None: all of them)."""
+    if members is None:
+        return np.full(tokens.shape[:-2], float(tokens.shape[-2] * tokens.shape[-1]))
+    return members.sum(axis=(-2, -1)).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -315,7 +460,11 @@ class PerResponse:
     by_tokens: bool = False
     by_length_norm: bool = False
     averaged: bool = True
+    per_micro_batch: bool = False
     fixed: ClassVar[tuple[str, ...]] = ("by_tokens", "by_length_norm", "averaged")
+
+    def __post_init__(self) -> None:
+        _check_flag("per_micro_batch", self.per_micro_batch)
 
     def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
         if self.by_tokens:
@@ -325,9 +474,13 @@ class PerResponse:
         return np.ones(tokens.shape)
 
     def denominators(
-        self, tokens: FloatArray, included: NDArray[np.bool_], length_norm: float
-    ) -> tuple[FloatArray, float]:
-        n = float(tokens.shape[-2] * tokens.shape[-1]) if self.averaged else 1.0
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        n = _members(tokens, members) if self.averaged else np.ones(tokens.shape[:-2])
         return self.response_denominator(tokens, length_norm), n
 
 
@@ -337,15 +490,31 @@ register("normaliser", "seq_mean_token_mean", by_tokens=True)(PerResponse)
 @register("normaliser", "token_mean")
 @dataclass(frozen=True)
 class TokenMean:
-    """D_i = the batch's total token count (of the responses in the loss), n = 1: DAPO's token-level mean."""
+    """D_i = the total token count of the batch's (or mini-batch's) responses in the loss, n = 1:
+    DAPO's token-level mean. With `per_micro_batch`, each micro-batch's own total (TRL's bnpo); with
+    `batch_tokens`, the whole sampled batch's total over the number of mini-batches, the same for
+    every mini-batch (TRL's dapo: num_items_in_batch counts the generation batch's tokens)."""
 
+    per_micro_batch: bool = False
+    batch_tokens: bool = False
     simulated_only: ClassVar[str] = "the batch's token total couples its responses"
 
+    def __post_init__(self) -> None:
+        _check_flag("per_micro_batch", self.per_micro_batch)
+        _check_flag("batch_tokens", self.batch_tokens)
+        if self.per_micro_batch and self.batch_tokens:
+            raise InvalidInput("per_micro_batch and batch_tokens are two scopes: choose one")
+
     def denominators(
-        self, tokens: FloatArray, included: NDArray[np.bool_], length_norm: float
-    ) -> tuple[FloatArray, float]:
-        total = np.where(included, tokens, 0).sum(axis=(-2, -1), keepdims=True)
-        return np.broadcast_to(total, tokens.shape), 1.0
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        counted = included if members is None else included & members
+        total = np.where(counted, tokens, 0).sum(axis=(-2, -1), keepdims=True)
+        return np.broadcast_to(total, tokens.shape), np.ones(tokens.shape[:-2])
 
 
 register("normaliser", "seq_mean_token_sum")(PerResponse)
@@ -369,29 +538,124 @@ def weights(advantage: FloatArray, denominator: FloatArray, included: NDArray[np
 @dataclass(frozen=True)
 class K3:
     """beta k3(ref, theta) per token, k3 = pi_ref/pi - 1 - log(pi_ref/pi), to the initial policy;
-    its gradient on a token is -beta (pi_ref/pi - 1) d log pi. beta = 0: no KL term."""
+    its gradient on a token is -beta (pi_ref/pi - 1) d log pi. beta = 0: no KL term.
+
+    `ratio_weighted`: beta rho k3, the k3 times the (differentiable) ratio rho = pi / pi_old (TRL's
+    use_bias_correction_kl, its default since 0.26): its gradient on a token is
+    -beta rho log(pi_ref / pi) d log pi, since d(rho k3) / d log pi = rho (k3 + 1 - pi_ref / pi)."""
 
     beta: float = 0.0
+    ratio_weighted: bool = False
 
     def __post_init__(self) -> None:
-        if not (
-            isinstance(self.beta, int | float) and not isinstance(self.beta, bool) and 0 <= self.beta < 1e6
-        ):
-            raise InvalidInput(f"beta must be a number in [0, 1e6) (got {self.beta!r})")
+        _check_flag("ratio_weighted", self.ratio_weighted)
+        _check_beta(self.beta)
 
     @property
     def simulated_only(self) -> str:
         return "the KL term makes the update depend on more than the policy" if self.beta > 0 else ""
 
 
+@dataclass(frozen=True)
+class TokenAdvantage:
+    """Per-token advantages that vary within a response, summed per token kind [3, R, B, G]
+    (approach, non-stop, stop): the sums of the kind's positive and of its negative advantages, and
+    how many of its tokens are positive and negative. What PPO's clip needs: all tokens of a kind
+    share one ratio, so the clip acts on a kind's positive (or negative) tokens all at once."""
+
+    positive: FloatArray
+    negative: FloatArray
+    positive_count: FloatArray
+    negative_count: FloatArray
+
+    def rows(self, rows: Any) -> TokenAdvantage:
+        return TokenAdvantage(*(getattr(self, f.name)[:, rows] for f in fields(self)))
+
+
+def _ramble_sums(c: FloatArray, d: FloatArray, n: FloatArray) -> tuple[FloatArray, ...]:
+    """(sum of the positive values, of the negative ones, their counts) of a(m) = c - d m over
+    m = 1..n, elementwise: a(m) is linear in m, so each sign holds on one run of m."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.where(d != 0, c / d, 0.0)  # a(m) = 0 at m = x
+    below = np.clip(np.ceil(x) - 1, 0, n)  # m < x: m = 1..below
+    above = n - np.clip(np.floor(x), 0, n)  # m > x: m = n - above + 1..n
+
+    def run_sum(first: FloatArray, count: FloatArray) -> FloatArray:  # a(first) + ... (count terms)
+        return count * c - d * count * (2 * first + count - 1) / 2
+
+    low_sum, high_sum = run_sum(np.ones_like(n), below), run_sum(n - above + 1, above)
+    flat = d == 0  # every value is c
+    positive = np.where(flat, np.where(c > 0, n * c, 0.0), np.where(d > 0, low_sum, high_sum))
+    negative = np.where(flat, np.where(c < 0, n * c, 0.0), np.where(d > 0, high_sum, low_sum))
+    positive_count = np.where(flat, np.where(c > 0, n, 0.0), np.where(d > 0, below, above))
+    negative_count = np.where(flat, np.where(c < 0, n, 0.0), np.where(d > 0, above, below))
+    return positive, negative, positive_count, negative_count
+
+
+@register("kl", "k1_reward")
+@dataclass(frozen=True)
+class K1Reward:
+    """beta k1 in the reward (OpenRLHF's default KL: init_kl_coef 0.01, estimator k1, use_kl_loss
+    off): each token t earns -beta k1_t, k1_t = log pi_old(t) - log pi_ref(t) at the sampling
+    policy, and its advantage is its return (gamma 1, OpenRLHF's reinforce family):
+    A_t = A_i - beta sum_{s >= t} k1_s, with A_i the response's advantage of its outcome reward. So
+    the approach token has A_i - beta (k_a + n k_ns + s k_st), the m-th non-stop token from the end
+    A_i - beta (s k_st + m k_ns) (m = 1..n, n non-stop tokens, s = 1 if the response stopped) and
+    the stop token A_i - beta k_st: per kind, sums of a linear sequence (`TokenAdvantage`). Taken
+    once a batch, at the sampling policy; the reference is the initial policy."""
+
+    beta: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_beta(self.beta)
+
+    @property
+    def simulated_only(self) -> str:
+        return "the KL reward makes the update depend on more than the policy" if self.beta > 0 else ""
+
+    @staticmethod
+    def token_advantages(
+        advantage: FloatArray,
+        beta: FloatArray,
+        old: TokenTable,
+        ref: TokenTable,
+        batch: Batch,
+        counts: FloatArray,
+    ) -> TokenAdvantage:
+        """The batch's per-kind advantage sums for runs with KL coefficients `beta` [R] (0: the
+        response's advantage on every token), `old` and `ref` the sampling and reference policies'
+        tables at the batch's logits, `counts` its tokens of each kind [3, R, B, G]."""
+        k1 = TokenTable.at_tokens(
+            old.log_positive - ref.log_positive, old.log_negative - ref.log_negative, batch
+        )
+        b = beta[:, None, None]
+        non_stop, stopped = counts[1], counts[2]
+        tail = advantage - b * stopped * k1[2]  # c: the non-stop tokens' values are c - beta k_ns m
+        approach = tail - b * (k1[0] + non_stop * k1[1])
+        stop = (advantage - b * k1[2]) * stopped
+        ramble = _ramble_sums(tail, b * k1[1], non_stop)
+
+        def kinds(first: FloatArray, second: FloatArray, third: FloatArray) -> FloatArray:
+            return np.stack([first, second, third])
+
+        return TokenAdvantage(
+            kinds(np.maximum(approach, 0.0), ramble[0], np.maximum(stop, 0.0)),
+            kinds(np.minimum(approach, 0.0), ramble[1], np.minimum(stop, 0.0)),
+            kinds((approach > 0) * 1.0, ramble[2], (stop > 0) * stopped),
+            kinds((approach < 0) * 1.0, ramble[3], (stop < 0) * stopped),
+        )
+
+
 @register("objective", "ppo_clip")
 @dataclass(frozen=True)
 class PPOClip:
     """PPO's clipped objective per token, min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A),
-    rho = pi_theta / pi_old (DAPO's clip-higher: epsilon_high > epsilon).
+    rho = pi_theta / pi_old (DAPO's clip-higher: epsilon_high > epsilon); with `dual_clip` c, a
+    negative advantage's objective is at least c A (dual-clip PPO, Ye et al. 2020; verl's
+    clip_ratio_c, 3 by default, applied by its vanilla policy loss).
 
     Its gradient on a token is A u rho d log pi, u = 0 where the clip is active (rho > 1 +
-    epsilon_high with A > 0, rho < 1 - epsilon with A < 0), else 1; with the KL term, plus
+    epsilon_high with A > 0, rho < 1 - epsilon or rho > c with A < 0), else 1; with the KL term, plus
     beta (pi_ref / pi - 1). All tokens of a kind share one ratio, so this stays closed-form. At
     ratio 1 without KL (an on-policy update) every token of a response has coefficient w_i = A_i / D_i
     and the loss gradient is -(1/n) sum_i w_i grad log pi(o_i), the score-function estimator that
@@ -400,6 +664,7 @@ class PPOClip:
 
     epsilon: float = 0.2
     epsilon_high: float | None = None  # None: epsilon
+    dual_clip: float | None = None  # None: no lower bound on a negative advantage's objective
 
     def __post_init__(self) -> None:
         for name in ("epsilon", "epsilon_high"):
@@ -408,6 +673,9 @@ class PPOClip:
                 isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 10
             ):
                 raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
+        c = self.dual_clip
+        if c is not None and not (isinstance(c, int | float) and not isinstance(c, bool) and 1 < c < 1e6):
+            raise InvalidInput(f"dual_clip must be a number in (1, 1e6) or None (got {c!r})")
 
     @property
     def clip_high(self) -> float:
@@ -420,7 +688,10 @@ class PPOClip:
         def values(name: str) -> FloatArray:
             return np.array([getattr(o, name) if isinstance(o, PPOClip) else np.nan for o in objectives])
 
-        return {"low": values("epsilon"), "high": values("clip_high")}
+        dual = [
+            o.dual_clip if isinstance(o, PPOClip) and o.dual_clip is not None else np.inf for o in objectives
+        ]
+        return {"low": values("epsilon"), "high": values("clip_high"), "dual": np.array(dual)}
 
     @staticmethod
     def coefficients(
@@ -430,11 +701,15 @@ class PPOClip:
         non-stop, stop), with the runs' clip ranges `parameters` (`stack`) and KL coefficients
         `beta` [R] (None: no run has a KL term). Per kind: 1/(D n) (u A rho + beta (pi_ref/pi - 1))
         times the response's tokens of that kind."""
-        advantage = update.advantage
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
         low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
-        # rho > 1 + epsilon_high where A > 0, rho < 1 - epsilon where A < 0 (never where A = 0)
-        above = np.where(advantage > 0, 1 + high, np.inf)
+        if update.token_advantage is not None:  # advantages that vary within a response, per kind
+            return PPOClip._per_token(update, ratio, low, high, parameters["dual"][:, None, None])
+        advantage = update.advantage
+        # rho > 1 + epsilon_high where A > 0; rho < 1 - epsilon or rho > c where A < 0 (never where A = 0)
+        above = np.where(
+            advantage > 0, 1 + high, np.where(advantage < 0, parameters["dual"][:, None, None], np.inf)
+        )
         below = np.where(advantage < 0, 1 - low, -np.inf)
         clipped = (ratio > above) | (ratio < below)
         objective = np.where(clipped, 0.0, advantage * ratio)
@@ -446,28 +721,98 @@ class PPOClip:
         clipped_tokens = ((clipped & update.included) * update.counts).sum(axis=(0, 2, 3))  # integers: exact
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
 
+    @staticmethod
+    def _per_token(
+        update: Update, ratio: FloatArray, low: FloatArray, high: FloatArray, dual: FloatArray
+    ) -> tuple[Coefficients, FloatArray]:
+        """The same clip with per-token advantages (`TokenAdvantage`): a kind's positive tokens are
+        unclipped while rho <= 1 + epsilon_high, its negative ones while 1 - epsilon <= rho <= c."""
+        tokens = update.token_advantage
+        assert tokens is not None
+        positive_on, negative_on = ratio <= 1 + high, (ratio >= 1 - low) & (ratio <= dual)
+        objective = ratio * (
+            np.where(positive_on, tokens.positive, 0.0) + np.where(negative_on, tokens.negative, 0.0)
+        )
+        coefficient = update.scale * objective
+        clipped = np.where(positive_on, 0.0, tokens.positive_count) + np.where(
+            negative_on, 0.0, tokens.negative_count
+        )
+        return Coefficients(coefficient[0], coefficient[1], coefficient[2]), (clipped * update.included).sum(
+            axis=(0, 2, 3)
+        )
+
 
 # --- schedule -------------------------------------------------------------------------------
+
+
+SHUFFLES = ("none", "once", "epoch")
 
 
 @register("schedule", "epochs")
 @dataclass(frozen=True)
 class Epochs:
-    """num_iterations optimiser updates on each sampled batch (PPO epochs, TRL's mu): the first
-    on-policy, the later ones at the ratios the earlier ones moved to."""
+    """The optimiser updates on each sampled batch: num_iterations epochs (PPO epochs, TRL's mu,
+    verl's ppo_epochs) over the batch cut into `mini_batches` equal parts, one update each, in the
+    batch's order (prompt by prompt, each group's responses together: verl's default) or in a
+    random order of its responses (`shuffle`: 'once' per batch and kept for every epoch, as TRL
+    does; 'epoch', anew each epoch, as OpenRLHF's and oat's data loaders and verl's shuffle=True
+    do). Each mini-batch's loss is summed over `micro_batches` equal consecutive parts (gradient
+    accumulation), which changes the update only for a normaliser with per_micro_batch.
+
+    The first update is on-policy; later ones are at the ratios the earlier ones moved to, against
+    the sampling policy (the trainers' old log-probabilities, taken once per batch). The advantages
+    are the whole batch's, taken once. `max_grad_norm`: each update's gradient is scaled down to
+    at most that norm before Adam, as torch's clip_grad_norm_ does (max_norm / (norm + 1e-6), at
+    most 1); the `grad_norm` column is the first update's norm before it."""
 
     num_iterations: int = 1
+    mini_batches: int = 1
+    micro_batches: int = 1
+    shuffle: str = "none"
+    max_grad_norm: float | None = None  # None: no clipping
 
     def __post_init__(self) -> None:
-        n = self.num_iterations
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
-            raise InvalidInput(f"num_iterations must be an integer in 1..{MAX_ITERATIONS} (got {n!r})")
+        c = self.max_grad_norm
+        if c is not None and not (isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 1e12):
+            raise InvalidInput(f"max_grad_norm must be a number in (0, 1e12) or None (got {c!r})")
+        for name, high in (
+            ("num_iterations", MAX_ITERATIONS),
+            ("mini_batches", MAX_PARTS),
+            ("micro_batches", MAX_PARTS),
+        ):
+            n = getattr(self, name)
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= high:
+                raise InvalidInput(f"{name} must be an integer in 1..{high} (got {n!r})")
+        if self.shuffle not in SHUFFLES:
+            raise InvalidInput(f"shuffle must be one of {', '.join(SHUFFLES)} (got {self.shuffle!r})")
+
+    @property
+    def updates(self) -> int:
+        """Optimiser updates per sampled batch."""
+        return self.num_iterations * self.mini_batches
+
+    @property
+    def orders(self) -> int:
+        """Random orders of a batch's responses drawn per batch."""
+        return {"none": 0, "once": 1, "epoch": self.num_iterations}[self.shuffle]
+
+    def check(self, config: Config) -> None:
+        """InvalidInput unless the configuration's batches cut into equal mini- and micro-batches."""
+        responses = config.batch_prompts * config.group_size
+        parts = self.mini_batches * self.micro_batches
+        if responses % parts:
+            raise InvalidInput(
+                f"mini_batches x micro_batches = {parts} must divide the batch's "
+                f"{responses} responses (batch_prompts x group_size)"
+            )
 
     @property
     def simulated_only(self) -> str:
-        return (
-            "later epochs make the update depend on more than the policy" if self.num_iterations > 1 else ""
-        )
+        if self.num_iterations > 1:
+            return "later epochs make the update depend on more than the policy"
+        if self.mini_batches > 1:
+            return "later mini-batches make the update depend on more than the policy"
+        return "micro-batches are simulated only" if self.micro_batches > 1 else ""
 
 
 @dataclass
@@ -483,8 +828,10 @@ class Update:
     ratio_positive: FloatArray  # pi_theta / pi_old of each logit's two outcomes, [R, C]: C = B + 2
     # logits, the batch's own (`toyrl.policy.OwnLogits`), or all P + 2; `gather` places them
     ratio_negative: FloatArray
-    kl_positive: FloatArray | None  # pi_ref / pi - 1, likewise (None without a KL term)
+    kl_positive: FloatArray | None  # pi_ref / pi - 1, likewise (rho log(pi_ref / pi) where the k3 is
+    # ratio-weighted; None without a KL term)
     kl_negative: FloatArray | None
+    token_advantage: TokenAdvantage | None = None  # per-token advantages (a KL reward), these runs'
 
     def gather(self, positive: FloatArray | None, negative: FloatArray | None) -> FloatArray:
         """Per-logit values of the two outcomes, at each response's three kinds of token [3, R, B, G]."""

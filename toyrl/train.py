@@ -23,7 +23,7 @@ its own function, `toyrl.expected.simulate_mean_field`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -43,11 +43,12 @@ from toyrl.policy import (
     policy_gradient,
     sample_batch,
 )
-from toyrl.stages import Update, std_eps_of, weights
+from toyrl.stages import K3, K1Reward, OneDraw, TokenAdvantage, Update, correct, std_eps_of, weights
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn at most this many steps at a time ...
 VALUES_PER_BLOCK = 2**22  # ... and at most about this many values per array (32 MB), to bound memory
-STREAMS = ("init", "prompts", "approach", "length")  # SeedSequence(seed)'s children, in this order
+# SeedSequence(seed)'s children, in this order
+STREAMS = ("init", "prompts", "approach", "length", "shuffle", "refill")
 
 EXACT_COLUMNS = [
     "accuracy",
@@ -92,13 +93,20 @@ class Plan:
     """The runs grouped by stage (each stage's runs computed together), and per-run settings [R]."""
 
     rewards_by: tuple[tuple[Any, Rows], ...]
+    samplers_by: tuple[tuple[Any, Rows], ...]
     selectors_by: tuple[tuple[Any, Rows], ...]
     advantages_by: tuple[tuple[Any, Rows], ...]
     normalisers_by: tuple[tuple[Any, Rows], ...]
     objectives_by: tuple[tuple[Any, Rows], ...]  # by objective class, whose runs' parameters ...
     objective_parameters: dict[Any, dict[str, FloatArray]]  # ... are arrays [R] (`stack`)
-    iterations: NDArray[np.int64]
-    beta: FloatArray
+    updates: NDArray[np.int64]  # optimiser updates per batch [R]: epochs x mini-batches
+    mini_batches: NDArray[np.int64]
+    micro_batches: NDArray[np.int64]
+    orders: NDArray[np.int64]  # random orders of the responses drawn per batch [R]
+    max_grad_norm: FloatArray  # each update's gradient clipped to this norm [R] (inf: not clipped)
+    beta: FloatArray  # the k3 term's coefficient in the loss [R]
+    kl_reward: FloatArray  # the k1 term's coefficient in the reward [R]
+    kl_ratio_weighted: NDArray[np.bool_]  # the KL term times the ratio (TRL's use_bias_correction_kl)
 
     @classmethod
     def of(cls, variants: Sequence[Variant]) -> Plan:
@@ -106,18 +114,76 @@ class Plan:
         objectives_by = _groups([type(o) for o in objectives])
         return cls(
             rewards_by=_groups([v.reward for v in variants]),
+            samplers_by=_groups([v.sampler for v in variants]),
             selectors_by=_groups([v.selector for v in variants]),
             advantages_by=_groups([v.advantage for v in variants]),
             normalisers_by=_groups([v.normaliser for v in variants]),
             objectives_by=objectives_by,
             objective_parameters={kind: kind.stack(objectives) for kind, _ in objectives_by},
-            iterations=np.array([v.num_iterations for v in variants]),
-            beta=np.array([float(v.kl.beta) for v in variants]),
+            updates=np.array([v.updates for v in variants]),
+            mini_batches=np.array([getattr(v.schedule, "mini_batches", 1) for v in variants]),
+            micro_batches=np.array([getattr(v.schedule, "micro_batches", 1) for v in variants]),
+            orders=np.array([getattr(v.schedule, "orders", 0) for v in variants]),
+            max_grad_norm=np.array([getattr(v.schedule, "max_grad_norm", None) or np.inf for v in variants]),
+            beta=np.array([float(v.kl.beta) if isinstance(v.kl, K3) else 0.0 for v in variants]),
+            kl_reward=np.array([float(v.kl.beta) if isinstance(v.kl, K1Reward) else 0.0 for v in variants]),
+            kl_ratio_weighted=np.array([bool(getattr(v.kl, "ratio_weighted", False)) for v in variants]),
         )
+
+    @property
+    def whole_batch(self) -> bool:
+        """Whether every update of every run is on the whole batch, in one part (no mini- or
+        micro-batches): its normalisers are then taken once a batch."""
+        return bool((self.mini_batches == 1).all() and (self.micro_batches == 1).all())
+
+    def clipped(self, grad: FloatArray, rows: Rows) -> FloatArray:
+        """The runs' gradients [rows, P + 2] scaled to at most their max_grad_norm, as torch's
+        clip_grad_norm_ (coefficient max_norm / (norm + 1e-6), at most 1); as they are if none clips."""
+        limit = self.max_grad_norm[rows]
+        if np.isinf(limit).all():
+            return grad
+        norm = np.sqrt((grad * grad).sum(axis=-1))
+        return grad * np.minimum(1.0, limit / (norm + 1e-6))[:, None]
+
+    def parts(
+        self, update: int, positions: NDArray[np.intp] | None, shape: tuple[int, ...]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.intp]]:
+        """(which responses are in each run's mini-batch of update `update` [R, B, G], and each
+        response's micro-batch within its mini-batch): the mini-batch is the update's part of the
+        run's order (epoch update // mini_batches), the micro-batches consecutive parts of it."""
+        mini = self.mini_batches[:, None, None]
+        size = shape[-2] * shape[-1] // mini  # responses per mini-batch, [R, 1, 1]
+        if positions is None:
+            position = np.broadcast_to(np.arange(shape[-2] * shape[-1]).reshape(shape[-2:]), shape)
+        else:
+            epoch = np.minimum(update // self.mini_batches, positions.shape[1] - 1)
+            position = positions[np.arange(len(positions)), epoch]
+        members = position // size == update % mini
+        micro = position % size // (size // self.micro_batches[:, None, None])
+        return members, micro
 
     # Each stage is computed on the whole batch and kept for its own runs: on these small arrays
     # that is cheaper than gathering and scattering each group's rows, and a row's numbers do not
     # depend on the other rows.
+
+    def sampled(
+        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator] | None
+    ) -> Batch:
+        """The batch every run trains on (its sampler's, from the batch drawn with the step's noise;
+        `refill` is each run's refill stream, for samplers that draw more)."""
+        if all(isinstance(stage, OneDraw) for stage, _ in self.samplers_by):
+            return batch
+        assert refill is not None, "a sampler that draws more needs the runs' refill streams"
+        prompt_index, right = batch.prompt_index.copy(), batch.right.copy()
+        length, stopped = batch.length.copy(), batch.stopped.copy()
+        for stage, rows in self.samplers_by:
+            if isinstance(stage, OneDraw):
+                continue
+            index = np.arange(len(theta))[rows]
+            chosen = stage.batch(batch.rows(index), theta[index], config, [refill[i] for i in index])
+            prompt_index[index], right[index] = chosen.prompt_index, chosen.right
+            length[index], stopped[index] = chosen.length, chosen.stopped
+        return Batch(prompt_index, right, length, stopped)
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
         return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
@@ -139,17 +205,56 @@ class Plan:
         return _per_run(self.advantages_by, advantage, rewards.shape)
 
     def denominators(
-        self, batch: Batch, included: NDArray[np.bool_], config: Config
+        self,
+        batch: Batch,
+        selected: NDArray[np.bool_],
+        config: Config,
+        parts: tuple[NDArray[np.bool_], NDArray[np.intp]] | None = None,
     ) -> tuple[FloatArray, FloatArray]:
-        """(D [R, B, G], n [R]) of every run's normaliser."""
+        """(D [R, B, G], n [R]) of every run's normaliser over the responses `selected` into the
+        loss, on the whole batch or, given `parts`, on each run's mini-batch (`Plan.parts`; D only
+        meaningful there). A per_micro_batch normaliser is taken on each micro-batch, its n times
+        the micro-batch count: the mini-batch's loss is the mean of its micro-batches' (each
+        micro-batch holds as many responses). A batch_tokens one is the whole batch's, over the
+        number of mini-batches."""
         tokens = batch.token_count(config.approach_tokens)
-        parts = {
-            stage: stage.denominators(tokens, included, config.length_norm_value)
-            for stage, _ in self.normalisers_by
-        }
-        denominator = _per_run(self.normalisers_by, lambda stage: parts[stage][0], tokens.shape)
-        n = _per_run(self.normalisers_by, lambda stage: np.full(len(tokens), parts[stage][1]), (len(tokens),))
+        length_norm = config.length_norm_value
+
+        def of(stage: Any) -> tuple[FloatArray, FloatArray]:
+            if parts is None:
+                return stage.denominators(tokens, selected, length_norm)
+            members, micro = parts
+            included = selected & members
+            if getattr(stage, "batch_tokens", False):
+                denominator, n = stage.denominators(tokens, selected, length_norm)
+                return denominator / self.mini_batches[:, None, None], n
+            if not getattr(stage, "per_micro_batch", False):
+                return stage.denominators(tokens, included, length_norm, members)
+            denominator = np.ones(tokens.shape)
+            for index in range(int(self.micro_batches.max())):
+                inside = members & (micro == index)
+                denominator = np.where(
+                    inside, stage.denominators(tokens, included, length_norm, inside)[0], denominator
+                )
+            n = stage.denominators(tokens, included, length_norm, members & (micro == 0))[1]
+            return denominator, n * self.micro_batches
+
+        def n_of(stage: Any) -> FloatArray:  # a normaliser may give n as one number for every run
+            return np.broadcast_to(np.asarray(computed[stage][1], dtype=np.float64), (len(tokens),))
+
+        computed = {stage: of(stage) for stage, _ in self.normalisers_by}
+        denominator = _per_run(self.normalisers_by, lambda stage: computed[stage][0], tokens.shape)
+        n = _per_run(self.normalisers_by, n_of, (len(tokens),))
         return denominator, n
+
+
+def check_variant(variant: Variant, config: Config) -> None:
+    """InvalidInput unless every stage of the variant fits the configuration (a stage's `check`:
+    a schedule's parts divide the batch, a reward's buffer fits the cap)."""
+    for kind in variant.names():
+        check = getattr(variant.stage(kind), "check", None)
+        if check is not None:
+            check(config)
 
 
 def _any(rows: Rows) -> bool:
@@ -220,7 +325,8 @@ def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) 
     """The sampled batches' own accuracy and lengths [...]; NaN where a batch has no such response.
 
     length, rewards [..., B, G], grad [..., P + 2], for any leading axes (runs, or steps and runs).
-    Rewards are 0/1 and lengths whole numbers, so every sum here is exact in float64: the means
+    `rewards` are each response's correctness (`toyrl.stages.correct`: 0/1, whatever reward the
+    variant trains on) and lengths whole numbers, so every sum here is exact in float64: the means
     are derived from three sums (fewer passes over the batch than one reduction per statistic).
     """
     responses = rewards.shape[-2] * rewards.shape[-1]
@@ -271,15 +377,42 @@ def step_noise(
         # A uniformly random permutation's first B entries: B distinct prompts.
         prompt_index = np.stack(
             [
-                s.random((n, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
-                for _, s, _, _ in streams
+                run[1].random((n, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
+                for run in streams
             ],
             axis=1,
         )
-        approach = np.stack([s.random((n, *shape)) for _, _, s, _ in streams], axis=1)
-        exponential = np.stack([s.standard_exponential((n, *shape)) for *_, s in streams], axis=1)
+        approach = np.stack([run[2].random((n, *shape)) for run in streams], axis=1)
+        exponential = np.stack([run[3].standard_exponential((n, *shape)) for run in streams], axis=1)
         for offset in range(n):
             yield prompt_index[offset], approach[offset], exponential[offset]
+
+
+def step_orders(
+    streams: list[list[np.random.Generator]], plan: Plan, config: Config
+) -> Iterator[NDArray[np.intp] | None]:
+    """Each step's positions of the responses in the orders its updates take them, [R, E, B, G]
+    (E = the most orders a run draws per batch; a run that draws fewer repeats its last), or None
+    when no run shuffles. Position p of the batch's order (prompt by prompt) is p itself; a
+    shuffling run's orders are uniformly random permutations from its own `shuffle` stream, drawn
+    only by the runs that shuffle."""
+    draws = plan.orders
+    if not draws.any():
+        while True:
+            yield None
+    shape = (config.batch_prompts, config.group_size)
+    responses = shape[0] * shape[1]
+    natural = np.arange(responses).reshape(shape)
+    while True:
+        positions = np.broadcast_to(natural, (len(draws), int(draws.max()), *shape)).copy()
+        for run in np.flatnonzero(draws):
+            order = streams[run][4].random((int(draws[run]), responses)).argsort(axis=-1)
+            ranks = np.empty_like(order)
+            np.put_along_axis(ranks, order, np.arange(responses)[None], axis=-1)
+            positions[run] = ranks[np.minimum(np.arange(positions.shape[1]), len(ranks) - 1)].reshape(
+                -1, *shape
+            )
+        yield positions
 
 
 class Step(NamedTuple):
@@ -293,52 +426,72 @@ class Step(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Part:
+    """The responses one update's loss is over, for every run: which are in it [R, B, G] (selected,
+    and in the update's mini-batch), their normaliser's D [R, B, G] and n [R], their scale 1/(D n)
+    (0 where not in the loss) and the tokens in the loss [R]."""
+
+    included: NDArray[np.bool_]
+    denominator: FloatArray
+    n: FloatArray
+    scale: FloatArray
+    tokens: FloatArray
+
+    @classmethod
+    def of(cls, batch: Batch, included: NDArray[np.bool_], denominator: FloatArray, n: FloatArray) -> Part:
+        inverse = np.divide(1.0, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
+        scale = np.where(included, inverse, 0.0) / n[:, None, None]
+        tokens = np.where(included, batch.token_count(1), 0.0).sum(axis=(1, 2))
+        return cls(included, denominator, n, scale, tokens)
+
+    def rows(self, rows: Rows) -> Part:
+        return Part(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+
+@dataclass(frozen=True)
 class Epoch:
     """What every update on one sampled batch shares: the batch on its own logits (`OwnLogits`:
-    tables of its B + 2 logits, gradients scattered back to P + 2), its advantages, which
-    responses are in the loss, their scale 1/(D n) (0 where not in the loss), the tokens of each
-    kind [3, R, B, G] (approach, non-stop, stop), the tokens in the loss per run [R], and the token
-    tables of the sampling policy (`old`, the ratios' reference) and of the KL's reference policy
-    (`ref`), at those logits."""
+    tables of its B + 2 logits, gradients scattered back to P + 2), its advantages, the tokens of
+    each kind [3, R, B, G] (approach, non-stop, stop), and the token tables of the sampling policy
+    (`old`, the ratios' reference) and of the KL's reference policy (`ref`), at those logits; with
+    a KL reward (`kl_reward` [R]), the per-token advantages it gives (`token_advantage`)."""
 
     own: OwnLogits
     advantage: FloatArray
-    included: NDArray[np.bool_]
-    scale: FloatArray
     counts: FloatArray
-    tokens: FloatArray
     old: TokenTable
     ref: TokenTable | None
+    token_advantage: TokenAdvantage | None = None
 
     @classmethod
     def of(
         cls,
         own: OwnLogits,
         advantage: FloatArray,
-        included: NDArray[np.bool_],
-        denominator: FloatArray,
-        n: FloatArray,
         old: TokenTable,
         ref: TokenTable | None,
+        kl_reward: FloatArray | None = None,
     ) -> Epoch:
         """The epoch of a batch (`own`) sampled from the policy whose table is `old`; `ref` the KL
         term's reference policy's (None: no run has a KL term); both at the batch's own logits."""
         batch = own.batch
-        inverse = np.divide(1.0, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
-        scale = np.where(included, inverse, 0.0) / n[:, None, None]
         counts = np.empty((3, *batch.length.shape))  # tokens of each kind: 1, L - 1[stopped], 1[stopped]
         counts[0], counts[1], counts[2] = 1.0, batch.length - batch.stopped, batch.stopped
-        tokens = np.where(included, batch.token_count(1), 0.0).sum(axis=(1, 2))
         for table in (old, ref):  # taken now, once, so that every update's rows share them
             if table is not None:
                 table.log_positive, table.log_negative  # noqa: B018
-        return cls(own, advantage, included, scale, counts, tokens, old, ref)
+        tokens = None
+        if kl_reward is not None and (kl_reward > 0).any():
+            assert ref is not None
+            tokens = K1Reward.token_advantages(advantage, kl_reward, old, ref, batch, counts)
+        return cls(own, advantage, counts, old, ref, tokens)
 
     def coefficients(
-        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan
+        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan, part: Part
     ) -> tuple[Coefficients, FloatArray, TokenTable]:
         """(coefficients of every token kind, tokens clipped [r], the token table) of the runs
-        `rows`, which share the objective class `objective`, at the policy theta [r, P + 2]."""
+        `rows`, which share the objective class `objective`, at the policy theta [r, P + 2], on the
+        responses of `part` (these runs')."""
         own = self.own.rows(rows)
         table = own.table(theta)
         old, beta = self.old.rows(rows), plan.beta[rows]
@@ -350,29 +503,56 @@ class Epoch:
             with np.errstate(over="ignore"):
                 kl_positive = np.exp(ref.log_positive - table.log_positive) - 1
                 kl_negative = np.exp(ref.log_negative - table.log_negative) - 1
+        ratio_positive = np.exp(table.log_positive - old.log_positive)
+        ratio_negative = np.exp(table.log_negative - old.log_negative)
+        weighted = plan.kl_ratio_weighted[rows]
+        if kl and weighted.any():  # d(rho k3) / d log pi = rho log(pi_ref / pi), per logit and outcome
+            assert self.ref is not None and kl_positive is not None and kl_negative is not None
+            ref = self.ref.rows(rows)
+            kl_positive = np.where(
+                weighted[:, None], ratio_positive * (ref.log_positive - table.log_positive), kl_positive
+            )
+            kl_negative = np.where(
+                weighted[:, None], ratio_negative * (ref.log_negative - table.log_negative), kl_negative
+            )
+        per_token = None
+        if self.token_advantage is not None and (plan.kl_reward[rows] > 0).all():
+            per_token = self.token_advantage.rows(rows)
         update = Update(
             own.batch,
             self.advantage[rows],
-            self.included[rows],
-            self.scale[rows],
+            part.included,
+            part.scale,
             self.counts[:, rows],
-            np.exp(table.log_positive - old.log_positive),
-            np.exp(table.log_negative - old.log_negative),
+            ratio_positive,
+            ratio_negative,
             kl_positive,
             kl_negative,
+            per_token,
         )
         parameters = {key: values[rows] for key, values in plan.objective_parameters[objective].items()}
         coefficients, clipped = objective.coefficients(update, parameters, beta if kl else None)
         return coefficients, clipped, table
 
     def gradient(
-        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan
+        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan, part: Part
     ) -> tuple[FloatArray, FloatArray]:
-        """(loss gradient [r, P + 2], fraction of tokens clipped [r]) of the runs `rows`, which share
-        the objective class `objective`, at the policy theta [r, P + 2] of those rows."""
-        coefficients, clipped, table = self.coefficients(objective, rows, theta, plan)
-        tokens = self.tokens[rows]
-        fraction = np.divide(clipped, tokens, out=np.zeros(len(clipped)), where=tokens > 0)
+        """(loss gradient [r, P + 2], fraction of the part's tokens clipped [r]) of the runs `rows`,
+        which share the objective class `objective`, at the policy theta [r, P + 2] of those rows.
+        Runs with a KL reward and runs without are computed apart (per-token advantages or not)."""
+        if self.token_advantage is not None:
+            index = np.arange(len(plan.kl_reward))[rows]
+            per_token = plan.kl_reward[index] > 0
+            if per_token.any() and not per_token.all():
+                grad, fraction = np.empty(theta.shape), np.empty(len(index))
+                for inside in (per_token, ~per_token):
+                    grad[inside], fraction[inside] = self.gradient(
+                        objective, index[inside], theta[inside], plan, part
+                    )
+                return grad, fraction
+        part = part.rows(rows)
+        coefficients, clipped, table = self.coefficients(objective, rows, theta, plan, part)
+        fraction = np.divide(clipped, part.tokens, out=np.zeros(len(clipped)), where=part.tokens > 0)
         own = self.own.rows(rows)
         return own.scatter(policy_gradient(coefficients, own.batch, table), theta.shape[-1]), fraction
 
@@ -385,44 +565,62 @@ def train_step(
     config: Config,
     theta_ref: FloatArray,
     apply: bool = True,
+    positions: NDArray[np.intp] | None = None,
+    refill: Sequence[np.random.Generator] | None = None,
 ) -> Step:
     """One step of every run, in place on theta [R, P + 2] (unless not `apply`: the last row's batch
-    and gradient are evaluated, not applied). `noise` is the step's (prompt_index, approach uniforms,
-    length exponentials); `theta_ref` the KL term's reference policy (the initial one)."""
-    batch = sample_batch(theta, *noise, config.cap)
+    and the gradient of its first update are evaluated, not applied). `noise` is the step's
+    (prompt_index, approach uniforms, length exponentials); `theta_ref` the KL term's reference
+    policy (the initial one); `positions` the step's orders of the responses (`step_orders`; None:
+    the batch's own order); `refill` each run's refill stream (for a sampler that draws more)."""
+    batch = plan.sampled(sample_batch(theta, *noise, config.cap), theta, config, refill)
     rewards = plan.rewards(batch, config)
-    included = plan.included(batch)
+    selected = plan.included(batch)
     advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))  # once a batch
-    denominator, n = plan.denominators(batch, included, config)
+
+    def part(update: int) -> Part:
+        """The responses of update `update` (its mini-batch) and their normalisers."""
+        if plan.whole_batch:
+            denominator, n = plan.denominators(batch, selected, config)
+            return Part.of(batch, selected, denominator, n)
+        parts = plan.parts(update, positions, selected.shape)
+        denominator, n = plan.denominators(batch, selected, config, parts)
+        return Part.of(batch, selected & parts[0], denominator, n)
+
+    first = part(0)
     old = TokenTable.of(theta)
     clip_sum = np.zeros(len(theta))
 
     # The first update is on-policy: ratio 1, so every token of a response has weight w = A / D and
     # the ramble's scores sum in closed form; with a KL term, the general form at ratio 1.
-    grad = policy_gradient(Coefficients(weights(advantage, denominator, included), n=n), batch, old)
-    kl_runs = plan.beta > 0
-    if kl_runs.any() or (apply and (plan.iterations > 1).any()):
+    grad = policy_gradient(
+        Coefficients(weights(advantage, first.denominator, first.included), n=first.n), batch, old
+    )
+    kl_runs = (plan.beta > 0) | (plan.kl_reward > 0)
+    later = apply and (plan.updates > 1).any()
+    if kl_runs.any() or later:
         own = OwnLogits.of(batch, theta.shape[-1])  # later tables: of the batch's B + 2 logits only
         ref = own.table(theta_ref) if kl_runs.any() else None
-        epoch = Epoch.of(own, advantage, included, denominator, n, own.table(theta), ref)
+        epoch = Epoch.of(own, advantage, own.table(theta), ref, plan.kl_reward)
     if kl_runs.any():
         for objective, group in plan.objectives_by:
             rows = _within(slice(None) if kl_runs.all() else np.flatnonzero(kl_runs), group)
             if _any(rows):
-                grad[rows], _ = epoch.gradient(objective, rows, theta[rows], plan)
+                grad[rows], _ = epoch.gradient(objective, rows, theta[rows], plan, first)
     if not apply:
         return Step(batch, rewards, grad, clip_sum)
-    adam.step(theta, grad, slice(None))
-    for iteration in range(2, int(plan.iterations.max()) + 1):  # later epochs: ratios move from 1
-        active = plan.iterations >= iteration
+    adam.step(theta, plan.clipped(grad, slice(None)), slice(None))
+    for update in range(1, int(plan.updates.max())):  # later updates: ratios move from 1
+        active = plan.updates > update
+        current = first if plan.whole_batch else part(update)
         for objective, group in plan.objectives_by:
             rows = _within(slice(None) if active.all() else np.flatnonzero(active), group)
-            if not _any(rows):  # no run of this objective takes this many epochs
+            if not _any(rows):  # no run of this objective takes this many updates
                 continue
-            later_grad, clip_fraction = epoch.gradient(objective, rows, theta[rows], plan)
+            later_grad, clip_fraction = epoch.gradient(objective, rows, theta[rows], plan, current)
             clip_sum[rows] += clip_fraction
-            adam.step(theta, later_grad, rows)
-    return Step(batch, rewards, grad, clip_sum / plan.iterations)
+            adam.step(theta, plan.clipped(later_grad, rows), rows)
+    return Step(batch, rewards, grad, clip_sum / plan.updates)
 
 
 class Trajectory(NamedTuple):
@@ -446,7 +644,7 @@ class Recorder:
         theta_shape = (n_runs, config.prompts + 2)
         self.states, self.grads = np.empty((self.block, *theta_shape)), np.empty((self.block, *theta_shape))
         shape = (self.block, n_runs, config.batch_prompts, config.group_size)
-        self.lengths, self.rewards = np.zeros(shape), np.zeros(shape)
+        self.lengths, self.correct = np.zeros(shape), np.zeros(shape)  # batch statistics count correctness
         self.clip_fractions = np.zeros((self.block, n_runs))
         self.columns = {name: np.empty((n_runs, self.steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
 
@@ -459,12 +657,12 @@ class Recorder:
         slot = step % self.block
         self.grads[slot] = grad
         if sampled is not None:
-            self.lengths[slot], self.rewards[slot] = sampled.batch.length, sampled.rewards
+            self.lengths[slot], self.correct[slot] = sampled.batch.length, correct(sampled.batch, self.config)
             self.clip_fractions[slot] = sampled.clip_fraction
         if slot == self.block - 1 or step == self.steps:
             first, used = step - slot, slot + 1
             metrics = exact_metrics(self.states[:used], self.config.cap, self.config.min_length)
-            metrics |= batch_statistics(self.lengths[:used], self.rewards[:used], self.grads[:used])
+            metrics |= batch_statistics(self.lengths[:used], self.correct[:used], self.grads[:used])
             metrics["clip_fraction"] = self.clip_fractions[:used]
             if not self.sampled:
                 metrics |= {name: np.full((used, len(self.names)), np.nan) for name in SAMPLED_COLUMNS}
@@ -484,17 +682,29 @@ def simulate(
 
     `on_step(step, theta)` is called with every policy state theta_t [R, P + 2] (do not modify it).
     """
+    for variant, _ in runs:
+        check_variant(variant, config)
     plan = Plan.of([variant for variant, _ in runs])
     streams = [run_streams(seed) for _, seed in runs]
     theta = np.stack([initial_theta(config, init) for init, *_ in streams])
     theta_ref = theta.copy()  # the KL term's reference: the initial policy
     adam = Adam(theta, config)
     recorder = Recorder(config, runs, sampled=True)
-    noise = step_noise(streams, config)
+    noise, orders = step_noise(streams, config), step_orders(streams, plan, config)
     for step in range(config.steps + 1):
         if on_step is not None:
             on_step(step, theta)
         recorder.policy(step, theta)
-        sampled = train_step(theta, adam, next(noise), plan, config, theta_ref, apply=step < config.steps)
+        sampled = train_step(
+            theta,
+            adam,
+            next(noise),
+            plan,
+            config,
+            theta_ref,
+            apply=step < config.steps,
+            positions=next(orders),
+            refill=[run[5] for run in streams],
+        )
         recorder.record(step, sampled.grad, sampled)
     return recorder.trajectory()

@@ -7,7 +7,25 @@ code places the rewards, computes the group advantages (`compute_monte_carlo_adv
 `critic_type` grpo or drgrpo), trims the padding of each micro-batch, forms the PPO ratio and clip,
 the k3 KL term, and aggregates with the aggregator `PPOLearner._init` itself picks
 (`masked_mean`, or `masked_sum` over `generate_max_length` for drgrpo); it also walks the
-micro-batches and PPO epochs.
+PPO epochs, mini-batches and micro-batches, in one call, as in training.
+
+oat's schedule (learning_step): the rollout on a learner (rollout_batch_size_per_device prompts x
+num_samples responses, one DataLoader batch of the whole buffer, unshuffled for grpo/drgrpo) is,
+for each of num_ppo_epochs epochs, put in a new order by `np.random.permutation(N)` (numpy's
+global state, redrawn every epoch: toyrl's shuffle=epoch) and cut into consecutive micro-batches
+of train_batch_size_per_device; each micro-batch's loss is the per-response aggregate (masked_mean
+over its tokens, or masked_sum / generate_max_length) times the loss mask, `.mean()` over the
+micro-batch's responses, and DeepSpeed divides it by grad_acc_step = train_batch_size //
+train_batch_size_per_device (one process) and steps every grad_acc_step micro-batches: an
+optimiser step per train_batch_size consecutive rows of the permutation (toyrl's mini_batches =
+N / train_batch_size, micro_batches = grad_acc_step). With equal micro-batches the mean of the
+micro-batch means is the mini-batch's mean: the micro-batch scope and the mini-batch scope of
+oat's normaliser agree (both recorded). The permutation is not reimplemented: the fixture seeds
+numpy's global state (np.random.seed(1234)), the run records what learning_step's own
+np.random.permutation calls returned, and the stand-in model records the rows its training
+forwards received, in order; the tests assert these are the same and pass them to toyrl as
+`order`. The later optimiser steps are at moved thetas (the stand-in's "optimizer step" loads the
+next theta of the test's schedule), where oat's clip acts. oat 0.2.4 has no dual clip.
 
 The stand-in `self` (`Learner`, a subclass of `PPOLearner`) supplies what needs a GPU:
 - `get_batch_logps`, the model's forward (a causal LM, its log-softmax and a gather, in float32):
@@ -20,8 +38,12 @@ The stand-in `self` (`Learner`, a subclass of `PPOLearner`) supplies what needs 
   semantics (deepspeed/runtime/engine.py): `backward` divides the loss by the gradient
   accumulation steps (train_batch_size // train_batch_size_per_device, one process) before
   backpropagating; `optimizer_step` steps only at an accumulation boundary. A step here records
-  the leaf's gradient and moves the policy to the next theta of the test's schedule (in place of
-  Adam), so a second PPO epoch sees ratios != 1: the first update after the batch was sampled.
+  the leaf's gradient and the rows that entered it, and moves the policy to the next theta of
+  the test's schedule (in place of Adam), so every optimiser step after the first sees ratios != 1.
+  This is the one restated piece of plumbing: DeepSpeed's engine (in oat's environment only an
+  import stand-in, tests/conformance/standins/oat) needs a GPU and a distributed setup, so its
+  backward / step arithmetic (two lines) stands in for it; the schedule itself (epochs,
+  permutation, micro-batch slices, accumulation boundaries) is oat's own loop.
 - `ref_model` (when beta > 0): the initial policy, theta_old.
 - `__init__` runs oat's own `PPOLearner._init` (which sets args, dataset_builder and
   masked_aggregator) with `RLLearner._init`, the loading of models and optimisers, skipped.
@@ -37,7 +59,8 @@ toy's sampler is the learner, and oat keeps the sampler's log-probs in float32, 
 up to float32 rounding (measured in `test_float32_as_oat_computes`).
 
 toyrl's side (tests/conformance/toy.py) is its core: advantages, and d loss / d logp per token at
-ratio 1 or at a moved theta against theta_old.
+ratio 1 or at a moved theta against theta_old, of update m of a schedule (mini_batches,
+micro_batches, shuffle) with the responses in a given order.
 """
 
 from __future__ import annotations
@@ -117,7 +140,8 @@ def run(oat, monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: "cpu")
     dtype = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
-    # learning_step shuffles the micro-batches with numpy's global np.random.permutation
+    # learning_step shuffles the batch each epoch with numpy's global np.random.permutation (the
+    # run records what it drew)
     state = np.random.get_state()  # noqa: NPY002
     np.random.seed(1234)  # noqa: NPY002
     try:
@@ -133,6 +157,8 @@ class Result(types.SimpleNamespace):
     advantages: np.ndarray  # [N], as learning_step computed them
     grads: list[np.ndarray]  # d loss / d logp [N, T] of each optimiser step
     rows: list[np.ndarray]  # the rows whose log-probs entered each step's loss
+    orders: list[np.ndarray]  # [N] per PPO epoch: the rows in the order its micro-batches took them
+    permutations: list[np.ndarray]  # what learning_step's np.random.permutation calls returned
     infos: dict[str, Any]
 
 
@@ -162,6 +188,7 @@ def _run(oat, toy: ToyBatch, thetas, exact: bool, loss_masks, fields: dict[str, 
             self.thetas, self.step_count = thetas, 0
             self.grads: list[np.ndarray] = []
             self.rows: list[np.ndarray] = []
+            self.order: list[int] = []  # every row of every training forward, in the order it came
             self._load()
 
         def _load(self) -> None:
@@ -172,6 +199,7 @@ def _run(oat, toy: ToyBatch, thetas, exact: bool, loss_masks, fields: dict[str, 
         def log_probs(self, input_ids):
             if torch.is_grad_enabled():
                 self.seen.update((input_ids[:, 0] - ROW).tolist())
+                self.order.extend((input_ids[:, 0] - ROW).tolist())
             return in_oat_layout(self.leaf, input_ids)
 
         def step(self) -> None:
@@ -263,9 +291,24 @@ def _run(oat, toy: ToyBatch, thetas, exact: bool, loss_masks, fields: dict[str, 
         )
     dataset = learner.dataset_builder(buffer, types.SimpleNamespace(pad_token_id=PAD), learner.strategy)
     trajectory = dataset.collate_fn([dataset[i] for i in range(len(dataset))])
-    infos = learner.learning_step(trajectory)
+    permutations: list[np.ndarray] = []
+    permutation = np.random.permutation  # learning_step's own draw, from numpy's global state
+
+    def recorded(*arguments: Any) -> np.ndarray:
+        drawn = permutation(*arguments)
+        permutations.append(np.array(drawn))
+        return drawn
+
+    with mock.patch.object(np.random, "permutation", recorded):
+        infos = learner.learning_step(trajectory)
+    order = np.array(learner.model.order)
     return Result(
-        advantages=learner.advantages, grads=learner.model.grads, rows=learner.model.rows, infos=infos
+        advantages=learner.advantages,
+        grads=learner.model.grads,
+        rows=learner.model.rows,
+        orders=[order[e * n : (e + 1) * n] for e in range(len(order) // n)],
+        permutations=permutations,
+        infos=infos,
     )
 
 
@@ -317,25 +360,149 @@ def test_later_update(run, conform, critic: str, micro: int, batch: str) -> None
     )
 
 
+def schedule(name: str, mini: int, micro: int, epochs: int, extra: str = "") -> str:
+    """The toy spec of oat's schedule on a preset: `epochs` PPO epochs (num_ppo_epochs), each a new
+    random order of the batch (np.random.permutation) cut into `mini` optimiser steps
+    (train_batch_size = N / mini), each accumulated over `micro` micro-batches
+    (train_batch_size_per_device = N / (mini micro)); `extra` more keys."""
+    text = f"{parse_variant(name).spec_text()},num_iterations={epochs},mini_batches={mini}"
+    return parse_variant(f"{text},micro_batches={micro},shuffle=epoch{extra}").spec_text()
+
+
+def schedule_run(run, toy: ToyBatch, thetas, mini: int, micro: int, epochs: int, **fields: Any) -> Result:
+    """oat's learning_step with `mini` optimiser steps per epoch of `micro` micro-batches each, and
+    the checks of its order: one np.random.permutation per epoch, which the training forwards take
+    in consecutive slices (the observed rows are the drawn permutation), each step's rows one
+    slice of train_batch_size."""
+    n = toy.responses
+    fields = {"beta": 0.0, "tis_c": None, "num_ppo_epochs": epochs} | fields
+    result = run(
+        toy, thetas, train_batch_size=n // mini, train_batch_size_per_device=n // (mini * micro), **fields
+    )
+    assert len(result.permutations) == epochs and len(result.orders) == epochs
+    for drawn, seen in zip(result.permutations, result.orders, strict=True):
+        np.testing.assert_array_equal(drawn, seen)
+    assert len(result.grads) == mini * epochs
+    for update, rows in enumerate(result.rows):
+        np.testing.assert_array_equal(rows, np.sort(members(result, update, mini)))
+    return result
+
+
+def members(result: Result, update: int, mini: int) -> np.ndarray:
+    """The rows of optimiser step `update` in oat's order: its slice of its epoch's permutation."""
+    order = result.orders[update // mini]
+    size = len(order) // mini
+    return order[update % mini * size : (update % mini + 1) * size]
+
+
+MINI = 2  # optimiser steps per PPO epoch (but in test_mini_and_micro_batches)
+EPOCHS = 2
+
+
+@pytest.mark.parametrize("batch", ["hand-made", "sampled seed 0"])
+@pytest.mark.parametrize(("mini", "micro"), [(2, 2), (2, 4), (4, 2)])
 @pytest.mark.parametrize("critic", ["grpo", "drgrpo"])
-def test_minibatches(run, conform, critic: str) -> None:
-    """train_batch_size = N / 2: two optimiser steps per epoch, each on a random half of the batch
-    (mini-batches of 8 in 2 micro-batches of 4). toyrl has full-batch updates only: the first step
-    is not the preset's full-batch update (recorded as a known difference); it is the preset's
-    weights on the mini-batch's rows, times N / 8 (oat averages over the mini-batch, with the
-    advantages of the whole batch's groups), and zero elsewhere."""
-    toy, name = sampled(2, SAMPLED), PRESET[critic]
-    fields = {"critic_type": critic, "beta": 0.0, "tis_c": None}
-    result = run(toy, [toy.theta_old], train_batch_size=8, train_batch_size_per_device=4, **fields)
-    assert len(result.grads) == 2  # two optimiser steps in the epoch
-    rows = result.rows[0]
-    assert len(rows) == 8
-    expected = token_weights(parse_variant(name), toy)
-    setting = f"{critic}, mini-batch 1 of 2 (8 of 16 responses)"
-    check(conform, f"{setting} vs full batch", name, result.grads[0], expected, agrees=False)
-    scaled = np.zeros_like(expected)
-    scaled[rows] = expected[rows] * toy.responses / len(rows)
-    check(conform, f"{setting}, its rows x N/8", name, result.grads[0], scaled)
+def test_mini_and_micro_batches(run, conform, critic: str, mini: int, micro: int, batch: str) -> None:
+    """Two PPO epochs of `mini` optimiser steps (train_batch_size = N / mini), each accumulated
+    over `micro` micro-batches (train_batch_size_per_device = N / (mini micro)): every step's
+    gradient against toyrl's update m of the schedule, in oat's own order (the permutation each
+    epoch drew, observed in the rows its forwards received). Update 1 is at ratio 1, the later
+    ones at moved thetas (oat's clip zeroes some tokens with A != 0, and so does toyrl's).
+    oat's normaliser is per response (masked_mean, or masked_sum / generate_max_length), its loss
+    the mean over the micro-batch's responses, divided by the accumulation steps (DeepSpeed's
+    backward): with equal micro-batches that is the mean over the mini-batch, so the micro-batch
+    scope (per_micro_batch=true) and the mini-batch scope agree, and both are recorded. What
+    must differ: the batch's own order (oat shuffles), epoch 1's order kept in epoch 2 (oat
+    redraws it), and the whole-batch preset (the mean is over the mini-batch)."""
+    toy, name = BATCHES[batch](), PRESET[critic]
+    updates = mini * EPOCHS
+    thetas = [toy.theta_old] + [moved(toy, 20 + m, scale=1.0) for m in range(1, updates)]
+    result = schedule_run(run, toy, thetas, mini, micro, EPOCHS, critic_type=critic)
+    spec = schedule(name, mini, micro, EPOCHS)
+    per_micro = schedule(name, mini, micro, EPOCHS, ",per_micro_batch=true")
+    variant, per_micro_variant = parse_variant(spec), parse_variant(per_micro)
+    live = toy.mask & (result.advantages != 0)[:, None]  # tokens whose weight is nonzero unless clipped
+    clips: list[bool] = []
+    for update, grad in enumerate(result.grads):
+        rows = members(result, update, mini)
+        order = result.orders[update // mini]
+        outside = np.setdiff1d(np.arange(toy.responses), rows)
+        assert np.abs(grad[rows]).max() > 0 and not grad[outside].any()
+        theta = None if update == 0 else thetas[update]
+        expected = token_weights(variant, toy, theta, update=update, order=order)
+        clipped = bool((grad[rows][live[rows]] == 0).any())  # oat's clip: A != 0, zero gradient
+        assert clipped == bool(((expected == 0) & live)[rows].any())  # where toyrl's clips
+        assert update > 0 or not clipped
+        clips.append(clipped)
+        where = "ratio 1" if update == 0 else "moved theta, " + ("clipped" if clipped else "unclipped")
+        setting = (
+            f"{critic}, {batch}, {mini} mini- x {micro} micro-batches, update {update + 1}/{updates}, {where}"
+        )
+        check(conform, setting, spec, grad, expected)
+        at = token_weights(per_micro_variant, toy, theta, update=update, order=order)
+        check(conform, f"{setting}, micro-batch scope", per_micro, grad, at)
+        unshuffled = token_weights(variant, toy, theta, update=update)
+        check(conform, f"{setting}, vs the batch's own order", spec, grad, unshuffled, agrees=False)
+        if update >= mini:  # as shuffle=once would: epoch 1's order again
+            assert set(rows) != set(members(result, update - mini, mini))
+            kept = token_weights(variant, toy, theta, update=update, order=result.orders[0])
+            check(conform, f"{setting}, vs epoch 1's order kept", spec, grad, kept, agrees=False)
+        if update == 0:
+            whole = token_weights(parse_variant(name), toy)
+            check(conform, f"{setting}, vs the whole-batch update", name, grad, whole, agrees=False)
+    assert sum(clips) >= (updates - 1) * 2 / 3, clips  # the clip acts in most later updates
+
+
+@pytest.mark.parametrize("critic", ["grpo", "drgrpo"])
+def test_mini_batches_ignore_no_eos(run, conform, critic: str) -> None:
+    """ignore_no_eos under mini- and micro-batches: a truncated response's loss is zeroed by its
+    loss mask, yet it still counts in its micro-batch's mean (`(pg_loss * mb_loss_masks).mean()`):
+    toyrl's mask_truncated, whose mean is over the mini-batch's responses, included or not."""
+    toy = sampled(5, SAMPLED)
+    assert not toy.stopped.all()
+    thetas = [toy.theta_old] + [moved(toy, 30 + m, scale=1.0) for m in range(1, MINI * EPOCHS)]
+    result = schedule_run(run, toy, thetas, MINI, 2, EPOCHS, critic_type=critic, loss_masks=toy.stopped)
+    spec = schedule(PRESET[critic], MINI, 2, EPOCHS, ",mask_truncated=True")
+    variant = parse_variant(spec)
+    for update, grad in enumerate(result.grads):
+        rows = members(result, update, MINI)
+        assert np.abs(grad[rows]).max() > 0 and not grad[~toy.stopped].any()
+        theta = None if update == 0 else thetas[update]
+        expected = token_weights(variant, toy, theta, update=update, order=result.orders[update // MINI])
+        where = "ratio 1" if update == 0 else "moved theta"
+        schedule_text = f"{MINI} mini- x 2 micro-batches, update {update + 1}/{MINI * EPOCHS}"
+        setting = f"{critic}, truncated masked, {schedule_text}, {where}"
+        check(conform, setting, spec, grad, expected)
+
+
+@pytest.mark.parametrize("critic", ["grpo", "drgrpo"])
+def test_no_dual_clip(run, conform, critic: str) -> None:
+    """oat 0.2.4 has no dual clip (learning_step's pg_loss_max is max(-A ratio, -A clip(ratio)),
+    nothing bounds it for A < 0): at a theta far enough that tokens with A < 0 in the second
+    mini-batch have ratio > 3, oat's gradient on them is not zero, and toyrl's dual_clip=3
+    (which zeroes them) differs, while the schedule without it agrees."""
+    toy, name = sampled(8, SAMPLED), PRESET[critic]
+    far = moved(toy, 40, scale=0.3)
+    far[0, :-2] -= 1.5  # the wrong approach more likely (ratio up to e^1.5)
+    far[0, -2:] += 2.0  # and stopping (the stop token's ratio up to e^2)
+    result = schedule_run(run, toy, [toy.theta_old, far], MINI, 2, 1, critic_type=critic)
+    rows = members(result, 1, MINI)
+    ratio = np.exp(toy.logp(far) - toy.logp())
+    negative = np.zeros(toy.mask.shape, bool)
+    negative[rows] = (toy.mask & (result.advantages < 0)[:, None] & (ratio > 3.0))[rows]
+    assert negative.any()
+    grad = result.grads[1]
+    assert (grad[negative] != 0).all()  # oat does not clip them
+    order = result.orders[0]
+    spec = schedule(name, MINI, 2, 1)
+    setting = (
+        f"{critic}, sampled seed 8, {MINI} mini- x 2 micro-batches, update 2, far theta (A < 0, ratio > 3)"
+    )
+    check(conform, setting, spec, grad, token_weights(parse_variant(spec), toy, far, update=1, order=order))
+    dual = schedule(name, MINI, 2, 1, ",dual_clip=3")
+    expected = token_weights(parse_variant(dual), toy, far, update=1, order=order)
+    assert (expected[negative] == 0).all()
+    check(conform, setting, dual, grad, expected, agrees=False)
 
 
 def test_default_beta(run, conform, oat) -> None:

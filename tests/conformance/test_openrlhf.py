@@ -1,54 +1,83 @@
-"""OpenRLHF (openrlhf==0.11.2) against toyrl's `openrlhf_*` presets.
+"""OpenRLHF (openrlhf==0.11.2) against toyrl's `openrlhf_*` presets and schedules.
 
 Toy batches go through the installed trainer's own steps, in the order its PPO loop runs them:
 rollout samples (one `Experience` per response, as `SamplesGenerator` makes them: a one-token
 prompt, the response, `action_mask` over the response) -> `RemoteExperienceMaker.
 split_rollout_samples` (micro rollout batches) -> `compute_advantages_and_returns` (the advantage
 estimators, the KL-in-reward shaping, the per-token returns and whitening) -> `NaiveReplayBuffer.
-append` / `collate_fn` and a `DataLoader` as in `ActorPPOTrainer.ppo_train` (shuffled micro
-train batches) -> `iter_grad_accum_global_norm` (the loss normaliser of each optimiser step) ->
-`ActorPPOTrainer.training_step` with its `PolicyLoss`. The methods are called on minimal stand-in
-`self` objects; the actor's forward pass is a leaf tensor of per-token log-probabilities (float64),
-so autograd gives d loss / d logp per token, which is compared with toyrl's (`toy.token_weights`).
-Restated here, as glue only: DeepSpeed's engine, which scales every micro-batch loss by
-1 / gradient_accumulation_steps before backward (`_optimizer_step_loss_norm` in
-openrlhf/utils/loss_utils.py pre-compensates exactly that) and steps the optimiser at the end of
-each accumulation window; what `make_experience` attaches from the Ray model forwards (the actor's
-log-probs and `compute_approx_kl` against the reference's); the `PolicyLoss` arguments that
-`ActorPPOTrainer.__init__` takes from the args.
+append` -> `ActorPPOTrainer.ppo_train` itself: its DataLoader over the buffer (shuffle=True unless
+tensor / sequence parallel or dynamic batching, drop_last, iterated anew each of `max_epochs`
+epochs), `iter_grad_accum_global_norm` (windows of gas micro-batches, each given the window's
+loss normaliser) and `training_step` with its `PolicyLoss`. The methods are called on minimal
+stand-in `self` objects; the actor's forward pass is a leaf tensor of per-token log-probabilities
+(float64) whose rows are named by each sequence's prompt token (the response's index + 1): that
+token is the row index the samples carry through the buffer and the DataLoader, so the recorded
+rows of each forward call are the DataLoader's own order (its RNG is torch's global one, seeded
+before the call; nothing here redraws it). Autograd gives d loss / d logp per token and optimiser
+step, compared with toyrl's (`toy.token_weights(spec, batch, theta, update=u, order=that epoch's
+order)`); a later step's loss is evaluated at the same moved theta, since toyrl compares losses at
+a given policy (no optimiser runs). Two data-parallel ranks run as two forked processes joined by
+torch.distributed over gloo, each with its contiguous chunk of the micro rollout batches (as
+`ActorModelGroup.async_run_method_batch` deals them out) and the same seed (DeepspeedStrategy's
+`transformers.set_seed(train.seed)` on every rank).
+
+Restated here, as glue only: DeepSpeed's engine (`AccumulatingStrategy`), which scales every
+micro-batch loss by 1 / gradient_accumulation_steps before backward (`_optimizer_step_loss_norm`
+in openrlhf/utils/loss_utils.py pre-compensates exactly that), steps the optimiser at each gas-th
+micro-batch of its own count (across epochs) and averages the gradient over the data-parallel
+ranks; DeepspeedStrategy's `accumulated_gradient` formula and its `is_rank_0` / metric
+`all_reduce` at one rank; what `make_experience` attaches from the Ray model forwards (the actor's
+log-probs and `compute_approx_kl` against the reference's); the `PolicyLoss` arguments and the
+buffer's fields that `ActorPPOTrainer.__init__` sets (it needs CUDA and torch.distributed, so the
+trainer is built without it); and, while ppo_train runs, `torch.cuda.current_device()` answering
+"cpu" (the device it moves each micro-batch to) with no pinned memory.
 
 What was found (0.11.2):
 - The advantages of `group_norm`, `dr_grpo` and `rloo` are toyrl's `group_std_sample` (sample std,
   eps 1e-9), `none` and `rloo`, on every token of the response. `reinforce_baseline` then whitens
   the per-token returns over all the rollout's tokens (token-weighted mean, population variance,
-  `var.clamp(min=1e-8).rsqrt()`, in float32): no toyrl stage does that, and its preset
-  (`batch_whiten`) differs. `--reward.clip_range` (default -10, 10) clamps the estimator's output,
-  so a group_norm advantage above 10 (a lone success in a group of more than ~100) is cut to 10.
+  `var.clamp(min=1e-8).rsqrt()`, in float32): toyrl's `token_whiten` to float32 rounding.
+  `--reward.clip_range` (default -10, 10) clamps the estimator's output, so a group_norm advantage
+  above 10 (a lone success in a group of more than ~100) is cut to 10.
 - The policy loss defaults to `--actor.loss_agg_mode token-mean`: the masked token sum divided by
-  the optimiser step's token count (`aggregate_loss` with `batch_num_tokens`), toyrl `token_mean`,
-  so every `openrlhf_*` preset's `seq_mean_token_mean` is the wrong aggregation for the default.
+  the optimiser step's token count (`aggregate_loss` with `batch_num_tokens`), toyrl `token_mean`.
   The other mode, `seq-mean-token-mean`, is toyrl's `seq_mean_token_mean` exactly (its
   `token_counts + 1e-8` is computed in float32 from the integer mask, where 1e-8 vanishes).
-- Several micro-batches in one optimiser step give the full batch's gradient (since 0.10.4,
-  `iter_grad_accum_global_norm`; 0.10.3 divided each micro-batch by its own tokens), exactly when
-  the step's token count divides by gradient_accumulation_steps; otherwise the float32
-  `num_tokens / gas` rounds (a relative ~1e-8). Several optimiser steps per rollout
-  (train.batch_size < the rollout) are mini-batch updates, which toyrl does not have.
+- Several micro-batches in one optimiser step give the step's whole-batch gradient (since 0.10.4,
+  `iter_grad_accum_global_norm`; 0.10.3 divided each micro-batch by its own tokens, toyrl's
+  per_micro_batch=true, which differs), exactly when the step's token count divides by
+  gradient_accumulation_steps; otherwise the float32 `num_tokens / gas` rounds (a relative ~1e-8).
+  The normaliser is summed over the window's micro-batches and all-reduced over the data-parallel
+  ranks (times dp_size, which DeepSpeed's gradient average cancels): one token mean (or mean of
+  response means, `global_batch_size`) over the whole step on every rank.
+- train.batch_size < the rollout's samples: rollout / train.batch_size optimiser steps an epoch,
+  each a consecutive part of the DataLoader's order, for max_epochs epochs, the order redrawn each
+  epoch: toyrl's mini_batches = rollout / train.batch_size, micro_batches = gas, num_iterations =
+  max_epochs, shuffle=epoch, in the recovered order; with tensor parallelism (or ring attention,
+  or dynamic batching) the DataLoader does not shuffle: shuffle=none.
 - The default KL (`--algo.kl.init_coef 0.01`, estimator k1, `use_loss` off) is a per-token penalty
   -0.01 (log pi_old - log pi_ref) added to the advantage after the group statistics and summed into
   each token's return: zero while the policy is the reference (the first rollout), a per-token
   change of the advantages afterwards; toyrl's KL (k3, in the loss) is not that. With a reference
   model the returns are float32 (`compute_approx_kl` is float32 and `compute_reward` casts to it).
-- `--actor.dual_clip` (off by default) has no toyrl counterpart.
+- `--actor.dual_clip c` (off by default) is toyrl's ppo_clip dual_clip=c: for A < 0 the loss is
+  -max(min(rho A, clip(rho) A), c A), no gradient where rho > c. OpenRLHF reports no dual-clip
+  fraction (`ppo_clip_ratio` counts surr2 < surr1 only), so the tests show it acting by the same
+  run without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import multiprocessing
+import tempfile
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -85,8 +114,9 @@ def conform_float32(conform, setting: str, preset: str, difference: float) -> No
     assert difference < FLOAT32, f"{setting}: {difference:.3g} is more than float32 rounding"
 
 
-def spec(estimator: str, aggregation: str = "token_mean", **extra: float) -> str:
-    """The toyrl spec text that an estimator with an aggregation (and clip / KL settings) spells."""
+def spec(estimator: str, aggregation: str = "token_mean", **extra: float | str) -> str:
+    """The toyrl spec text that an estimator with an aggregation (and clip / KL / schedule
+    settings) spells."""
     text = f"{ADVANTAGE[estimator]},aggregation={aggregation}"
     text += "".join(f",{key}={value}" for key, value in extra.items())
     return parse_variant(text).spec_text()
@@ -127,6 +157,8 @@ class Settings:
     rollout_micro_batch_size: int = 1  # --rollout.micro_batch_size
     micro_train_batch_size: int | None = None  # --train.micro_batch_size (None: the whole batch)
     train_batch_size: int | None = None  # --train.batch_size, one optimiser step (None: the whole batch)
+    max_epochs: int = 1  # --train.max_epochs (default 1)
+    tensor_parallel_size: int = 1  # --ds.tensor_parallel_size (default 1)
 
 
 def trainer_args(orl: SimpleNamespace, settings: Settings, group: int) -> Any:
@@ -149,6 +181,8 @@ def trainer_args(orl: SimpleNamespace, settings: Settings, group: int) -> Any:
         "reward.overlong_buffer_len": None,
         "reward.stop_properly_penalty_coef": None,
         "train.dynamic_batch_enable": False,
+        "train.max_epochs": settings.max_epochs,
+        "ds.tensor_parallel_size": settings.tensor_parallel_size,
         "actor.eps_clip_low_high": settings.eps_clip_low_high,
         "actor.dual_clip": settings.dual_clip,
         "actor.loss_agg_mode": settings.loss_agg_mode,
@@ -169,28 +203,36 @@ def instance(cls: type, **fields: Any) -> Any:
 
 class LeafActor:
     """The actor's forward pass: the rows of a leaf tensor of per-token log-probs [N, T] named by
-    each sequence's prompt token (its response's index + 1), cut to the micro-batch's width."""
+    each sequence's prompt token (its response's index + 1, carried through the trainer's buffer
+    and DataLoader), cut to the micro-batch's width. It records the rows of every call: the order
+    in which the trainer's DataLoader took the responses."""
 
     def __init__(self, leaf: Any) -> None:
         self.leaf = leaf
+        self.rows: list[list[int]] = []
 
     def train(self) -> None:
         pass
 
     def __call__(self, sequences: Any, action_mask: Any, **kwargs: Any) -> tuple[Any, None]:
         assert kwargs.get("ring_attn_group") is None and not kwargs.get("return_entropy")
-        return self.leaf[sequences[:, 0] - 1, : action_mask.shape[1]], None
+        rows = sequences[:, 0] - 1
+        self.rows.append(rows.tolist())
+        return self.leaf[rows, : action_mask.shape[1]], None
 
 
 class AccumulatingStrategy:
-    """DeepSpeed's engine as `training_step` uses it: `backward` scales the loss by 1 / gas (the
-    engine's gradient-accumulation scaling), `optimizer_step` acts at the end of each window of gas
-    micro-batches; there it records the accumulated gradient of the leaf and clears it."""
+    """DeepSpeed's engine and OpenRLHF's DeepspeedStrategy, as `ppo_train` and `training_step`
+    use them: `backward` scales the loss by 1 / gas (the engine's gradient-accumulation scaling),
+    `optimizer_step` acts at the end of each window of gas micro-batches (the engine's own count,
+    across epochs); there it averages the accumulated gradient of the leaf over the data-parallel
+    ranks (the engine's all-reduce; nothing at world size 1), records it and clears it.
+    `all_reduce` (ppo_train's logged metrics only) returns its data."""
 
     ring_attn_group = None
 
-    def __init__(self, leaf: Any, accumulated_gradient: int) -> None:
-        self.leaf, self.accumulated_gradient = leaf, accumulated_gradient
+    def __init__(self, leaf: Any, accumulated_gradient: int, world_size: int = 1) -> None:
+        self.leaf, self.accumulated_gradient, self.world_size = leaf, accumulated_gradient, world_size
         self.micro_steps = 0
         self.step_gradients: list[np.ndarray] = []
 
@@ -200,11 +242,40 @@ class AccumulatingStrategy:
     def optimizer_step(self, optimizer: Any, model: Any, scheduler: Any, name: str = "model") -> None:
         self.micro_steps += 1
         if self.micro_steps % self.accumulated_gradient == 0:
-            self.step_gradients.append(self.leaf.grad.detach().numpy().copy())
+            gradient = self.leaf.grad.detach().clone()
+            if self.world_size > 1:
+                dist = importlib.import_module("torch.distributed")
+                dist.all_reduce(gradient)
+                gradient /= self.world_size
+            self.step_gradients.append(gradient.numpy())
             self.leaf.grad = None
 
     def get_grad_norm(self, model: Any) -> float:
         return 0.0
+
+    def is_rank_0(self) -> bool:
+        return True
+
+    def all_reduce(self, data: Any, op: str = "mean") -> Any:
+        return data
+
+
+class RecordingLoss:
+    """The trainer's own PolicyLoss, called as training_step calls it; it keeps what each
+    micro-batch's call was given and returned: the step's normaliser (`batch_num_tokens`,
+    `global_batch_size`, `dp_size` from iter_grad_accum_global_norm) and the clip fraction."""
+
+    def __init__(self, loss: Any) -> None:
+        self.loss = loss
+        self.normalisers: list[dict[str, float]] = []
+        self.clip_ratios: list[float] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.loss(*args, **kwargs)
+        keys = ("batch_num_tokens", "global_batch_size", "dp_size")
+        self.normalisers.append({key: float(kwargs[key]) for key in keys})
+        self.clip_ratios.append(float(out[1]))
+        return out
 
 
 @dataclass
@@ -212,19 +283,27 @@ class Outcome:
     advantages: np.ndarray  # [N, T], the trainer's per-token advantages (0 at padding)
     step_gradients: list[np.ndarray]  # d loss / d logp [N, T] of each optimiser step
     clip_ratios: list[float]  # PolicyLoss's clip fraction of each micro-batch
+    orders: list[np.ndarray]  # [N] per epoch: the responses in the order the DataLoader took them
+    micro_rows: list[list[int]]  # the responses of each micro-batch, in the order they ran
+    normalisers: list[dict[str, float]]  # what PolicyLoss was given for each micro-batch
 
 
-def run(
-    orl: SimpleNamespace,
-    batch: toy.ToyBatch,
-    settings: Settings,
-    theta: np.ndarray | None = None,
-    theta_ref: np.ndarray | None = None,
-    seed: int = 0,
-) -> Outcome:
-    """One OpenRLHF PPO step on a toy batch sampled at theta_old: advantages, then the policy loss
-    at theta (None: theta_old, ratio 1) with the reference policy theta_ref (None: no reference
-    model, as with init_coef 0), through the trainer's own functions."""
+@dataclass
+class Rollout:
+    """What the driver's experience maker hands the actors: the micro rollout batches with their
+    advantages and returns, and the trainer's args."""
+
+    args: Any
+    experiences: list[Any]
+    advantages: np.ndarray  # [N, T], the trainer's per-token advantages (0 at padding)
+
+
+def rollout(
+    orl: SimpleNamespace, batch: toy.ToyBatch, settings: Settings, theta_ref: np.ndarray | None = None
+) -> Rollout:
+    """A toy batch sampled at theta_old as OpenRLHF's experiences, through the trainer's own
+    split_rollout_samples and compute_advantages_and_returns, with the reference policy theta_ref
+    (None: no reference model, as with init_coef 0)."""
     torch = orl.torch
     _, group = batch.shape
     count, width = batch.responses, batch.width
@@ -280,11 +359,38 @@ def run(
         span = experience.action_mask.shape[1]
         masked = experience.advantages * experience.action_mask
         advantages[np.asarray(experience.index), :span] = masked.numpy()
+    return Rollout(args, experiences, advantages)
 
-    # The replay buffer and the DataLoader of ActorPPOTrainer.ppo_train (shuffled micro batches).
-    micro = settings.micro_train_batch_size or count
-    step_size = settings.train_batch_size or count
-    # NaiveReplayBuffer.__init__ asks for the CUDA device; its other fields, on the CPU.
+
+@dataclass
+class Training:
+    """One actor rank's ppo_train on its experiences."""
+
+    step_gradients: list[np.ndarray]  # d loss / d logp [N, T] of each optimiser step (all ranks')
+    micro_rows: list[list[int]]  # the responses of each of this rank's micro-batches, in order
+    normalisers: list[dict[str, float]]  # what PolicyLoss was given for each micro-batch
+    clip_ratios: list[float]  # PolicyLoss's clip fraction of each micro-batch
+
+
+def train(
+    orl: SimpleNamespace,
+    batch: toy.ToyBatch,
+    settings: Settings,
+    made: Rollout,
+    experiences: list[Any],
+    theta: np.ndarray | None,
+    seed: int,
+    world_size: int = 1,
+) -> Training:
+    """ActorPPOTrainer.ppo_train on `experiences` (this rank's share of the rollout's, one of
+    `world_size` data-parallel ranks) with the policy at theta (None: theta_old, ratio 1), the
+    actor a leaf of per-token log-probs."""
+    torch, args = orl.torch, made.args
+    old = torch.tensor(batch.logp(), dtype=torch.float64)
+    # The replay buffer; NaiveReplayBuffer.__init__ asks for the CUDA device, its other fields
+    # are as ActorPPOTrainer.__init__ gives them (buffer_cpu_offload aside: on the CPU already).
+    micro = settings.micro_train_batch_size or batch.responses
+    step_size = settings.train_batch_size or batch.responses
     buffer = instance(
         orl.replay.NaiveReplayBuffer,
         sample_batch_size=micro,
@@ -296,23 +402,13 @@ def run(
     )
     for experience in experiences:
         buffer.append(experience)
-    loader = torch.utils.data.DataLoader(
-        buffer,
-        batch_size=buffer.sample_batch_size,
-        shuffle=True,
-        drop_last=True,
-        collate_fn=buffer.collate_fn,
-        generator=torch.Generator().manual_seed(seed),
-    )
     at = old if theta is None else torch.tensor(batch.logp(theta), dtype=torch.float64)
     leaf = at.clone().requires_grad_(True)
-    strategy = AccumulatingStrategy(leaf, step_size // micro)  # DeepspeedStrategy's, at world size 1
-    # ActorPPOTrainer.__init__ needs torch.distributed and CUDA; the fields training_step reads.
-    trainer = instance(
-        orl.actor.ActorPPOTrainer,
-        args=args,
-        actor=LeafActor(leaf),
-        actor_loss_fn=orl.loss.PolicyLoss(  # as ActorPPOTrainer.__init__ builds it from args
+    # DeepspeedStrategy.accumulated_gradient, train_batch_size * tensor_parallel_size //
+    # micro_train_batch_size // (all its ranks: data-parallel x tensor-parallel).
+    strategy = AccumulatingStrategy(leaf, step_size // micro // world_size, world_size)
+    loss = RecordingLoss(
+        orl.loss.PolicyLoss(  # as ActorPPOTrainer.__init__ builds it from args
             clip_eps_low=args.actor.eps_clip_low_high[0],
             clip_eps_high=args.actor.eps_clip_low_high[1],
             dual_clip=args.actor.dual_clip,
@@ -322,23 +418,65 @@ def run(
             is_correction_mode=args.algo.advantage.is_correction_mode,
             is_correction_gating=args.algo.advantage.is_correction_gating,
             is_correction_threshold=args.algo.advantage.is_correction_threshold,
-        ),
+        )
+    )
+    actor = LeafActor(leaf)
+    # ActorPPOTrainer.__init__ needs torch.distributed and CUDA; the fields ppo_train and
+    # training_step read.
+    trainer = instance(
+        orl.actor.ActorPPOTrainer,
+        args=args,
+        actor=actor,
+        actor_loss_fn=loss,
         aux_loss=False,
         strategy=strategy,
         actor_optim=None,  # DeepSpeed's engine holds the optimiser; the stand-in strategy steps nothing
         ema_model=None,
         actor_scheduler=SimpleNamespace(get_last_lr=lambda: [0.0]),
         replay_buffer=buffer,
+        max_epochs=args.train.max_epochs,
+        dataloader_pin_memory=False,  # no accelerator to pin for
     )
-    clip_ratios = []
-    windows = orl.loss_utils.iter_grad_accum_global_norm(
-        loader, strategy, strategy.accumulated_gradient, lambda e: e.action_mask
+    # ppo_train builds its DataLoader (shuffle=True, drop_last=True, no generator: the sampler
+    # draws each epoch's permutation from torch's global RNG), seeded here, and moves each
+    # micro-batch to torch.cuda.current_device(): the CPU on this machine.
+    with torch.random.fork_rng(devices=[]), mock.patch.object(torch.cuda, "current_device", lambda: "cpu"):
+        torch.manual_seed(seed)
+        trainer.ppo_train(0.0)
+    local = sum(len(e.sequences) for e in experiences)
+    assert strategy.micro_steps == args.train.max_epochs * (local // micro)  # DataLoader batches
+    assert leaf.grad is None  # every accumulation window stepped
+    return Training(strategy.step_gradients, actor.rows, loss.normalisers, loss.clip_ratios)
+
+
+def run(
+    orl: SimpleNamespace,
+    batch: toy.ToyBatch,
+    settings: Settings,
+    theta: np.ndarray | None = None,
+    theta_ref: np.ndarray | None = None,
+    seed: int = 0,
+) -> Outcome:
+    """One OpenRLHF PPO round on a toy batch sampled at theta_old, at one rank: advantages, then
+    ppo_train's steps with the policy at theta (None: theta_old, ratio 1), the reference policy
+    theta_ref (None: no reference model, as with init_coef 0), through the trainer's own functions."""
+    made = rollout(orl, batch, settings, theta_ref)
+    trained = train(orl, batch, settings, made, made.experiences, theta, seed)
+    micro = settings.micro_train_batch_size or batch.responses
+    per_epoch = batch.responses // micro
+    orders = [
+        np.concatenate(trained.micro_rows[e * per_epoch : (e + 1) * per_epoch])
+        for e in range(settings.max_epochs)
+    ]
+    assert all(sorted(order.tolist()) == list(range(batch.responses)) for order in orders)
+    return Outcome(
+        made.advantages,
+        trained.step_gradients,
+        trained.clip_ratios,
+        orders,
+        trained.micro_rows,
+        trained.normalisers,
     )
-    for step, (experience, loss_batch_info) in enumerate(windows):
-        trainer.training_step(experience, 0.0, step, loss_batch_info)
-        clip_ratios.append(float(experience.info["ppo_clip_ratio"]))
-    assert strategy.micro_steps == count // micro and leaf.grad is None  # every window stepped
-    return Outcome(advantages, strategy.step_gradients, clip_ratios)
 
 
 # --- toy batches ----------------------------------------------------------------------------
@@ -493,27 +631,27 @@ def test_later_update(
     conform(DIST, setting, matching, toy.relative_difference(got, expected))
 
 
-def test_later_update_dual_clip(orl, conform) -> None:
-    """--actor.dual_clip 1.5: tokens with A < 0 and ratio > 1.5 lose their gradient (the loss is
-    -1.5 A there); toyrl has no dual clip, so it differs exactly where that bound acts."""
+@pytest.mark.parametrize("dual", [1.5, 3.0])
+def test_later_update_dual_clip(orl, conform, dual: float) -> None:
+    """--actor.dual_clip c (PolicyLoss's dual_clip), one step of the whole batch: for A < 0 the
+    loss is -max(min(rho A, clip(rho) A), c A), so tokens with A < 0 and ratio > c lose their
+    gradient; toyrl's ppo_clip with dual_clip=c. The spec without it differs exactly there."""
     batch = toy.sampled(1, CONFIG)
-    theta = toy.moved(batch, 4, scale=1.0)
-    dual = run(orl, batch, Settings("group_norm", dual_clip=1.5), theta=theta)
+    theta = toy.moved(batch, 4 if dual == 1.5 else MOVED, scale=1.0)
+    outcome = run(orl, batch, Settings("group_norm", dual_clip=dual), theta=theta)
     ratio = np.exp(batch.logp(theta) - batch.logp())
-    acting = (dual.advantages < 0) & (ratio > 1.5) & batch.mask
+    acting = (outcome.advantages < 0) & (ratio > dual) & batch.mask
     assert acting.sum() > 0
-    matching = spec("group_norm")
+    (got,) = outcome.step_gradients
+    assert (got[acting] == 0).all()
+    setting = f"group_norm later update, dual_clip {dual}, sampled seed 1"
+    matching = spec("group_norm", dual_clip=dual)
     expected = toy.token_weights(parse_variant(matching), batch, theta)
-    (got,) = dual.step_gradients
-    setting = "group_norm later update, dual_clip 1.5, sampled seed 1"
-    conform(DIST, setting, matching, toy.relative_difference(got, expected), expected=False)
-    assert (got[acting] == 0).all() and (expected[acting] != 0).all()
-    conform(
-        DIST,
-        setting + ", tokens it spares",
-        matching,
-        toy.relative_difference(np.where(acting, 0, got), np.where(acting, 0, expected)),
-    )
+    conform(DIST, setting, matching, toy.relative_difference(got, expected))
+    without = spec("group_norm")
+    plain = toy.token_weights(parse_variant(without), batch, theta)
+    assert (plain[acting] != 0).all()
+    conform(DIST, setting, without, toy.relative_difference(got, plain), expected=False)
 
 
 @pytest.mark.parametrize("token_level_loss", [True, False])
@@ -579,26 +717,410 @@ def test_micro_batches_gas_3_round_in_float32(orl, conform, seed: int, divisible
     assert difference < 2.0**-23
 
 
-def test_two_optimiser_steps_are_mini_batches(orl, conform) -> None:
-    """train.batch_size = half the rollout: two optimiser steps (each of 2 micro-batches), each
-    normalised by its own mini-batch's tokens and stepping on its own. toyrl has only full-batch
-    updates (the project will add mini-batches): the first step's gradient is not the full batch's,
-    nor is the second's."""
-    batch = corner()
-    outcome = run(orl, batch, Settings("group_norm", micro_train_batch_size=4, train_batch_size=8), seed=1)
-    first, second = outcome.step_gradients
-    matching = spec("group_norm")
-    expected = toy.token_weights(parse_variant(matching), batch)
-    conform(
-        DIST,
-        "group_norm ratio 1, 2 optimiser steps (mini-batches): the first",
-        matching,
-        toy.relative_difference(first, expected),
-        expected=False,
+# --- several optimiser steps per rollout: mini-batches, epochs, the DataLoader's shuffle ----------
+
+# (train.batch_size, train.micro_batch_size, train.max_epochs) on a rollout of 16 samples:
+# 16 / batch_size optimiser steps an epoch, each of batch_size / micro_batch_size micro-batches.
+SCHEDULES = {
+    "2 steps x 2 micro-batches, 2 epochs": (8, 4, 2),
+    "4 steps x 2 micro-batches": (4, 2, 1),
+    "2 steps x 4 micro-batches": (8, 2, 1),
+}
+SHUFFLE_SEED = 3  # torch.manual_seed before ppo_train: its DataLoader's permutations come from it
+MOVED = 5  # toy.moved(batch, 5, scale=1.0): the PPO clip acts in every step of every schedule
+
+
+def schedule_spec(estimator: str, settings: Settings, responses: int, **extra: float | str) -> str:
+    """The toy spec of a run of `settings` on a rollout of `responses` samples: one update per
+    optimiser step (mini_batches = responses / train.batch_size per epoch, num_iterations =
+    max_epochs), micro_batches = gas, and a new random order each epoch (the DataLoader's
+    shuffle=True, iterated once per epoch)."""
+    step = settings.train_batch_size or responses
+    micro = settings.micro_train_batch_size or step
+    aggregation = {"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"}
+    schedule: dict[str, float | str] = (
+        {"num_iterations": settings.max_epochs} if settings.max_epochs > 1 else {}
     )
-    # Each step covers its own 8 responses, divided by its own token count (not the rollout's).
-    inside = np.abs(first).sum(axis=1) > 0
-    assert inside.sum() <= 8 and (np.abs(second[inside]).sum() == 0)
+    schedule.update(mini_batches=responses // step, micro_batches=step // micro, shuffle="epoch")
+    schedule.update(extra)
+    return spec(estimator, aggregation[settings.loss_agg_mode], **schedule)
+
+
+def flat(lists: Any) -> list[int]:
+    """The items of an iterable of lists, in order."""
+    return [item for items in lists for item in items]
+
+
+@dataclass(frozen=True)
+class Step:
+    """Optimiser step u of a run: its epoch's order, its mini-batch and its micro-batches."""
+
+    update: int
+    order: np.ndarray  # [N] the epoch's order, as the DataLoader took the responses
+    members: np.ndarray  # the responses of the step, in that order
+    micro: slice  # the step's micro-batches among the run's (Outcome.micro_rows / normalisers)
+
+
+def steps(outcome: Outcome, settings: Settings, responses: int) -> list[Step]:
+    """Every optimiser step of a run, checked against the trainer's own records: the step's
+    micro-batches are gas consecutive DataLoader batches of its epoch's order (so its mini-batch is
+    a consecutive part of that order), and each of them got the step's normaliser (the step's
+    tokens / gas, its non-empty responses / gas: `_optimizer_step_loss_norm`)."""
+    step = settings.train_batch_size or responses
+    micro = settings.micro_train_batch_size or step
+    per_epoch, gas = responses // step, step // micro
+    assert len(outcome.step_gradients) == settings.max_epochs * per_epoch
+    out = []
+    for update in range(len(outcome.step_gradients)):
+        order = outcome.orders[update // per_epoch]
+        members = order[update % per_epoch * step : (update % per_epoch + 1) * step]
+        at = slice(update * gas, (update + 1) * gas)
+        assert flat(outcome.micro_rows[at]) == members.tolist()
+        out.append(Step(update, order, members, at))
+    return out
+
+
+def step_normaliser_checks(outcome: Outcome, batch: toy.ToyBatch, step: Step) -> None:
+    """The normaliser each of the step's micro-batches was given is the whole step's (at one rank,
+    dp_size 1), not its own micro-batch's; and the step's gradient lies on its mini-batch."""
+    gas = step.micro.stop - step.micro.start
+    tokens = int(batch.mask[step.members].sum())
+    for info in outcome.normalisers[step.micro]:
+        assert info["dp_size"] == 1
+        assert info["batch_num_tokens"] * gas == tokens
+        assert info["global_batch_size"] * gas == len(step.members)
+    got = outcome.step_gradients[step.update]
+    outside = np.ones(batch.responses, bool)
+    outside[step.members] = False
+    assert (got[outside] == 0).all() and np.abs(got).max() > 0
+
+
+@pytest.mark.parametrize("later", [False, True])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
+def test_mini_batches_token_mean(orl, conform, batch_name: str, schedule: str, later: bool) -> None:
+    """train.batch_size < the rollout: ppo_train's DataLoader (shuffle=True, reshuffled each
+    epoch) cut into micro-batches, iter_grad_accum_global_norm's windows of gas of them, one
+    optimiser step each, all steps of every epoch: step u is toyrl's update u of mini_batches =
+    16 / train.batch_size (num_iterations = max_epochs), micro_batches = gas, shuffle=epoch, in the
+    order recovered from the trainer's DataLoader, with token-mean's normaliser the step's whole
+    token count (the mini-batch's, not each micro-batch's). At ratio 1, and at a moved theta with
+    the clip acting in every step (the loss of each step evaluated there).
+
+    Known differences, each asserted: the whole batch in one update (the preset), the toy's
+    mini-batches in the batch's own order (no shuffle), the toy's per-micro-batch token mean
+    (OpenRLHF <= 0.10.3's scope; with gas > 1), and the first epoch's order kept for the second
+    (shuffle=once; with 2 epochs)."""
+    batch = BATCHES[batch_name]()
+    step_size, micro, epochs = SCHEDULES[schedule]
+    settings = Settings(
+        "group_norm", micro_train_batch_size=micro, train_batch_size=step_size, max_epochs=epochs
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0) if later else None
+    outcome = run(orl, batch, settings, theta=theta, seed=SHUFFLE_SEED)
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses))
+    when = "moved theta" if later else "ratio 1"
+    # The known differences: name -> (toy spec, its weights for a step).
+    alternatives: dict[str, tuple[Any, Callable[[Step], np.ndarray]]] = {}
+    preset = parse_variant(PRESETS["group_norm"])
+    alternatives["the whole batch in one update"] = (
+        preset,
+        lambda step: toy.token_weights(preset, batch, theta),
+    )
+    alternatives["in the batch's own order"] = (
+        matching,
+        lambda step: toy.token_weights(matching, batch, theta, update=step.update),
+    )
+    if step_size > micro:
+        per_micro = parse_variant(
+            schedule_spec("group_norm", settings, batch.responses, per_micro_batch="true")
+        )
+        alternatives["token mean per micro-batch"] = (
+            per_micro,
+            lambda step: toy.token_weights(per_micro, batch, theta, update=step.update, order=step.order),
+        )
+    if epochs > 1:
+        once = parse_variant(matching.spec_text().replace("shuffle=epoch", "shuffle=once"))
+        alternatives["the first epoch's order kept (shuffle=once)"] = (
+            once,
+            lambda step: toy.token_weights(once, batch, theta, update=step.update, order=outcome.orders[0]),
+        )
+        assert not np.array_equal(outcome.orders[0], outcome.orders[1])  # reshuffled
+    known = dict.fromkeys(alternatives, 0.0)
+    for step in steps(outcome, settings, batch.responses):
+        step_normaliser_checks(outcome, batch, step)
+        clip = outcome.clip_ratios[step.micro]
+        assert sum(clip) > 0 if later else not any(clip)
+        got = outcome.step_gradients[step.update]
+        expected = toy.token_weights(matching, batch, theta, update=step.update, order=step.order)
+        setting = f"group_norm {when}, {schedule}, {batch_name}: step {step.update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        for name, (_, weights_of) in alternatives.items():
+            known[name] = max(known[name], toy.relative_difference(got, weights_of(step)))
+    for name, difference in known.items():
+        setting = f"group_norm {when}, {schedule}, {batch_name}: max over steps vs {name}"
+        conform(DIST, setting, alternatives[name][0].spec_text(), difference, expected=False)
+    assert not np.array_equal(outcome.orders[0], np.arange(batch.responses))  # the DataLoader shuffles
+
+
+@pytest.mark.parametrize("later", [False, True])
+@pytest.mark.parametrize("schedule", ["2 steps x 2 micro-batches, 2 epochs", "2 steps x 4 micro-batches"])
+def test_mini_batches_seq_mean_token_mean(orl, conform, schedule: str, later: bool) -> None:
+    """loss_agg_mode seq-mean-token-mean over several steps: each response's token mean, summed
+    over the micro-batch and divided by the step's non-empty responses / gas (`global_batch_size`
+    of `_optimizer_step_loss_norm`): toyrl's seq_mean_token_mean with n the mini-batch's responses,
+    in the DataLoader's order. (Its micro-batches all hold micro_batch_size responses, so a
+    per-micro-batch mean of response means would be the same number: the scope is the step's by
+    the code, not by this comparison.) The default's token_mean schedule differs."""
+    batch = corner()
+    step_size, micro, epochs = SCHEDULES[schedule]
+    settings = Settings(
+        "group_norm",
+        loss_agg_mode="seq-mean-token-mean",
+        micro_train_batch_size=micro,
+        train_batch_size=step_size,
+        max_epochs=epochs,
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0) if later else None
+    outcome = run(orl, batch, settings, theta=theta, seed=SHUFFLE_SEED)
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses))
+    token_mean = parse_variant(
+        schedule_spec(
+            "group_norm", dataclasses.replace(settings, loss_agg_mode="token-mean"), batch.responses
+        )
+    )
+    when = "moved theta" if later else "ratio 1"
+    known = 0.0
+    for step in steps(outcome, settings, batch.responses):
+        step_normaliser_checks(outcome, batch, step)
+        got = outcome.step_gradients[step.update]
+        if later:
+            assert sum(outcome.clip_ratios[step.micro]) > 0
+        expected = toy.token_weights(matching, batch, theta, update=step.update, order=step.order)
+        setting = f"group_norm {when}, seq-mean-token-mean, {schedule}, corner batch: step {step.update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        other = toy.token_weights(token_mean, batch, theta, update=step.update, order=step.order)
+        known = max(known, toy.relative_difference(got, other))
+    setting = (
+        f"group_norm {when}, seq-mean-token-mean, {schedule}, corner batch: max over steps vs token-mean"
+    )
+    conform(DIST, setting, token_mean.spec_text(), known, expected=False)
+
+
+@pytest.mark.parametrize("dual", [1.5, 3.0])
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
+def test_mini_batches_dual_clip(orl, conform, batch_name: str, dual: float) -> None:
+    """--actor.dual_clip c over 2 epochs of 2 steps of 2 micro-batches, at a moved theta where
+    some tokens with A < 0 have ratio > c (each such response falls in one step per epoch):
+    OpenRLHF reports no dual-clip fraction (ppo_clip_ratio counts surr2 < surr1 only), so the same
+    run without dual_clip (the same seed, so the same DataLoader orders) shows it acting: those
+    tokens' gradient is 0 with it and not without, every other token's is unchanged. Each step is
+    toyrl's update with dual_clip=c, and differs from the spec without it in the steps holding
+    such tokens."""
+    batch = BATCHES[batch_name]()
+    schedule = "2 steps x 2 micro-batches, 2 epochs"
+    step_size, micro, epochs = SCHEDULES[schedule]
+    settings = Settings(
+        "group_norm",
+        dual_clip=dual,
+        micro_train_batch_size=micro,
+        train_batch_size=step_size,
+        max_epochs=epochs,
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0)
+    outcome = run(orl, batch, settings, theta=theta, seed=SHUFFLE_SEED)
+    plain = run(orl, batch, dataclasses.replace(settings, dual_clip=None), theta=theta, seed=SHUFFLE_SEED)
+    assert all(np.array_equal(a, b) for a, b in zip(outcome.orders, plain.orders, strict=True))
+    ratio = np.exp(batch.logp(theta) - batch.logp())
+    acting = (outcome.advantages < 0) & (ratio > dual) & batch.mask
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses, dual_clip=dual))
+    without = parse_variant(schedule_spec("group_norm", settings, batch.responses))
+    acted = []
+    for step in steps(outcome, settings, batch.responses):
+        step_normaliser_checks(outcome, batch, step)
+        got, got_plain = outcome.step_gradients[step.update], plain.step_gradients[step.update]
+        here = acting.copy()
+        here[np.setdiff1d(np.arange(batch.responses), step.members)] = False
+        assert (got[here] == 0).all() and (got_plain[here] != 0).all()
+        assert np.allclose(np.where(here, 0, got), np.where(here, 0, got_plain), rtol=1e-14, atol=0)
+        expected = toy.token_weights(matching, batch, theta, update=step.update, order=step.order)
+        setting = f"group_norm moved theta, dual_clip {dual}, {schedule}, {batch_name}: step {step.update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        if here.any():
+            acted.append(step.update)
+            other = toy.token_weights(without, batch, theta, update=step.update, order=step.order)
+            conform(
+                DIST,
+                setting + f", {int(here.sum())} dual-clipped tokens",
+                without.spec_text(),
+                toy.relative_difference(got, other),
+                expected=False,
+            )
+    assert len(acted) >= epochs  # every acting response is in one step of each epoch
+
+
+def test_no_shuffle_with_tensor_parallelism(orl, conform) -> None:
+    """--ds.tensor_parallel_size 2 (one data-parallel rank made of two tensor-parallel ones, fed
+    the same micro-batches for one gradient: the run here is that rank's, gas = 8 * 2 // 4 // 2):
+    ppo_train's DataLoader then has shuffle=False (as with ring attention or dynamic batching), so
+    every epoch takes the buffer's order, the rollout's: toyrl's shuffle=none. The same run's steps
+    in the order the default DataLoader draws from the same seed differ."""
+    batch = corner()
+    schedule = "2 steps x 2 micro-batches, 2 epochs"
+    step_size, micro, epochs = SCHEDULES[schedule]
+    settings = Settings(
+        "group_norm",
+        micro_train_batch_size=micro,
+        train_batch_size=step_size,
+        max_epochs=epochs,
+        tensor_parallel_size=2,
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0)
+    outcome = run(orl, batch, settings, theta=theta, seed=SHUFFLE_SEED)
+    assert all(np.array_equal(order, np.arange(batch.responses)) for order in outcome.orders)
+    shuffled = run(
+        orl, batch, dataclasses.replace(settings, tensor_parallel_size=1), theta=theta, seed=SHUFFLE_SEED
+    )
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses, shuffle="none"))
+    epoch = parse_variant(schedule_spec("group_norm", settings, batch.responses))
+    known = 0.0
+    for step in steps(outcome, settings, batch.responses):
+        step_normaliser_checks(outcome, batch, step)
+        got = outcome.step_gradients[step.update]
+        expected = toy.token_weights(matching, batch, theta, update=step.update)
+        setting = f"group_norm moved theta, tp 2, {schedule}, corner batch: step {step.update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        order = shuffled.orders[step.update // 2]
+        known = max(
+            known,
+            toy.relative_difference(got, toy.token_weights(epoch, batch, theta, step.update, order=order)),
+        )
+    setting = "group_norm moved theta, tp 2, corner batch: max over steps vs the shuffled order"
+    conform(DIST, setting, epoch.spec_text(), known, expected=False)
+
+
+def rank_worker(
+    rank: int,
+    world_size: int,
+    init_file: str,
+    job: tuple[SimpleNamespace, toy.ToyBatch, Settings, Rollout, np.ndarray | None, int],
+    queue: Any,
+) -> None:
+    """One actor rank (a forked process): joins a gloo process group, takes its contiguous chunk
+    of the rollout's micro rollout batches (as ActorModelGroup.async_run_method_batch deals them
+    out) and runs `train` there; puts (rank, Training or None, error text) on the queue."""
+    orl, batch, settings, made, theta, seed = job
+    torch = orl.torch
+    torch.set_num_threads(1)
+    try:
+        torch.distributed.init_process_group(
+            "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+        )
+        chunk = -(-len(made.experiences) // world_size)
+        mine = made.experiences[rank * chunk : (rank + 1) * chunk]
+        queue.put((rank, train(orl, batch, settings, made, mine, theta, seed, world_size), ""))
+    except BaseException:  # reported to the parent, which fails the test
+        queue.put((rank, None, traceback.format_exc()))
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def run_ranks(
+    orl: SimpleNamespace,
+    batch: toy.ToyBatch,
+    settings: Settings,
+    theta: np.ndarray | None,
+    seed: int,
+    world_size: int = 2,
+) -> list[Training]:
+    """ppo_train on `world_size` data-parallel ranks (forked processes: the parent's imports are
+    shared), each seeded alike (DeepspeedStrategy.setup_distributed's transformers.set_seed(seed)
+    on every rank)."""
+    made = rollout(orl, batch, settings)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    with tempfile.TemporaryDirectory() as folder:
+        job = (orl, batch, settings, made, theta, seed)
+        processes = [
+            context.Process(target=rank_worker, args=(rank, world_size, f"{folder}/init", job, queue))
+            for rank in range(world_size)
+        ]
+        for process in processes:
+            process.start()
+        try:
+            results = [queue.get(timeout=120) for _ in processes]
+        finally:
+            for process in processes:
+                process.join(timeout=30)
+                if process.is_alive():
+                    process.kill()
+    errors = [error for _, _, error in results if error]
+    assert not errors, "\n".join(errors)
+    return [training for _, training in sorted((rank, training) for rank, training, _ in results)]
+
+
+@pytest.mark.parametrize(
+    "loss_agg_mode, later", [("token-mean", False), ("token-mean", True), ("seq-mean-token-mean", True)]
+)
+def test_two_data_parallel_ranks(orl, conform, loss_agg_mode: str, later: bool) -> None:
+    """2 actor ranks (torch.distributed over gloo), train.batch_size 8 of the 16 samples,
+    micro_batch_size 2, 2 epochs: gas = 8 // 2 // 2 = 2 micro-batches per rank and step. Each rank
+    holds its half of the rollout in its own replay buffer and DataLoader (its own shuffle, anew
+    each epoch). `_optimizer_step_loss_norm` all-reduces the window's tokens (and non-empty
+    responses) over the ranks and the loss is multiplied by dp_size, which DeepSpeed's gradient
+    average cancels: each step is one token mean (or mean of response means) over both ranks'
+    windows. toyrl: mini_batches 2, micro_batches 4 (2 per rank), shuffle=epoch, in the order
+    rank 0's window then rank 1's, step by step. Known difference: each rank normalising by its
+    own window alone (toyrl's per_micro_batch over micro-batches of one rank's window)."""
+    world, gas, per_epoch = 2, 2, 2  # ranks, micro-batches per rank and step, steps per epoch
+    batch = corner()
+    settings = Settings(
+        "group_norm", loss_agg_mode=loss_agg_mode, micro_train_batch_size=2, train_batch_size=8, max_epochs=2
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0) if later else None
+    trained = run_ranks(orl, batch, settings, theta, SHUFFLE_SEED, world)
+    half = batch.responses // world
+    # window[u][r]: the responses of rank r's micro-batches in step u, in the order they ran
+    window = [
+        [flat(training.micro_rows[u * gas : (u + 1) * gas]) for training in trained]
+        for u in range(settings.max_epochs * per_epoch)
+    ]
+    for rank, training in enumerate(trained):
+        assert len(training.micro_rows) == settings.max_epochs * per_epoch * gas
+        epochs = [flat(window[u][rank] for u in range(e * per_epoch, (e + 1) * per_epoch)) for e in range(2)]
+        assert all(sorted(rows) == list(range(rank * half, (rank + 1) * half)) for rows in epochs)
+        assert epochs[0] != epochs[1]  # each rank reshuffles its own half every epoch
+    for a, b in zip(trained[0].step_gradients, trained[1].step_gradients, strict=True):
+        assert np.array_equal(a, b)  # one all-reduced gradient per step
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses, micro_batches=4))
+    own = parse_variant(
+        schedule_spec("group_norm", settings, batch.responses, micro_batches=2, per_micro_batch="true")
+    )
+    when = "moved theta" if later else "ratio 1"
+    known = 0.0
+    for update, ranks in enumerate(window):
+        epoch = update // per_epoch
+        order = np.array(flat(flat(w) for w in window[epoch * per_epoch : (epoch + 1) * per_epoch]))
+        members = flat(ranks)
+        for training in trained:
+            for info in training.normalisers[update * gas : (update + 1) * gas]:
+                assert info["dp_size"] == world
+                assert info["batch_num_tokens"] * gas == batch.mask[members].sum()
+                assert info["global_batch_size"] * gas == len(members)
+        clipped = sum(sum(training.clip_ratios[update * gas : (update + 1) * gas]) for training in trained)
+        assert clipped > 0 if later else clipped == 0
+        got = trained[0].step_gradients[update]
+        expected = toy.token_weights(matching, batch, theta, update=update, order=order)
+        setting = f"group_norm {when}, {loss_agg_mode}, 2 dp ranks x 2 micro-batches, 2 epochs: step {update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        other = toy.token_weights(own, batch, theta, update=update, order=order)
+        known = max(known, toy.relative_difference(got, other))
+    setting = f"group_norm {when}, {loss_agg_mode}, 2 dp ranks: max over steps vs each rank's own normaliser"
+    if loss_agg_mode == "token-mean":
+        conform(DIST, setting, own.spec_text(), known, expected=False)
+    else:  # a mean of response means over equal halves is the same number either way
+        assert known < 1e-12
 
 
 # --- the default KL: k1 in the reward -------------------------------------------------------
@@ -639,8 +1161,9 @@ def test_default_kl_is_zero_while_the_policy_is_the_reference(orl, conform) -> N
 def test_default_kl_shapes_each_tokens_return(orl, conform) -> None:
     """init_coef 0.01 once the policy has left the reference: each token's advantage becomes
     A_i - 0.01 sum over the later tokens t' >= t of (log pi_old - log pi_ref)(t'), per token and
-    outside the group statistics. Neither the KL-free spec nor toyrl's k3-in-the-loss (beta 0.01)
-    is that."""
+    outside the group statistics: toyrl's `kl=k1_reward,beta=0.01`. OpenRLHF computes the KL, and
+    so the returns, in float32, so they agree to float32 rounding (< 1e-6), recorded as such; the
+    KL-free spec and toyrl's k3 in the loss are the controls that differ."""
     batch = toy.sampled(0, CONFIG)
     reference = toy.moved(batch, 6, scale=0.3)
     outcome = run(orl, batch, Settings("group_norm", kl_coef=0.01), theta_ref=reference)
@@ -657,15 +1180,20 @@ def test_default_kl_shapes_each_tokens_return(orl, conform) -> None:
     to_go = np.cumsum(k1[:, ::-1], axis=1)[:, ::-1]
     assert toy.relative_difference(outcome.advantages, plain - 0.01 * to_go) < 1e-6  # float32 KL
     (got,) = outcome.step_gradients
-    with_kl = spec("group_norm", beta=0.01)
-    expected = toy.token_weights(parse_variant(with_kl), batch, theta_ref=reference)
-    conform(
-        DIST,
-        "group_norm ratio 1, k1 KL 0.01 in the reward",
-        with_kl,
-        toy.relative_difference(got, expected),
-        expected=False,
-    )
+    # the per-token returns vary along a response, and toyrl's closed form has their sum per token
+    # kind (all a kind's tokens share one score): compare those sums (`toy.kind_sums`)
+    in_reward = spec("group_norm", kl="k1_reward", beta=0.01)
+    expected = toy.token_weights(parse_variant(in_reward), batch, theta_ref=reference)
+    difference = toy.relative_difference(toy.kind_sums(batch, got), toy.kind_sums(batch, expected))
+    setting = "group_norm ratio 1, k1 KL 0.01 in the reward, per-kind sums (float32)"
+    conform(DIST, setting, in_reward, difference, expected=False)
+    assert difference < 1e-6
+    with_k3 = spec("group_norm", beta=0.01)
+    expected = toy.token_weights(parse_variant(with_k3), batch, theta_ref=reference)
+    control = toy.relative_difference(toy.kind_sums(batch, got), toy.kind_sums(batch, expected))
+    setting = "group_norm ratio 1, k1 KL 0.01 in the reward, per-kind sums (control: k3 in the loss)"
+    conform(DIST, setting, with_k3, control, expected=False)
+    assert control > 1e-4
 
 
 def test_stand_ins_are_not_the_real_packages() -> None:

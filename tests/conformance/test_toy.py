@@ -10,7 +10,7 @@ from tests.conformance import toy
 from tests.conformance.toy import CONFIG as toy_config
 from toyrl.policy import Coefficients, OwnLogits, TokenTable, policy_gradient
 from toyrl.stages import weights
-from toyrl.train import Epoch, Plan
+from toyrl.train import Epoch, Part, Plan
 from toyrl.variants import parse_variant
 
 CONFIG = toy_config
@@ -59,8 +59,9 @@ def test_later_update_weights_give_toyrls_gradient(spec: str) -> None:
     denominator, n = plan.denominators(batch.batch, included, CONFIG)
     own = OwnLogits.of(batch.batch, theta.shape[1])
     ref = own.table(batch.theta_old) if variant.kl.beta > 0 else None
-    epoch = Epoch.of(own, advantage, included, denominator, n, own.table(batch.theta_old), ref)
-    closed_form, clipped = epoch.gradient(plan.objectives_by[0][0], slice(None), theta, plan)
+    part = Part.of(own.batch, included, denominator, n)
+    epoch = Epoch.of(own, advantage, own.table(batch.theta_old), ref)
+    closed_form, clipped = epoch.gradient(plan.objectives_by[0][0], slice(None), theta, plan, part)
     by_tokens = pulled_back(toy.token_weights(variant, batch, theta), batch, theta)
     np.testing.assert_allclose(by_tokens, closed_form, rtol=1e-6, atol=1e-9 * np.abs(closed_form).max())
     assert clipped[0] > 0  # the moved policy is far enough for the clip to act

@@ -19,19 +19,52 @@ accelerate), on a tiny randomly initialised `LlamaForCausalLM` saved to a tempor
 (TRL 0.22, checked by `test_trl_0_22_scale_rewards` in its own environment, has no rollout_func:
 there the tiny model's `generate` is replaced on its instance and returns the same tokens.)
 
-Rows are matched to toy responses by their tokens (prompt and completion), so TRL's shuffle of
-the generation batch needs no bookkeeping: identical responses of a group are interchangeable
-(same reward, advantage, tokens and log-probs). TRL builds its rewards tensor with torch's default
-dtype, so the trainer runs under `torch.set_default_dtype(torch.float64)`; the tolerance is then
-the suite's 1e-10 relative.
+Rows are followed by index, not guessed from tokens: TRL's `shuffle_sequence_dict` (looked up in
+trl.trainer.grpo_trainer's namespace, where `_prepare_inputs` calls it) is wrapped for the run so
+that the generation batch it shuffles carries one more column, "row" (the toy row of each
+response); TRL's own function still draws the permutation (torch.randperm, under a per-batch
+torch seed) and permutes that column with the rest, `split_tensor_dict` cuts it into the
+micro-batches, and a wrapper of `_compute_loss` on the instance reads each micro-batch's rows
+before calling TRL's. Every row's tokens are checked against the toy response's. The recorded
+permutation is the `order` toyrl's `token_weights` takes. TRL builds its rewards tensor with
+torch's default dtype, so the trainer runs under `torch.set_default_dtype(torch.float64)`; the
+tolerance is then the suite's 1e-10 relative.
+
+Several optimiser steps per generation batch (TRL 1.16, trl/trainer/grpo_trainer.py): the
+generation batch is per_device_train_batch_size x steps_per_generation responses (GRPOConfig:
+steps_per_generation defaults to gradient_accumulation_steps; generation_batch_size is the other
+way to set it). `_prepare_inputs` generates when `_step % (steps_per_generation x num_iterations)
+== 0`, shuffles the generation batch once, splits it into steps_per_generation equal chunks and
+returns chunk `_step % steps_per_generation` at each training_step; the Trainer takes an optimiser
+step every gradient_accumulation_steps = c training steps. So an optimiser step is c consecutive
+chunks of the one shuffled order, steps_per_generation / c of them per pass, and the same chunks
+again at each of num_iterations: toyrl's mini_batches = steps_per_generation / c, micro_batches = c,
+shuffle=once. Update u of the toy schedule is TRL's optimiser step u (epoch u // k, mini-batch
+u % k). TRL's loss per micro-batch (`_compute_loss`), already divided for gradient accumulation
+(GRPOTrainer.loss_is_scaled_for_ga = True: transformers' Trainer.training_step divides no
+further, and accelerate's backward only under DeepSpeed):
+- grpo: the mean over the micro-batch's responses of their token means, / c; dr_grpo: the token
+  sum / (micro-batch responses x max_completion_length), / c. With equal micro-batches both are
+  the mini-batch's per-response normaliser (seq_mean_token_mean, seq_mean_token_sum_norm);
+- bnpo: the micro-batch's token sum / its own token count, / c: token_mean,per_micro_batch=true;
+- dapo: the token sum / (num_items_in_batch x c / steps_per_generation), num_items_in_batch being
+  the generation batch's token count: the whole batch's tokens / k, the *mean* mini-batch's token
+  count. toyrl's token_mean for k = 1; for k > 1 no toyrl normaliser (`test_schedule_dapo`).
+TRL's `delta` (two-sided clipping: the ratio clamped at delta before PPO's min) is dual-clip
+PPO with c = delta when delta >= 1 + epsilon_high (`test_dual_clip`).
+
+Later optimiser steps are compared at a moved policy (`toy.moved`), not at the one TRL's optimiser
+would reach: the leaf holds the log-probs of whatever policy is under test, against TRL's
+old_per_token_logps at theta_old (which TRL computes whenever gradient_accumulation_steps is not a
+multiple of steps_per_generation x num_iterations).
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import sys
 import warnings
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,14 +167,20 @@ def completion_tokens(batch: toy.ToyBatch) -> list[list[int]]:
 
 @dataclass
 class Run:
-    """What TRL gave for a batch: its advantages [N] and, per optimiser step, d loss / d logp
-    [N, T] and the toy rows the step's micro-batches held; TRL's logged metrics (one entry per
-    micro-batch)."""
+    """What TRL gave for a batch: its advantages [N]; per optimiser step, d loss / d logp [N, T]
+    and the toy rows of each of its micro-batches, in TRL's order; the order of the toy rows that
+    TRL's shuffle of the generation batch drew; TRL's logged metrics (one entry per micro-batch)."""
 
     advantages: np.ndarray
     weights: list[np.ndarray]
-    seen: list[list[int]]
+    micro: list[list[list[int]]]
+    order: list[int]
     metrics: dict[str, list[float]]
+
+    @property
+    def seen(self) -> list[list[int]]:
+        """The toy rows each optimiser step saw, sorted."""
+        return [sorted(row for part in step for row in part) for step in self.micro]
 
     def clipped(self, step: int, micro_batches: int) -> float:
         """TRL's clip_ratio/region_mean at optimiser step `step` (the largest of its micro-batches)."""
@@ -155,12 +194,14 @@ def run_trl(
     rewards: np.ndarray,
     thetas: list[np.ndarray | None],
     theta_ref: np.ndarray | None = None,
+    seed: int = 0,
     **grpo: Any,
 ) -> Run:
     """TRL's GRPOTrainer.training_step on the toy batch: one optimiser step (its
     gradient_accumulation_steps micro-batches) per entry of `thetas`, the policy at that step
     (None: theta_old). `grpo`: GRPOConfig arguments; per_device_train_batch_size defaults to
-    N / steps_per_generation, so that TRL's generation batch is the toy batch."""
+    N / steps_per_generation, so that TRL's generation batch is the toy batch. `seed`: torch's
+    seed, from which TRL's shuffle of the generation batch draws its permutation."""
     torch, trl = env.torch, env.trl
     group = batch.shape[1]
     responses = batch.responses
@@ -169,9 +210,8 @@ def run_trl(
     grpo.setdefault("per_device_train_batch_size", responses // per_generation)
     prompt_of = [PROMPTS[int(j)] for j in np.repeat(batch.batch.prompt_index[0], group)]
     tokens = completion_tokens(batch)
-    rows_of: dict[tuple, list[int]] = defaultdict(list)  # (prompt ids, completion ids) -> toy rows
-    for i in range(responses):
-        rows_of[((VOCABULARY[prompt_of[i]],), tuple(tokens[i]))].append(i)
+    keys = [((VOCABULARY[prompt_of[i]],), tuple(tokens[i])) for i in range(responses)]  # toy row -> tokens
+    first_row = {k: keys.index(k) for k in keys}
 
     def key(prompt_ids: list[int], completion_ids: list[int]) -> tuple:
         completion = list(completion_ids)
@@ -179,18 +219,13 @@ def run_trl(
             completion.pop()
         return tuple(t for t in prompt_ids if t != PAD), tuple(completion)  # prompts are left-padded
 
-    def matcher() -> Any:
-        """Matches TRL rows to toy rows with the same tokens, each toy row once."""
-        pools = {k: list(v) for k, v in rows_of.items()}
-        return lambda prompt_ids, completion_ids: pools[key(prompt_ids, completion_ids)].pop(0)
-
     def rollout(texts: list[str], trainer: Any) -> dict[str, Any]:
         assert texts == prompt_of  # TRL's generation batch is the toy batch, prompt-major
         ids = trainer.processing_class(text=texts)["input_ids"]
         return {"prompt_ids": ids, "completion_ids": [list(t) for t in tokens], "logprobs": None}
 
     def reward(prompts: list[str], completions: list[str], completion_ids: list, **_: Any) -> list[float]:
-        rows = [rows_of[key([VOCABULARY[p]], c)][0] for p, c in zip(prompts, completion_ids, strict=True)]
+        rows = [first_row[key([VOCABULARY[p]], c)] for p, c in zip(prompts, completion_ids, strict=True)]
         return [float(rewards[i]) for i in rows]
 
     step: dict[str, Any] = {}
@@ -203,12 +238,11 @@ def run_trl(
         """Stands in for the model's forward: toy log-probs of the rows (the leaf's rows under grad)."""
         width = input_ids.size(1) - logits_to_keep
         if torch.is_grad_enabled():  # _compute_loss: the policy under test, one micro-batch
-            source, match = step["leaf"], step["match"]
-        else:  # _generate_and_score_completions: old_per_token_logps or the reference model's
-            source, match = (ref if model is trainer.ref_model else old), matcher()
-        rows = [match(r[:width], r[width:]) for r in input_ids.tolist()]
-        if source is step["leaf"]:
-            step["seen"].extend(rows)
+            source, rows = step["leaf"], step["rows"]
+            step["micro"].append(rows)
+        else:  # _generate_and_score_completions (the toy's order): old_per_token_logps or the reference's
+            source, rows = (ref if model is trainer.ref_model else old), list(range(responses))
+        assert [key(r[:width], r[width:]) for r in input_ids.tolist()] == [keys[i] for i in rows]
         logps = source[rows, :logits_to_keep]
         entropies = torch.zeros_like(logps) if kw.get("compute_entropy") else None
         return (logps, entropies, None) if with_aux_loss else (logps, entropies)  # TRL 0.22: no aux loss
@@ -219,6 +253,17 @@ def run_trl(
         width = max(len(t) for t in tokens)
         completions = torch.tensor([t + [PAD] * (width - len(t)) for t in tokens], dtype=input_ids.dtype)
         return torch.cat([input_ids, completions], dim=1)
+
+    module = sys.modules[trl.GRPOTrainer.__module__]  # trl.trainer.grpo_trainer
+    shuffle = module.shuffle_sequence_dict
+    orders: list[list[int]] = []
+
+    def shuffled(generation: dict[str, Any]) -> dict[str, Any]:
+        """TRL's own shuffle of the generation batch, with a "row" column (the toy row) carried
+        through it, into the micro-batches it splits into and to _compute_loss's inputs."""
+        out = shuffle({**generation, "row": torch.arange(responses)})
+        orders.append(out["row"].tolist())
+        return out
 
     signature = inspect.signature(trl.GRPOTrainer._get_per_token_logps_and_entropies).parameters
     with_aux_loss = "compute_aux_loss" in signature
@@ -248,52 +293,57 @@ def run_trl(
     if not with_rollout:
         trainer.model.generate = generate
     generated: list[dict[str, Any]] = []
-    score = trainer._generate_and_score_completions
+    score, compute_loss = trainer._generate_and_score_completions, trainer._compute_loss
 
     def recorded(inputs: Any) -> dict[str, Any]:
         generated.append(score(inputs))
         return generated[-1]
 
+    def loss_of(model: Any, inputs: dict[str, Any]) -> Any:
+        step["rows"] = inputs["row"].tolist()  # the micro-batch's toy rows
+        return compute_loss(model, inputs)
+
     trainer._generate_and_score_completions = recorded
+    trainer._compute_loss = loss_of
     trainer.current_gradient_accumulation_steps = accumulation  # as Trainer's training loop sets it
     inputs = [{"prompt": p} for p in prompt_of]  # the generation batch, as TRL's RepeatSampler yields it
 
-    weights, seen = [], []
+    weights, micro = [], []
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
-    torch.manual_seed(0)  # TRL shuffles the generation batch before splitting it into micro-batches
+    torch.manual_seed(seed)  # TRL shuffles the generation batch before splitting it into micro-batches
+    module.shuffle_sequence_dict = shuffled
     try:
         for theta in thetas:
             leaf = torch.tensor(batch.logp(theta), dtype=torch.float64, requires_grad=True)
-            step.update(leaf=leaf, match=matcher(), seen=[])
+            step.update(leaf=leaf, micro=[])
             for _ in range(accumulation):
                 trainer.training_step(trainer.model, inputs, None)
             assert leaf.grad is not None
             weights.append(leaf.grad.numpy().copy())
-            seen.append(sorted(step["seen"]))
+            micro.append(step["micro"])
     finally:
+        module.shuffle_sequence_dict = shuffle
         torch.set_default_dtype(default)
-    assert len(generated) == 1  # one generation batch for all the steps
-    output, match = generated[0], matcher()
-    order = [
-        match(p, c)
-        for p, c in zip(output["prompt_ids"].tolist(), output["completion_ids"].tolist(), strict=True)
-    ]
-    advantages = np.zeros(responses)
-    advantages[order] = output["advantages"].double().numpy()
-    return Run(advantages, weights, seen, {k: list(v) for k, v in trainer._metrics["train"].items()})
+    assert len(generated) == len(orders) == 1  # one generation batch (shuffled once) for all the steps
+    output = generated[0]
+    rows = zip(output["prompt_ids"].tolist(), output["completion_ids"].tolist(), strict=True)
+    assert [key(p, c) for p, c in rows] == keys  # TRL's generation batch is in the toy's order
+    advantages = output["advantages"].double().numpy()
+    metrics = {k: list(v) for k, v in trainer._metrics["train"].items()}
+    return Run(advantages, weights, micro, orders[0], metrics)
 
 
 def first_updates(env: Environment, preset: str, **grpo: Any) -> tuple[float, float]:
     """Max relative differences, over the batches, of TRL's advantages and first-update weights
-    (num_iterations=1, ratio 1) from the preset's."""
+    (num_iterations=1, ratio 1) from the preset's (micro-batches: in the order TRL's shuffle drew)."""
     variant = parse_variant(preset)
     advantage, weight = 0.0, 0.0
-    for make in BATCHES.values():
+    for seed, make in enumerate(BATCHES.values()):
         batch = make()
-        run = run_trl(env, batch, batch.rewards(variant), [None], **grpo)
+        run = run_trl(env, batch, batch.rewards(variant), [None], seed=seed, **grpo)
         assert run.seen[0] == list(range(batch.responses))  # the step saw every response once
-        expected = toy.token_weights(variant, batch)
+        expected = toy.token_weights(variant, batch, order=run.order)
         assert np.abs(expected).max() > 0
         advantage = max(advantage, toy.relative_difference(run.advantages, toy.advantages(variant, batch)))
         weight = max(weight, toy.relative_difference(run.weights[0], expected))
@@ -410,54 +460,72 @@ def test_kl_term(
     """beta > 0: TRL's k3 term against its reference model's log-probs (a policy other than
     theta_old, so that the term acts at ratio 1 too). With use_bias_correction_kl=False it is
     toyrl's k3. TRL 1.16's default, use_bias_correction_kl=True, multiplies the per-token k3 by the
-    (differentiable) ratio rho: its gradient gains beta rho k3 per token, even at ratio 1, which no
-    toyrl KL stage has (expected=False, at both iterations)."""
-    variant = spec(preset, num_iterations=2, beta=0.04)
+    (differentiable) ratio rho: toyrl's `ratio_weighted=True`, whose gradient is beta rho
+    log(pi_ref / pi) per token; the plain k3 is recorded as the control that differs."""
+    weighting = {"ratio_weighted": True} if corrected else {}
+    variant = spec(preset, num_iterations=2, beta=0.04, **weighting)
     advantage, first, second, clipped = later_updates(
         trl_env, variant, with_ref=True, beta=0.04, use_bias_correction_kl=corrected, **grpo
     )
     assert clipped > 0
     setting = f"{setting}, beta=0.04, num_iterations=2, use_bias_correction_kl={corrected}"
     conform("trl", f"{setting}: advantages", variant, advantage)
-    conform("trl", f"{setting}: weights, 1st iteration", variant, first, expected=not corrected)
-    conform(
-        "trl",
-        f"{setting}: weights, 2nd iteration (clip >= {clipped:.1%})",
-        variant,
-        second,
-        expected=not corrected,
-    )
+    conform("trl", f"{setting}: weights, 1st iteration", variant, first)
+    conform("trl", f"{setting}: weights, 2nd iteration (clip >= {clipped:.1%})", variant, second)
+    if corrected:
+        plain = spec(preset, num_iterations=2, beta=0.04)
+        _, plain_first, plain_second, _ = later_updates(
+            trl_env, plain, with_ref=True, beta=0.04, use_bias_correction_kl=corrected, **grpo
+        )
+        conform(
+            "trl",
+            f"{setting}: weights, 1st iteration (control: plain k3)",
+            plain,
+            plain_first,
+            expected=False,
+        )
+        conform(
+            "trl",
+            f"{setting}: weights, 2nd iteration (control: plain k3)",
+            plain,
+            plain_second,
+            expected=False,
+        )
 
 
-# gradient_accumulation_steps=k: TRL splits the generation batch (shuffled) into k micro-batches of
-# N / k responses and sums their gradients into one optimiser step.
+# gradient_accumulation_steps=c: TRL splits the generation batch (shuffled) into c micro-batches of
+# N / c responses and sums their gradients into one optimiser step: toyrl's micro_batches=c of a
+# single mini-batch, in the order TRL's shuffle drew (shuffle=once).
 MICRO = [
     # dapo divides every micro-batch by num_items_in_batch, the generation batch's token count
-    ("loss_type=dapo", {}, "trl_default", True),
-    # grpo and dr_grpo: a mean over the micro-batch's responses, / k; micro-batches have equal sizes
-    ("loss_type=grpo", {"loss_type": "grpo"}, "trl_grpo", True),
-    ("loss_type=dr_grpo", {"loss_type": "dr_grpo"}, "trl_dr_grpo_loss_only", True),
-    # bnpo divides each micro-batch by its own token count (and by k): not the batch's token mean,
-    # and not a per-response normaliser either; toyrl has no micro-batches (yet) to express it
-    ("loss_type=bnpo", {"loss_type": "bnpo"}, "trl_default", False),
+    ("loss_type=dapo", {}, "trl_default", {}, True),
+    # grpo and dr_grpo: a mean over the micro-batch's responses, / c; micro-batches have equal sizes
+    ("loss_type=grpo", {"loss_type": "grpo"}, "trl_grpo", {}, True),
+    ("loss_type=dr_grpo", {"loss_type": "dr_grpo"}, "trl_dr_grpo_loss_only", {}, True),
+    # bnpo divides each micro-batch by its own token count (and by c): token_mean,per_micro_batch=true
+    ("loss_type=bnpo", {"loss_type": "bnpo"}, "trl_default", {"per_micro_batch": True}, True),
+    # ... and not the optimiser step's token mean (the normaliser's scope matters)
+    ("loss_type=bnpo (control: the step's token mean)", {"loss_type": "bnpo"}, "trl_default", {}, False),
 ]
 
 
 @pytest.mark.parametrize("micro_batches", [2, 4])
-@pytest.mark.parametrize(("setting", "grpo", "preset", "agrees"), MICRO, ids=[s for s, *_ in MICRO])
+@pytest.mark.parametrize(("setting", "grpo", "preset", "extra", "agrees"), MICRO, ids=[s for s, *_ in MICRO])
 def test_micro_batches(
     trl_env: Environment,
     conform: Any,
     setting: str,
     grpo: dict,
     preset: str,
+    extra: dict,
     agrees: bool,
     micro_batches: int,
 ) -> None:
-    advantage, weight = first_updates(trl_env, preset, gradient_accumulation_steps=micro_batches, **grpo)
+    variant = spec(preset, micro_batches=micro_batches, shuffle="once", **extra)
+    advantage, weight = first_updates(trl_env, variant, gradient_accumulation_steps=micro_batches, **grpo)
     setting = f"{setting}, gradient_accumulation_steps={micro_batches}"
-    conform("trl", f"{setting}: advantages", preset, advantage)
-    conform("trl", f"{setting}: weights", preset, weight, expected=agrees)
+    conform("trl", f"{setting}: advantages", variant, advantage)
+    conform("trl", f"{setting}: weights", variant, weight, expected=agrees)
 
 
 def test_micro_batches_at_a_later_update(trl_env: Environment, conform: Any) -> None:
@@ -472,24 +540,275 @@ def test_micro_batches_at_a_later_update(trl_env: Environment, conform: Any) -> 
     conform("trl", f"{setting}: weights, 2nd iteration (clip >= {clipped:.1%})", variant, second)
 
 
-def test_mini_batches(trl_env: Environment, conform: Any) -> None:
-    """steps_per_generation=2 with gradient_accumulation_steps=1: TRL takes two optimiser steps per
-    generation batch, each on half of it (a mini-batch; dapo's normaliser is then half the
-    generation batch's token count). toyrl's update is the full batch: the first step differs
-    (expected=False) until toyrl has mini-batches. The two halves partition the batch."""
-    variant = parse_variant("trl_default")
-    advantage, weight = 0.0, 0.0
-    for make in BATCHES.values():
+@dataclass(frozen=True)
+class Schedule:
+    """TRL's knobs for several optimiser steps per generation batch, and the toy schedule they
+    make: an optimiser step is gradient_accumulation_steps = c chunks of TRL's split of its shuffled
+    generation batch (one toy mini-batch of c micro-batches), steps_per_generation / c of them per
+    pass (mini_batches), num_iterations passes over the same chunks (TRL shuffles once)."""
+
+    grpo: dict[str, Any]
+    mini_batches: int
+    micro_batches: int
+    num_iterations: int
+
+    @property
+    def updates(self) -> int:
+        return self.mini_batches * self.num_iterations
+
+    def spec(self, preset: str, **extra: Any) -> str:
+        return spec(
+            preset,
+            num_iterations=self.num_iterations,
+            mini_batches=self.mini_batches,
+            micro_batches=self.micro_batches,
+            shuffle="once",
+            **extra,
+        )
+
+    def describe(self, update: int) -> str:
+        epoch, mini_batch = divmod(update, self.mini_batches)
+        return f"update {update} (epoch {epoch}, mini-batch {mini_batch})"
+
+
+SCHEDULES = {
+    "steps_per_generation=4, gradient_accumulation_steps=2, num_iterations=2": Schedule(
+        {"steps_per_generation": 4, "gradient_accumulation_steps": 2, "num_iterations": 2}, 2, 2, 2
+    ),
+    # through generation_batch_size: TRL derives steps_per_generation = 16 / 2 = 8, so 4 optimiser
+    # steps of 2 micro-batches of 2 responses
+    "generation_batch_size=16, per_device_train_batch_size=2, gradient_accumulation_steps=2": Schedule(
+        {"generation_batch_size": 16, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2},
+        4,
+        2,
+        1,
+    ),
+    # one optimiser step per pass (steps_per_generation left at its default, = c)
+    "gradient_accumulation_steps=4, num_iterations=2": Schedule(
+        {"gradient_accumulation_steps": 4, "num_iterations": 2}, 1, 4, 2
+    ),
+}
+
+
+# The seeds of the moved policies: MOVED + 10 x the batch's index + the update's. Chosen so that
+# TRL's clip acts at every later update of every batch (asserted by the tests that use them): with 4
+# mini-batches, a mini-batch of the hand-made batch can hold a single response with A != 0.
+MOVED = 4000
+
+
+@dataclass
+class Trial:
+    """TRL on one batch under a schedule: update u at thetas[u] (None: theta_old, ratio 1)."""
+
+    batch: toy.ToyBatch
+    thetas: list[np.ndarray | None]
+    run: Run
+
+
+def trials(
+    env: Environment, schedule: Schedule, variant: Any, scale: float = 1.0, **grpo: Any
+) -> list[Trial]:
+    """TRL's optimiser steps on every batch: the first at ratio 1, later ones each at its own moved
+    policy. Checks TRL's split: step u holds mini-batch u % k of the order its one shuffle drew (the
+    same order at every epoch), cut into c consecutive micro-batches; the first step is at ratio 1."""
+    out = []
+    k, c = schedule.mini_batches, schedule.micro_batches
+    for seed, make in enumerate(BATCHES.values()):
         batch = make()
-        run = run_trl(trl_env, batch, batch.rewards(variant), [None, None], steps_per_generation=2)
-        halves = run.seen
-        assert len(halves[0]) == len(halves[1]) == batch.responses // 2
-        assert sorted(halves[0] + halves[1]) == list(range(batch.responses))
-        advantage = max(advantage, toy.relative_difference(run.advantages, toy.advantages(variant, batch)))
-        weight = max(weight, toy.relative_difference(run.weights[0], toy.token_weights(variant, batch)))
-    setting = "loss_type=dapo, steps_per_generation=2 (2 optimiser steps per batch): 1st step"
-    conform("trl", f"{setting}: advantages", "trl_default", advantage)
-    conform("trl", f"{setting}: weights", "trl_default", weight, expected=False)
+        thetas = [None] + [
+            toy.moved(batch, MOVED + 10 * seed + u, scale=scale) for u in range(1, schedule.updates)
+        ]
+        run = run_trl(env, batch, batch.rewards(variant), thetas, seed=seed, **schedule.grpo, **grpo)
+        order, size = run.order, batch.responses // k
+        assert sorted(order) == list(range(batch.responses)) and order != sorted(order)
+        for u in range(schedule.updates):
+            start = u % k * size
+            assert run.micro[u] == [
+                order[start + j * size // c : start + (j + 1) * size // c] for j in range(c)
+            ]
+        assert run.clipped(0, c) == 0
+        out.append(Trial(batch, thetas, run))
+    return out
+
+
+def differences(found: list[Trial], expected: Any, rows: bool = True) -> list[float]:
+    """Per update, the max relative difference over the trials of TRL's weights from
+    expected(trial, update); each expected weight is nonzero and TRL's are zero off the update's
+    rows (with `rows`, the expected ones too)."""
+    worst = []
+    for u in range(len(found[0].thetas)):
+        worst.append(0.0)
+        for trial in found:
+            want, got = expected(trial, u), trial.run.weights[u]
+            outside = np.setdiff1d(np.arange(trial.batch.responses), trial.run.seen[u])
+            assert np.abs(want).max() > 0 and not got[outside].any()
+            assert not (rows and want[outside].any())
+            worst[u] = max(worst[u], toy.relative_difference(got, want))
+    return worst
+
+
+def toyrl(variant: Any, order: bool = True) -> Any:
+    """toy.token_weights of the variant for a trial's update, in TRL's order (or the batch's own)."""
+    return lambda trial, u: toy.token_weights(
+        variant, trial.batch, trial.thetas[u], update=u, order=trial.run.order if order else None
+    )
+
+
+def least_clipped(found: list[Trial], schedule: Schedule) -> list[float]:
+    """Per later update, the smallest fraction of its tokens TRL clipped over the batches."""
+    micro = schedule.micro_batches
+    return [min(t.run.clipped(u, micro) for t in found) for u in range(1, schedule.updates)]
+
+
+def record(
+    conform: Any,
+    setting: str,
+    variant_text: str,
+    found: list[Trial],
+    schedule: Schedule,
+    worst: list[float],
+    expected: bool = True,
+) -> None:
+    """One row per update: its max relative difference over the batches and, past the first, the
+    smallest fraction of its tokens TRL clipped (clip_ratio/region_mean)."""
+    clipped = [0.0, *least_clipped(found, schedule)]
+    for u, difference in enumerate(worst):
+        where = f"moved theta, clip >= {clipped[u]:.1%}" if u else "ratio 1"
+        conform(
+            "trl", f"{setting}: {schedule.describe(u)}, {where}", variant_text, difference, expected=expected
+        )
+
+
+# loss types whose normaliser toyrl has at any mini-batch size, with the toy spec's extra keys
+SCHEDULED = [
+    ("loss_type=grpo", {"loss_type": "grpo"}, "trl_grpo", {}),
+    ("loss_type=dr_grpo", {"loss_type": "dr_grpo"}, "trl_dr_grpo_loss_only", {}),
+    ("loss_type=bnpo", {"loss_type": "bnpo"}, "trl_default", {"per_micro_batch": True}),
+]
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize(("setting", "grpo", "preset", "extra"), SCHEDULED, ids=[s for s, *_ in SCHEDULED])
+def test_schedule(
+    trl_env: Environment, conform: Any, setting: str, grpo: dict, preset: str, extra: dict, schedule: str
+) -> None:
+    """Several optimiser steps per generation batch, several micro-batches each, in TRL's shuffled
+    order: each step's weights against toyrl's update u of the schedule."""
+    plan = SCHEDULES[schedule]
+    variant_text = plan.spec(preset, **extra)
+    variant = parse_variant(variant_text)
+    found = trials(trl_env, plan, variant, **grpo)
+    assert all(least_clipped(found, plan))  # TRL's clip acts at every later update, in every batch
+    advantage = max(
+        toy.relative_difference(t.run.advantages, toy.advantages(variant, t.batch)) for t in found
+    )
+    setting = f"{setting}, {schedule}"
+    conform("trl", f"{setting}: advantages", variant_text, advantage)
+    record(conform, setting, variant_text, found, plan, differences(found, toyrl(variant)))
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_schedule_dapo(trl_env: Environment, conform: Any, schedule: str) -> None:
+    """loss_type=dapo divides each micro-batch's token-loss sum by num_items_in_batch (the
+    generation batch's token count) x gradient_accumulation_steps / steps_per_generation, i.e. by
+    the generation batch's tokens / k: with one optimiser step per pass (k = 1) that is toyrl's
+    token_mean; with k > 1 it is the *mean* mini-batch's token count, toyrl's
+    `token_mean,batch_tokens=True`, not the step's own (token_mean on a mini-batch, recorded as the
+    control that differs)."""
+    plan = SCHEDULES[schedule]
+    k = plan.mini_batches
+    variant_text = plan.spec("trl_default", batch_tokens=True) if k > 1 else plan.spec("trl_default")
+    variant = parse_variant(variant_text)
+    found = trials(trl_env, plan, variant)
+    assert all(least_clipped(found, plan))
+    setting = f"loss_type=dapo, {schedule}"
+    advantage = max(
+        toy.relative_difference(t.run.advantages, toy.advantages(variant, t.batch)) for t in found
+    )
+    conform("trl", f"{setting}: advantages", variant_text, advantage)
+    record(conform, setting, variant_text, found, plan, differences(found, toyrl(variant)))
+    if k == 1:
+        return
+    own_text = plan.spec("trl_default")  # control: each step's own tokens
+    own = parse_variant(own_text)
+    record(
+        conform,
+        f"{setting} (control: the step's tokens)",
+        own_text,
+        found,
+        plan,
+        differences(found, toyrl(own)),
+        expected=False,
+    )
+
+
+FIRST = next(iter(SCHEDULES))
+
+
+def test_schedule_controls(trl_env: Environment, conform: Any) -> None:
+    """The comparisons tell the scope and the order apart: bnpo against the mini-batch's token mean
+    (no per_micro_batch), and grpo against its spec in the batch's own order (not TRL's shuffle)."""
+    plan = SCHEDULES[FIRST]
+    for setting, grpo, variant_text, order in (
+        (
+            "loss_type=bnpo (control: the step's token mean)",
+            {"loss_type": "bnpo"},
+            plan.spec("trl_default"),
+            True,
+        ),
+        ("loss_type=grpo (control: the batch's order)", {"loss_type": "grpo"}, plan.spec("trl_grpo"), False),
+    ):
+        variant = parse_variant(variant_text)
+        found = trials(trl_env, plan, variant, **grpo)
+        worst = differences(found, toyrl(variant, order=order), rows=order)
+        record(conform, f"{setting}, {FIRST}", variant_text, found, plan, worst, expected=False)
+
+
+# TRL's delta (INTELLECT-2's two-sided clip: coef_1 clamped at delta before the min) with delta >=
+# 1 + epsilon_high is dual-clip PPO with c = delta: a token with A < 0 and ratio > delta weighs 0.
+DELTA = 1.5
+DUAL = [
+    ("loss_type=grpo", {"loss_type": "grpo"}, "trl_grpo", FIRST),
+    ("loss_type=dapo", {}, "trl_default", "gradient_accumulation_steps=4, num_iterations=2"),
+]
+
+
+@pytest.mark.parametrize(("setting", "grpo", "preset", "schedule"), DUAL, ids=[s for s, *_ in DUAL])
+def test_dual_clip(
+    trl_env: Environment, conform: Any, setting: str, grpo: dict, preset: str, schedule: str
+) -> None:
+    """TRL logs no metric for delta (its clip_ratio metrics count the epsilon region only), so its
+    acting is asserted from TRL's own weights: against a run without delta (same batches, orders
+    and policies) they differ exactly on the tokens with A < 0 and ratio > delta of the step's
+    rows, there are such tokens at every later update, and TRL weighs them 0."""
+    plan = SCHEDULES[schedule]
+    variant_text = plan.spec(preset, dual_clip=DELTA)
+    variant = parse_variant(variant_text)
+    found = trials(trl_env, plan, variant, delta=DELTA, **grpo)
+    plain = trials(trl_env, plan, variant, **grpo)
+    assert all(least_clipped(found, plan))  # PPO's clip acts too
+    dual_tokens = []
+    for u in range(1, plan.updates):
+        count = 0
+        for trial, control in zip(found, plain, strict=True):
+            assert trial.run.order == control.run.order
+            batch = trial.batch
+            ratio = np.exp(batch.logp(trial.thetas[u]) - batch.logp())
+            rows = np.isin(np.arange(batch.responses), trial.run.seen[u])
+            dual = (rows & (trial.run.advantages < 0))[:, None] & batch.mask & (ratio > DELTA)
+            got, without = trial.run.weights[u], control.run.weights[u]
+            assert not got[dual].any() and without[dual].all()
+            np.testing.assert_allclose(got[~dual], without[~dual], rtol=1e-14, atol=0)
+            count += int(dual.sum())
+        assert count > 0
+        dual_tokens.append(count)
+    setting = f"{setting}, delta={DELTA}, {schedule} (dual clip on {sum(dual_tokens)} tokens)"
+    record(conform, setting, variant_text, found, plan, differences(found, toyrl(variant)))
+    control = parse_variant(plan.spec(preset))
+    worst = max(differences(found, toyrl(control))[1:])
+    conform(
+        "trl", f"{setting}: later updates (control: no dual_clip)", plan.spec(preset), worst, expected=False
+    )
 
 
 # Controls: each setting against a preset it is not (the comparison tells them apart).

@@ -19,29 +19,50 @@ micro-batches cut by `tensordict_utils.chunk_tensordict` (fixed micro-batch size
 `seqlen_balancing.rearrange_micro_batches` (use_dynamic_bsz), the two calls of
 `verl.workers.engine.utils.prepare_micro_batches`. Restated here, because their modules cannot be
 imported without a GPU stack (`verl.workers.engine` imports every engine backend): that choice
-between the two calls; the global batch info `FSDPEngine.forward_backward_batch` attaches
-(batch_num_tokens = the mini-batch's loss-mask sum, all-reduced over data-parallel ranks, and dp_size)
-and `_update_actor` attaches (global_batch_size = ppo_mini_batch_size * rollout.n); one backward per
-micro-batch into the same leaf (gradient accumulation); and FSDP's mean of the ranks' gradients.
-Only one mini-batch (= one optimiser step) per batch: ppo_mini_batch_size < the batch makes several
-optimiser steps, which toyrl does not have yet.
+between the two calls; the dispatch's contiguous split of the batch over data-parallel ranks; the
+global batch info `FSDPEngine.forward_backward_batch` attaches to each mini-batch (batch_num_tokens
+= that mini-batch's loss-mask sum, all-reduced over the ranks, and dp_size) and `_update_actor`
+attaches (global_batch_size = ppo_mini_batch_size * rollout.n); one zeroed leaf per optimiser step
+(`train_batch`'s optimizer_zero_grad) and one backward per micro-batch into it (gradient
+accumulation); and FSDP's mean of the ranks' gradients.
+
+Several optimiser steps per batch (`verl_updates`): ppo_mini_batch_size (prompts, x rollout.n
+responses) < the batch cuts it into mini-batches, ppo_epochs repeats them, and actor.shuffle makes
+`make_iterator`'s DataLoader draw a new permutation each epoch (from its generator, seeded
+data_loader_seed + rank); the order verl took is read back from a `row` index carried through the
+pipeline, never re-drawn here, and step u is compared with toyrl's update u (`toy.token_weights(...,
+update=u, order=...)`, spec keys mini_batches, num_iterations, shuffle=epoch), the first at theta_old
+and the later ones at a moved policy with the clip active. trainer.balance_batch (True by default)
+reorders the batch by sequence length before the update, so that its mini-batches are not the
+batch's prompt-major parts: `balanced_order` runs `RayPPOTrainer._balance_batch` itself, compiled
+from the installed ray_trainer.py's source (that module does not import here: it needs torchdata
+and ray's cluster API). verl's dual clip (clip_ratio_c = 3, on by default) is toyrl's dual_clip=3.0.
 
 In a release that still has `verl.workers.actor` (<= 0.7.0, built with `scripts/conformance/verl.sh
-.trainers/verl-0.7.0 0.7.0`), the engine tests skip and `test_legacy_update_policy` records what
-its default actor, `DataParallelPPOActor.update_policy`, computes instead (its micro-batch loop
-restated, see `legacy_update`).
+.trainers/verl-0.7.0 0.7.0`), the engine tests skip and `test_legacy_update_policy` and
+`test_legacy_mini_batches` record what its default actor, `DataParallelPPOActor.update_policy`,
+computes instead (its mini- and micro-batch loop restated, see `legacy_updates`): consecutive
+mini-batches (it never reads actor.shuffle) and a normaliser taken on each micro-batch, toyrl's
+per_micro_batch=true (token-mean: token_mean; seq-mean-token-sum-norm: token_sum_norm).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import importlib
 import importlib.util
+import inspect
+import pathlib
+import types
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from tests.conformance import toy
 from tests.conformance.conftest import trainer_module, version_of
@@ -224,21 +245,30 @@ LAYOUTS = (
 
 @dataclasses.dataclass
 class Update:
-    weights: np.ndarray  # d loss / d logp [N, T]
+    """One optimiser step of verl's actor: its mini-batch's loss at a policy."""
+
+    weights: np.ndarray  # d loss / d logp [N, T] (0 outside the mini-batch)
     clipfrac: float  # the largest pg_clipfrac of the micro-batches
     clipfrac_lower: float  # the largest pg_clipfrac_lower (dual-clip) of the micro-batches
-    micro_batches: int
+    micro_batches: int  # per rank
+    rows: np.ndarray  # the mini-batch's responses (prompt-major indices), rank 0's first, as verl took them
 
 
-def actor_config(verl: Verl, batch: toy.ToyBatch, layout: Layout, **overrides: Any) -> Any:
-    """verl's FSDPActorConfig, its defaults but for the batch sizes and `overrides`."""
+def actor_config(
+    verl: Verl, batch: toy.ToyBatch, layout: Layout, mini_batch_prompts: int | None = None, **overrides: Any
+) -> Any:
+    """verl's FSDPActorConfig, its defaults but for the batch sizes and `overrides`;
+    ppo_mini_batch_size = `mini_batch_prompts` (default the batch's B prompts: one mini-batch),
+    checked with the config's own validate(n_gpus, train_batch_size) as the trainer does."""
     prompts, group = batch.shape
-    sizes: dict[str, object] = {"ppo_mini_batch_size": prompts, "rollout_n": group}
+    sizes: dict[str, object] = {"ppo_mini_batch_size": mini_batch_prompts or prompts, "rollout_n": group}
     if layout.micro_batch_size is None:
         sizes |= {"use_dynamic_bsz": True, "ppo_max_token_len_per_gpu": layout.max_token_len}
     else:
         sizes["ppo_micro_batch_size_per_gpu"] = layout.micro_batch_size
-    return verl.workers_config.FSDPActorConfig(strategy="fsdp", **sizes, **overrides)
+    actor = verl.workers_config.FSDPActorConfig(strategy="fsdp", **sizes, **overrides)
+    actor.validate(n_gpus=layout.dp, train_batch_size=prompts)
+    return actor
 
 
 def model_output(micro_batch: Any, log_probs: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -262,16 +292,67 @@ def model_output(micro_batch: Any, log_probs: torch.Tensor) -> dict[str, torch.T
     return {"log_probs": torch.nested.nested_tensor_from_jagged(torch.cat(pieces), offsets=offsets)}
 
 
-def verl_update(
+@functools.cache
+def balance_batch_method() -> Callable[..., None]:
+    """`RayPPOTrainer._balance_batch` (trainer.balance_batch, True by default: it reorders the batch
+    before the actor update), compiled from the installed ray_trainer.py's own source: that module
+    cannot be imported here (it needs torchdata and ray's cluster API), so its one method is compiled
+    alone, in a namespace holding the names it uses from the module (torch and seqlen_balancing's)."""
+    spec = importlib.util.find_spec("verl.trainer.ppo.ray_trainer")
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(pathlib.Path(spec.origin).read_text())
+    (trainer,) = [
+        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "RayPPOTrainer"
+    ]
+    (method,) = [
+        node for node in trainer.body if isinstance(node, ast.FunctionDef) and node.name == "_balance_batch"
+    ]
+    balancing = importlib.import_module("verl.utils.seqlen_balancing")
+    names = ("calculate_workload", "get_seqlen_balanced_partitions", "log_seqlen_unbalance")
+    namespace: dict[str, Any] = {"torch": torch, **{name: getattr(balancing, name) for name in names}}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), spec.origin, "exec"), namespace)
+    return namespace["_balance_batch"]
+
+
+def balanced_order(attention_mask: torch.Tensor, dp: int) -> np.ndarray:
+    """The order trainer.balance_batch puts the batch in (rows of the batch as it was), from verl's
+    own _balance_batch on a DataProto of the batch's attention mask and a row index, with the worker
+    group's data-parallel size `dp` (its only use of the trainer object, apart from use_prefix_grouper,
+    unset, and the mini-batch size, read only with keep_minibatch, which fit() leaves False)."""
+    from verl.protocol import DataProto
+
+    n = len(attention_mask)
+    proto = DataProto.from_dict(tensors={"attention_mask": attention_mask, "row": torch.arange(n)})
+    trainer = types.SimpleNamespace(_get_dp_size=lambda worker_group, role: dp, actor_rollout_wg=None)
+    balance_batch_method()(trainer, proto, metrics={})
+    return proto.batch["row"].numpy()
+
+
+Theta = np.ndarray | None | Callable[[int], np.ndarray | None]
+
+
+def verl_updates(
     verl: Verl,
     batch: toy.ToyBatch,
     advantages: np.ndarray,
     actor: Any,
     layout: Layout,
-    theta: np.ndarray | None = None,
-) -> Update:
-    """d loss / d logp of one optimiser step of verl's actor on the batch (one mini-batch of
-    ppo_mini_batch_size * rollout_n = N responses), its log-probs at theta (default theta_old)."""
+    theta: Theta = None,
+    balance: bool = False,
+) -> list[Update]:
+    """d loss / d logp of every optimiser step of verl's actor on the batch: ppo_epochs epochs of
+    mini-batches of ppo_mini_batch_size * rollout_n responses, each step's log-probs at `theta` (a
+    policy, None for theta_old, or a function of the step's index), after trainer.balance_batch's
+    reordering if `balance`.
+
+    As ray_trainer._update_actor and the worker run it: the batch is split into `layout.dp`
+    contiguous shards (the dispatch), and each rank's TrainingWorker.train_mini_batch iterates its
+    shard with verl's own tensordict_utils.make_iterator (mini-batches of mini_batch_size / dp,
+    ppo_epochs epochs, seed data_loader_seed + rank, shuffle from the actor config); mini-batch u
+    of every rank together make optimiser step u. Each step is FSDPEngine.train_batch: zero the
+    gradient, forward_backward_batch (batch_num_tokens = that step's mini-batch's loss-mask sum,
+    all-reduced over the ranks, then micro-batches and one backward each) and FSDP's mean of the
+    ranks' gradients."""
     assert not verl.legacy and verl.tu is not None and verl.padding is not None and verl.losses is not None
     tu = verl.tu
     n = batch.responses
@@ -286,40 +367,61 @@ def verl_update(
         },
         batch_size=[n],
     )
+    if balance:
+        td = td[torch.as_tensor(balanced_order(data["attention_mask"], layout.dp))]
     td = verl.padding.left_right_2_no_padding(td)
-    tu.assign_non_tensor(td, global_batch_size=actor.ppo_mini_batch_size * actor.rollout_n)
-    leaf = torch.tensor(batch.logp(theta), dtype=torch.float64, requires_grad=True)
-    ranks = tu.chunk_tensordict(td, layout.dp)  # the dispatch's contiguous split over dp ranks
-    batch_num_tokens = sum(rank["loss_mask"].sum().item() for rank in ranks)  # the all-reduce
-    clipfrac, clipfrac_lower, count = 0.0, 0.0, 0
-    for rank, shard in enumerate(ranks):
-        mini_batches = list(
-            tu.make_iterator(
-                shard,
-                mini_batch_size=n // layout.dp,
-                epochs=actor.ppo_epochs,
-                seed=actor.data_loader_seed + rank,
-                dataloader_kwargs={"shuffle": actor.shuffle},
-            )
+    mini_batch_size = actor.ppo_mini_batch_size * actor.rollout_n  # _update_actor's, in responses
+    tu.assign_non_tensor(td, global_batch_size=mini_batch_size)
+    shards = tu.chunk_tensordict(td, layout.dp)  # the dispatch's contiguous split over dp ranks
+    iterators = [
+        tu.make_iterator(
+            shard,
+            mini_batch_size=mini_batch_size // layout.dp,  # train_mini_batch's mini_batch_size_per_gpu
+            epochs=actor.ppo_epochs,
+            seed=actor.data_loader_seed + rank,
+            dataloader_kwargs={"shuffle": actor.shuffle},
         )
-        assert len(mini_batches) == 1
-        (mini_batch,) = mini_batches
-        tu.assign_non_tensor(mini_batch, batch_num_tokens=batch_num_tokens, dp_size=layout.dp)
-        if layout.micro_batch_size is None:
-            micro_batches, _ = verl.balancing.rearrange_micro_batches(
-                mini_batch, max_token_len=layout.max_token_len
-            )
-        else:
-            micro_batches = tu.chunk_tensordict(mini_batch, len(mini_batch) // layout.micro_batch_size)
-        for micro_batch in micro_batches:
-            loss, metrics = verl.losses.ppo_loss(actor, model_output(micro_batch, leaf), micro_batch)
-            loss.backward()
-            clipfrac = max(clipfrac, metrics["actor/pg_clipfrac"].aggregate())
-            clipfrac_lower = max(clipfrac_lower, metrics["actor/pg_clipfrac_lower"].aggregate())
-            count += 1
-    assert leaf.grad is not None
-    weights = leaf.grad.numpy() / layout.dp  # FSDP averages the ranks' gradients
-    return Update(weights, clipfrac, clipfrac_lower, count)
+        for rank, shard in enumerate(shards)
+    ]
+    updates = []
+    for step, mini_batches in enumerate(zip(*iterators, strict=True)):
+        at = theta(step) if callable(theta) else theta
+        leaf = torch.tensor(batch.logp(at), dtype=torch.float64, requires_grad=True)
+        batch_num_tokens = sum(m["loss_mask"].sum().item() for m in mini_batches)  # the all-reduce
+        clipfrac, clipfrac_lower, count = 0.0, 0.0, 0
+        for mini_batch in mini_batches:
+            tu.assign_non_tensor(mini_batch, batch_num_tokens=batch_num_tokens, dp_size=layout.dp)
+            if layout.micro_batch_size is None:
+                micro_batches, _ = verl.balancing.rearrange_micro_batches(
+                    mini_batch, max_token_len=layout.max_token_len
+                )
+            else:
+                micro_batches = tu.chunk_tensordict(mini_batch, len(mini_batch) // layout.micro_batch_size)
+            for micro_batch in micro_batches:
+                loss, metrics = verl.losses.ppo_loss(actor, model_output(micro_batch, leaf), micro_batch)
+                loss.backward()
+                clipfrac = max(clipfrac, metrics["actor/pg_clipfrac"].aggregate())
+                clipfrac_lower = max(clipfrac_lower, metrics["actor/pg_clipfrac_lower"].aggregate())
+            count = len(micro_batches)
+        assert leaf.grad is not None
+        weights = leaf.grad.numpy() / layout.dp  # FSDP averages the ranks' gradients
+        rows = torch.cat([m["row"] for m in mini_batches]).numpy()
+        updates.append(Update(weights, clipfrac, clipfrac_lower, count, rows))
+    assert len(updates) == actor.ppo_epochs * (n // mini_batch_size)
+    return updates
+
+
+def verl_update(
+    verl: Verl,
+    batch: toy.ToyBatch,
+    advantages: np.ndarray,
+    actor: Any,
+    layout: Layout,
+    theta: np.ndarray | None = None,
+) -> Update:
+    """The one optimiser step of an actor whose mini-batch is the whole batch (one epoch)."""
+    (update,) = verl_updates(verl, batch, advantages, actor, layout, theta)
+    return update
 
 
 def ratios(batch: toy.ToyBatch, theta: np.ndarray) -> np.ndarray:
@@ -412,9 +514,8 @@ def test_advantages(verl: Verl, conform: Conform, estimator: Estimator, batch_na
 def test_defaults_are_the_presets(verl: Verl) -> None:
     """verl_default is verl's defaults: AlgoConfig's norm_adv_by_std_in_grpo, the estimator's
     epsilon, the actor's loss_agg_mode, loss_scale_factor, policy loss and clip ratios, no KL or
-    entropy term, one PPO epoch (what the settings below leave unset)."""
-    import inspect
-
+    entropy term, one PPO epoch, no shuffle (what the settings below leave unset); and
+    trainer.balance_batch on in the trainer's default config (ppo_trainer.yaml)."""
     assert verl.trainer_config.AlgoConfig().norm_adv_by_std_in_grpo is True
     epsilon = inspect.signature(verl.core.compute_grpo_outcome_advantage).parameters["epsilon"].default
     assert epsilon == parse_variant("verl_default").stage("advantage").std_eps
@@ -431,6 +532,11 @@ def test_defaults_are_the_presets(verl: Verl) -> None:
         3.0,
     )
     assert not actor.use_kl_loss and actor.entropy_coeff == 0 and actor.ppo_epochs == 1
+    assert actor.shuffle is False and (verl.legacy or actor.data_loader_seed == 42)
+    spec = importlib.util.find_spec("verl.trainer")
+    assert spec is not None and spec.origin is not None
+    defaults = yaml.safe_load((pathlib.Path(spec.origin).parent / "config" / "ppo_trainer.yaml").read_text())
+    assert defaults["trainer"]["balance_batch"] is True
 
 
 # --- the actor's loss ---------------------------------------------------------------------------
@@ -500,8 +606,14 @@ SETTINGS = [
 
 
 def variant_of(preset: str) -> Variant:
-    """The variant of a preset name or spec (a trailing note in parentheses is not part of it)."""
-    return parse_variant(preset.split(" (")[0])
+    """The variant of a preset name or spec, or of a preset name followed by more spec keys
+    ('verl_default,mini_batches=2'); a trailing note in parentheses is not part of it."""
+    text = preset.split(" (")[0]
+    head, _, keys = text.partition(",")
+    if "=" in head or not keys:
+        return parse_variant(text)
+    spec = ",".join(f"{key}={value}" for key, value in parse_variant(head).spec().items())
+    return parse_variant(f"{spec},{keys}")
 
 
 def check_update(
@@ -556,85 +668,315 @@ def test_micro_batch_layouts(engine: Verl, conform: Conform, setting: Setting, l
     check_update(engine, conform, "sampled 1", setting, layout, "moved")
 
 
-def test_dual_clip_is_not_in_toyrl(engine: Verl, conform: Conform) -> None:
+# --- several optimiser steps per batch: mini-batches, epochs, shuffle, balance_batch ---------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The actor's mini-batch schedule on a batch of B prompts x rollout.n responses."""
+
+    name: str
+    mini_batch_prompts: int  # actor.ppo_mini_batch_size, in prompts (x rollout.n responses)
+    epochs: int = 1  # actor.ppo_epochs
+    shuffle: bool = False  # actor.shuffle (make_iterator's DataLoader, seed data_loader_seed + rank)
+    balance: bool = False  # trainer.balance_batch (reorders the batch before the update)
+
+    def mini_batches(self, batch: toy.ToyBatch) -> int:
+        return batch.shape[0] // self.mini_batch_prompts
+
+    def keys(self, batch: toy.ToyBatch) -> str:
+        """The toyrl schedule keys of the setting (shuffle=True draws a new order each epoch)."""
+        keys = [f"mini_batches={self.mini_batches(batch)}"]
+        keys += [f"num_iterations={self.epochs}"] if self.epochs > 1 else []
+        return ",".join(keys + (["shuffle=epoch"] if self.shuffle else []))
+
+
+SCHEDULES = [
+    Schedule("2 mini-batches", 2),
+    Schedule("4 mini-batches", 1),
+    Schedule("2 mini-batches, shuffle", 2, shuffle=True),
+    Schedule("2 epochs x 2 mini-batches", 2, epochs=2),
+    Schedule("2 epochs x 2 mini-batches, shuffle", 2, epochs=2, shuffle=True),
+    Schedule("2 mini-batches, balance_batch", 2, balance=True),
+]
+SHUFFLED = SCHEDULES[4]
+MINI = Layout("micro-batches of 2", micro_batch_size=2)
+MINI_LAYOUTS = (
+    Layout("1 micro-batch", micro_batch_size=8),
+    MINI,
+    Layout("micro-batches of 1", micro_batch_size=1),
+    Layout("dynamic bsz", micro_batch_size=None, max_token_len=90),
+    Layout("2 dp ranks x 2 micro-batches", micro_batch_size=2, dp=2),
+    Layout("2 dp ranks, balance_batch", micro_batch_size=2, dp=2),
+)
+FIRST_ON_POLICY = "ratio 1, then moved"  # step 0 at theta_old, the later steps at toy.moved's policy
+
+
+def with_keys(preset: str, keys: str) -> str:
+    """A preset (or spec) with more spec keys, as the table shows it ('verl_default,mini_batches=2')."""
+    return f"{preset},{keys}" if keys else preset
+
+
+def check_updates(
+    verl: Verl,
+    conform: Conform,
+    batch_name: str,
+    setting: Setting,
+    schedule: Schedule,
+    layout: Layout = MINI,
+    theta_name: str = FIRST_ON_POLICY,
+) -> None:
+    """Every optimiser step of verl's actor on the batch against toyrl's update of the same index
+    (`toy.token_weights(..., update=step, order=...)`, the spec being the setting's with the
+    schedule's keys), in the order verl took the responses (read back from their `row`s)."""
+    batch = BATCHES[batch_name]()
+    batch = dataclasses.replace(batch, config=batch.config.replace(length_norm=setting.length_norm))
+    moved = toy.moved(batch, MOVES[batch_name], scale=1.0)
+
+    def theta_at(step: int) -> np.ndarray | None:
+        return None if step == 0 and theta_name == FIRST_ON_POLICY else moved
+
+    advantages = verl_advantages(verl, batch, "grpo", setting.norm)
+    overrides = {"ppo_epochs": schedule.epochs, "shuffle": schedule.shuffle, **setting.overrides}
+    actor = actor_config(verl, batch, layout, schedule.mini_batch_prompts, **overrides)
+    balance = schedule.balance or "balance_batch" in layout.name
+    updates = verl_updates(verl, batch, advantages, actor, layout, theta_at, balance)
+    k, n = schedule.mini_batches(batch), batch.responses
+    assert k > 1 and len(updates) == schedule.epochs * k
+    per_rank = n // k // layout.dp
+    for update in updates:
+        assert len(update.rows) == n // k
+        assert update.micro_batches == 1 if layout.micro_batch_size == per_rank else update.micro_batches >= 2
+
+    # the order of each epoch, as verl took the responses: the concatenation of its mini-batches
+    natural = np.arange(n)
+    orders = [np.concatenate([u.rows for u in updates[e * k : (e + 1) * k]]) for e in range(schedule.epochs)]
+    assert all(np.array_equal(np.sort(order), natural) for order in orders)  # each response once an epoch
+    reordered = schedule.shuffle or balance or layout.dp > 1
+    if schedule.shuffle:
+        assert not any(np.array_equal(order, natural) for order in orders)
+        if schedule.epochs > 1:
+            assert not np.array_equal(orders[0], orders[1])  # a new order each epoch: shuffle=epoch
+    else:
+        assert all(np.array_equal(order, orders[0]) for order in orders)  # the same order every epoch
+        assert np.array_equal(orders[0], natural) != reordered  # the batch's own order unless reordered
+
+    def order_of(step: int) -> np.ndarray | None:
+        order = orders[step // k]
+        return None if np.array_equal(order, natural) else order
+
+    rho = ratios(batch, moved)
+    later = [u for step, u in enumerate(updates) if theta_at(step) is not None]
+    assert max(u.clipfrac for u in later) > 0  # the PPO clip acts
+    assert all(u.clipfrac_lower == 0 for u in updates) and not ((advantages < 0) & (rho > 3)).any()
+
+    label = f"{setting.name} | {batch_name} | {theta_name} | {schedule.name} | {layout.name}"
+    for preset, expected in setting.checks:
+        if not expected:  # a known mismatch of the aggregation, recorded by the one-step tests
+            continue
+        spec = with_keys(preset, schedule.keys(batch))
+        variant = variant_of(spec)
+        for step, update in enumerate(updates):
+            want = toy.token_weights(variant, batch, theta_at(step), update=step, order=order_of(step))
+            outside = ~np.isin(natural, update.rows)
+            assert not want[outside].any() and not update.weights[outside].any()  # the step's mini-batch only
+            # nonzero unless every advantage in the mini-batch is 0 (a group all rewarded or all not)
+            assert bool(np.abs(want).max() > 0) == bool((advantages[update.rows] != 0).any())
+            difference = toy.relative_difference(update.weights, want)
+            conform(TRAINER, f"{label} | step {step}", spec, difference, expected)
+        last = len(updates) - 1
+        if reordered:  # the order matters: toyrl's mini-batches in the batch's own order are not verl's
+            want = toy.token_weights(variant, batch, moved, update=last)
+            difference = toy.relative_difference(updates[last].weights, want)
+            conform(TRAINER, f"{label} | step {last} in the batch's order", spec, difference, False)
+        if schedule.shuffle and schedule.epochs > 1:  # the order is redrawn: not shuffle=once
+            once = with_keys(preset, schedule.keys(batch).replace("shuffle=epoch", "shuffle=once"))
+            want = toy.token_weights(variant_of(once), batch, moved, update=last, order=orders[0])
+            difference = toy.relative_difference(updates[last].weights, want)
+            conform(TRAINER, f"{label} | step {last} in epoch 0's order", once, difference, False)
+    # the scope of the normaliser is the mini-batch, not the micro-batch: a per-micro-batch token
+    # mean (TRL's bnpo with gradient accumulation) is not verl 0.9.1's
+    if setting.overrides.get("loss_agg_mode", "token-mean") == "token-mean" and layout.micro_batch_size:
+        micro = per_rank // layout.micro_batch_size
+        if micro > 1 and layout.dp == 1:
+            preset = setting.checks[-1][0]
+            spec = with_keys(preset, f"{schedule.keys(batch)},micro_batches={micro},per_micro_batch=true")
+            last = len(updates) - 1
+            want = toy.token_weights(variant_of(spec), batch, moved, update=last, order=order_of(last))
+            difference = toy.relative_difference(updates[last].weights, want)
+            conform(TRAINER, f"{label} | step {last}", spec, difference, False)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: s.name)
+@pytest.mark.parametrize("batch_name", LOSS_BATCHES)
+@pytest.mark.parametrize(
+    "setting", [s for s in SETTINGS if "loss_scale_factor" not in s.overrides], ids=lambda s: s.name
+)
+def test_mini_batches(
+    engine: Verl, conform: Conform, setting: Setting, batch_name: str, schedule: Schedule
+) -> None:
+    """ppo_mini_batch_size < the batch: one optimiser step per mini-batch (and epoch), each step's
+    loss normalised on its own mini-batch (token-mean by its tokens, the seq-mean modes by
+    ppo_mini_batch_size * rollout.n), in the batch's order, verl's shuffled order (new each epoch) or
+    balance_batch's; step 0 on-policy, the later ones at a moved policy with the clip active."""
+    check_updates(engine, conform, batch_name, setting, schedule)
+
+
+@pytest.mark.parametrize("layout", MINI_LAYOUTS, ids=lambda layout: layout.name)
+@pytest.mark.parametrize(
+    "setting",
+    [s for s in SETTINGS if "loss_scale_factor" not in s.overrides and s.norm][:4],
+    ids=lambda s: s.name,
+)
+def test_mini_batch_layouts(engine: Verl, conform: Conform, setting: Setting, layout: Layout) -> None:
+    """Several micro-batches per mini-batch (fixed size, by token budget, over dp ranks, each rank
+    shuffling its own shard with seed data_loader_seed + rank) leave each step's gradient the
+    mini-batch's: 2 epochs x 2 mini-batches with shuffle, every step at a moved policy."""
+    check_updates(engine, conform, "sampled 1", setting, SHUFFLED, layout, "moved")
+
+
+# --- dual-clip: clip_ratio_c ---------------------------------------------------------------------
+
+# Policies where some token with A < 0 has a ratio above clip_ratio_c = 3 (verl's default): the
+# corner batch's wrong-approach stop logit + 1.5 (its stop tokens ~4.5 times likelier), and
+# toy.moved at scale 1.5 with seed 3 on either batch.
+DUAL_THETAS = {
+    ("corners", "wrong stop logit +1.5"): lambda batch: (
+        batch.theta_old + np.eye(batch.theta_old.shape[1])[-1] * 1.5
+    ),
+    ("corners", "moved x1.5"): lambda batch: toy.moved(batch, 3, scale=1.5),
+    ("sampled 0", "moved x1.5"): lambda batch: toy.moved(batch, 3, scale=1.5),
+}
+
+
+@pytest.mark.parametrize("schedule", [None, SCHEDULES[0]], ids=["1 mini-batch", "2 mini-batches"])
+@pytest.mark.parametrize(
+    ("batch_name", "theta_name"), list(DUAL_THETAS), ids=[" | ".join(k) for k in DUAL_THETAS]
+)
+def test_dual_clip(
+    engine: Verl, conform: Conform, batch_name: str, theta_name: str, schedule: Schedule | None
+) -> None:
     """verl's dual clip (clip_ratio_c = 3, on by default): where A < 0 and the ratio exceeds 3 the
-    token's loss is the constant -3 A, so its weight is 0; toyrl's PPOClip has no such bound and keeps
-    the weight A rho. A policy whose wrong-approach stop tokens are ~4.5 times likelier than under
-    theta_old makes it act: a known mismatch."""
-    batch = corners()
-    theta = batch.theta_old.copy()
-    theta[0, -1] += 1.5  # the wrong approach's stop logit
+    token's loss is the constant -3 A, so its weight is 0 (pg_clipfrac_lower > 0 reports it):
+    toyrl's ppo_clip with dual_clip=3.0; without dual_clip the toy keeps the weight A rho."""
+    batch = BATCHES[batch_name]()
+    theta = DUAL_THETAS[batch_name, theta_name](batch)
     advantages = verl_advantages(engine, batch, "grpo", True)
-    update = verl_update(engine, batch, advantages, actor_config(engine, batch, FOUR), FOUR, theta)
-    dual = (advantages < 0) & (ratios(batch, theta) > 3.0)
-    assert update.clipfrac_lower > 0 and dual.any()
-    assert np.all(update.weights[dual] == 0)
-    want = toy.token_weights(parse_variant("verl_default"), batch, theta)
-    assert np.all(want[dual] != 0)
-    difference = toy.relative_difference(update.weights, want)
-    conform(
-        TRAINER,
-        "dual-clip clip_ratio_c=3 active | corners | stop logit +1.5 | 4 micro-batches",
-        "verl_default",
-        difference,
-        False,
-    )
-    # away from the dual-clipped tokens the two agree
-    kept = ~dual
-    assert toy.relative_difference(update.weights[kept], want[kept]) <= 1e-10
+    prompts = None if schedule is None else schedule.mini_batch_prompts
+    actor = actor_config(engine, batch, MINI, prompts)
+    assert actor.clip_ratio_c == 3.0
+    updates = verl_updates(engine, batch, advantages, actor, MINI, theta)
+    dual = (advantages < 0) & (ratios(batch, theta) > 3.0) & batch.mask
+    assert dual.any() and max(u.clipfrac_lower for u in updates) > 0  # verl reports the dual clip acting
+    if theta_name.startswith("moved"):
+        assert max(u.clipfrac for u in updates) > 0  # and the PPO clip too
+    keys = "" if schedule is None else schedule.keys(batch)
+    steps = "1 mini-batch" if schedule is None else schedule.name
+    label = f"dual-clip clip_ratio_c=3 | {batch_name} | {theta_name} | {steps} | {MINI.name}"
+    for step, update in enumerate(updates):
+        assert not update.weights[dual].any()
+        spec = with_keys("verl_default", ",".join(filter(None, (keys, "dual_clip=3.0"))))
+        want = toy.token_weights(variant_of(spec), batch, theta, update=step)
+        assert bool(np.abs(want).max() > 0) == bool((advantages[update.rows] != 0).any())
+        conform(TRAINER, f"{label} | step {step}", spec, toy.relative_difference(update.weights, want))
+        if not dual[update.rows].any():
+            continue
+        # without the dual clip toyrl keeps A rho on those tokens; away from them the two agree
+        plain = with_keys("verl_default", keys)
+        without = toy.token_weights(variant_of(plain), batch, theta, update=step)
+        assert np.all(without[dual & np.isin(np.arange(batch.responses), update.rows)[:, None]] != 0)
+        conform(
+            TRAINER, f"{label} | step {step}", plain, toy.relative_difference(update.weights, without), False
+        )
+        assert toy.relative_difference(update.weights[~dual], without[~dual]) <= 1e-10
 
 
 # --- verl <= 0.7.0: dp_actor's update_policy ------------------------------------------------------
 
 
-def legacy_update(
-    verl: Verl, batch: toy.ToyBatch, advantages: np.ndarray, actor: Any, theta: np.ndarray | None
-) -> np.ndarray:
-    """d loss / d logp of one optimiser step of verl <= 0.7.0's DataParallelPPOActor.update_policy
-    on the batch as one mini-batch. Its micro-batch loop is inline (and the actor needs a model), so
-    it is restated: fsdp_workers makes ppo_mini_batch_size N = ppo_mini_batch_size * rollout.n
-    responses (one dp rank); the mini-batch is split into micro-batches of
-    ppo_micro_batch_size_per_gpu; each micro-batch's loss is the registered policy loss called with
-    the actor config (whose global_batch_info the legacy worker never fills, so agg_loss normalises
-    within the micro-batch) times loss_scale_factor = 1 / gradient_accumulation, backpropagated
-    into the same leaf."""
+def legacy_updates(
+    verl: Verl, batch: toy.ToyBatch, advantages: np.ndarray, actor: Any, theta: Theta
+) -> list[np.ndarray]:
+    """d loss / d logp of every optimiser step of verl <= 0.7.0's DataParallelPPOActor.update_policy
+    on the batch, each step's log-probs at `theta` (a policy, None for theta_old, or a function of
+    the step's index). Its loop is inline (and the actor needs a model), so it is restated:
+    fsdp_workers makes ppo_mini_batch_size * rollout.n responses a mini-batch (one dp rank);
+    `data.split` cuts the batch into consecutive mini-batches (dp_actor never reads actor.shuffle),
+    ppo_epochs times; each mini-batch's gradient is zeroed, then it is split into micro-batches of
+    ppo_micro_batch_size_per_gpu, each micro-batch's loss being the registered policy loss called
+    with the actor config (whose global_batch_info the legacy worker never fills, so agg_loss
+    normalises within the micro-batch) times loss_scale_factor = 1 / gradient_accumulation,
+    backpropagated into the step's leaf. With one mini-batch and one epoch (`on_policy`) the old
+    log-probs are the current ones, detached: the ratio is 1 whatever theta."""
     n = batch.responses
-    gradient_accumulation = actor.ppo_mini_batch_size * actor.rollout_n // actor.ppo_micro_batch_size_per_gpu
+    mini_batch_size = actor.ppo_mini_batch_size * actor.rollout_n
+    gradient_accumulation = mini_batch_size // actor.ppo_micro_batch_size_per_gpu
+    on_policy = n == mini_batch_size and actor.ppo_epochs == 1
     data = rollout(batch)
     old, adv = torch.as_tensor(batch.logp()), torch.as_tensor(advantages)
-    leaf = torch.tensor(batch.logp(theta), dtype=torch.float64, requires_grad=True)
     policy_loss = verl.core.get_policy_loss_fn(actor.policy_loss.get("loss_mode", "vanilla"))
     assert actor.global_batch_info == {}
-    for rows in torch.arange(n).split(actor.ppo_micro_batch_size_per_gpu):
-        pg_loss, _ = policy_loss(
-            old_log_prob=old[rows],
-            log_prob=leaf[rows],
-            advantages=adv[rows],
-            response_mask=data["response_mask"][rows],
-            loss_agg_mode=actor.loss_agg_mode,
-            config=actor,
-            rollout_is_weights=None,
-        )
-        (pg_loss * (1 / gradient_accumulation)).backward()
-    assert leaf.grad is not None
-    return leaf.grad.numpy()
+    steps = []
+    for _ in range(actor.ppo_epochs):
+        for mini_batch in torch.arange(n).split(mini_batch_size):
+            at = theta(len(steps)) if callable(theta) else theta
+            leaf = torch.tensor(batch.logp(at), dtype=torch.float64, requires_grad=True)
+            for rows in mini_batch.split(actor.ppo_micro_batch_size_per_gpu):
+                pg_loss, _ = policy_loss(
+                    old_log_prob=leaf[rows].detach() if on_policy else old[rows],
+                    log_prob=leaf[rows],
+                    advantages=adv[rows],
+                    response_mask=data["response_mask"][rows],
+                    loss_agg_mode=actor.loss_agg_mode,
+                    config=actor,
+                    rollout_is_weights=None,
+                )
+                (pg_loss * (1 / gradient_accumulation)).backward()
+            assert leaf.grad is not None
+            steps.append(leaf.grad.numpy())
+    return steps
 
 
+# toyrl's per-micro-batch normalisers: what dp_actor's micro-batch loop computes
+MICRO_4 = "micro_batches=4,per_micro_batch=true"
 LEGACY = [
     # (setting with the checks of verl <= 0.7.0, layout)
     (Setting("token-mean (defaults)", {}), ONE),
-    # each micro-batch's token mean, averaged over micro-batches: not the batch's token mean
-    (Setting("token-mean (defaults)", {}, checks=(("verl_default", False),)), FOUR),
+    # each micro-batch's token mean, averaged over micro-batches: not the batch's token mean, toyrl's
+    # token_mean with per_micro_batch (TRL's bnpo with gradient accumulation)
+    (
+        Setting(
+            "token-mean (defaults)", {}, checks=(("verl_default", False), (f"verl_default,{MICRO_4}", True))
+        ),
+        FOUR,
+    ),
     (SETTINGS[1], ONE),
     (SETTINGS[1], FOUR),
     (SETTINGS[2], ONE),
     (SETTINGS[2], FOUR),
     # the micro-batch's token sums / T, times 1 / gradient_accumulation: D_i = L_norm and n = the
-    # number of micro-batches (token_sum_norm with one micro-batch; no toyrl stage with more)
+    # number of micro-batches, toyrl's token_sum_norm with per_micro_batch (with one micro-batch,
+    # token_sum_norm)
     (dataclasses.replace(SETTINGS[3], checks=((OLD_SUM_NORM, True), ("verl_sum_norm_only", False))), ONE),
-    (dataclasses.replace(SETTINGS[3], checks=((OLD_SUM_NORM, False), ("verl_sum_norm_only", False))), FOUR),
+    (
+        dataclasses.replace(
+            SETTINGS[3],
+            checks=(
+                (OLD_SUM_NORM, False),
+                ("verl_sum_norm_only", False),
+                (f"{OLD_SUM_NORM},{MICRO_4}", True),
+            ),
+        ),
+        FOUR,
+    ),
     (dataclasses.replace(SETTINGS[4], checks=((OLD_DR_GRPO, True), ("verl_dr_grpo", False))), ONE),
-    (dataclasses.replace(SETTINGS[4], checks=((OLD_DR_GRPO, False), ("verl_dr_grpo", False))), FOUR),
+    (
+        dataclasses.replace(
+            SETTINGS[4],
+            checks=((OLD_DR_GRPO, False), ("verl_dr_grpo", False), (f"{OLD_DR_GRPO},{MICRO_4}", True)),
+        ),
+        FOUR,
+    ),
     (SETTINGS[7], ONE),
 ]
 
@@ -646,14 +988,63 @@ def test_legacy_update_policy(
     legacy: Verl, conform: Conform, setting: Setting, layout: Layout, batch_name: str, theta_name: str
 ) -> None:
     """dp_actor's update (restated loop, verl's own policy loss and agg_loss) against toyrl's
-    full-batch update, with one micro-batch and with four, on-policy and at a moved policy."""
+    full-batch update, with one micro-batch and with four, on-policy and at a moved policy (where
+    update_policy's on_policy shortcut keeps the ratio at 1: toyrl's first update)."""
     batch = BATCHES[batch_name]()
     theta = theta_of(batch, batch_name, theta_name)
     advantages = verl_advantages(legacy, batch, "grpo", setting.norm)
-    weights = legacy_update(
-        legacy, batch, advantages, actor_config(legacy, batch, layout, **setting.overrides), theta
-    )
+    actor = actor_config(legacy, batch, layout, **setting.overrides)
+    (weights,) = legacy_updates(legacy, batch, advantages, actor, theta)
     for preset, expected in setting.checks:
-        want = toy.token_weights(variant_of(preset), batch, theta)
+        want = toy.token_weights(variant_of(preset), batch)  # ratio 1 (on_policy)
         label = f"dp_actor {setting.name} | {batch_name} | {theta_name} | {layout.name}"
         conform(TRAINER, label, preset, toy.relative_difference(weights, want), expected)
+
+
+# dp_actor with several mini-batches: (setting, [(spec keys' check, expected)])
+LEGACY_MINI = [
+    ("token-mean (defaults)", [("verl_default", False), ("verl_default,per_micro_batch=true", True)]),
+    ("seq-mean-token-mean", [("verl_seq_mean_token_mean", True)]),
+    (
+        "seq-mean-token-sum-norm",
+        [("verl_sum_norm_only", False), (f"{OLD_SUM_NORM},per_micro_batch=true", True)],
+    ),
+    ("clip_ratio_high=0.28", [(CLIP_HIGHER_SPEC, False), (f"{CLIP_HIGHER_SPEC},per_micro_batch=true", True)]),
+]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES[:5], ids=lambda s: s.name)
+@pytest.mark.parametrize("batch_name", LOSS_BATCHES)
+@pytest.mark.parametrize(("name", "checks"), LEGACY_MINI, ids=[name for name, _ in LEGACY_MINI])
+def test_legacy_mini_batches(
+    legacy: Verl,
+    conform: Conform,
+    name: str,
+    checks: list[tuple[str, bool]],
+    batch_name: str,
+    schedule: Schedule,
+) -> None:
+    """dp_actor with ppo_mini_batch_size < the batch: consecutive mini-batches in the batch's order,
+    whatever actor.shuffle says (dp_actor.py never reads it), each mini-batch's loss the mean of its
+    micro-batches' (micro-batches of 2: per_micro_batch=true, micro_batches = the mini-batch's
+    responses / 2); step 0 on-policy, the later ones at a moved policy."""
+    assert "shuffle" not in inspect.getsource(importlib.import_module("verl.workers.actor.dp_actor"))
+    (setting,) = [s for s in SETTINGS if s.name == name]
+    batch = BATCHES[batch_name]()
+    moved = toy.moved(batch, MOVES[batch_name], scale=1.0)
+    advantages = verl_advantages(legacy, batch, "grpo", setting.norm)
+    overrides = {"ppo_epochs": schedule.epochs, "shuffle": schedule.shuffle, **setting.overrides}
+    actor = actor_config(legacy, batch, MINI, schedule.mini_batch_prompts, **overrides)
+    steps = legacy_updates(legacy, batch, advantages, actor, lambda step: None if step == 0 else moved)
+    k = schedule.mini_batches(batch)
+    assert len(steps) == k * schedule.epochs
+    micro = batch.responses // k // MINI.micro_batch_size
+    keys = schedule.keys(batch).replace(",shuffle=epoch", "")  # the batch's order, every epoch
+    label = f"dp_actor {setting.name} | {batch_name} | {FIRST_ON_POLICY} | {schedule.name} | {MINI.name}"
+    for preset, expected in checks:
+        spec = with_keys(preset, keys + (f",micro_batches={micro}" if "per_micro_batch" in preset else ""))
+        for step, weights in enumerate(steps):
+            want = toy.token_weights(variant_of(spec), batch, None if step == 0 else moved, update=step)
+            if expected is False and not np.abs(want).any():  # a mini-batch of zero advantages agrees
+                continue
+            conform(TRAINER, f"{label} | step {step}", spec, toy.relative_difference(weights, want), expected)

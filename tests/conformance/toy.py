@@ -29,7 +29,7 @@ from toyrl.config import Config
 from toyrl.objective import Variant
 from toyrl.policy import Batch, OwnLogits, log_expit, sample_batch
 from toyrl.stages import weights
-from toyrl.train import Epoch, Plan
+from toyrl.train import Epoch, Part, Plan
 
 # The suite's toy configuration: T = cap + 1 = 31 token positions, and length_norm = T, the constant a
 # trainer's Dr. GRPO loss divides by when its maximum length is T (TRL's max_completion_length,
@@ -160,20 +160,39 @@ def advantages(variant: Variant, toy: ToyBatch) -> np.ndarray:
 
 
 def token_weights(
-    variant: Variant, toy: ToyBatch, theta: np.ndarray | None = None, theta_ref: np.ndarray | None = None
+    variant: Variant,
+    toy: ToyBatch,
+    theta: np.ndarray | None = None,
+    theta_ref: np.ndarray | None = None,
+    update: int = 0,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """d loss / d logp of every token [N, T] (0 at padding) as toyrl's core computes it.
 
     theta None: the first update of the batch, on-policy (ratio 1; with a KL term, the objective
     at ratio 1). Otherwise a later update at the policy theta [1, P + 2] (PPO's ratios and clip
-    against theta_old; the KL term against theta_ref, default theta_old).
+    against theta_old; the KL term, in the loss or in the reward, against theta_ref, default
+    theta_old). `update` is the index of
+    the optimiser update of the variant's schedule (its mini-batch: tokens outside it weigh 0);
+    `order` [N] the responses (prompt-major indices) in the order the update's epoch takes them,
+    as a trainer's shuffle drew it (None: the batch's order), through `Plan.parts`.
     """
     plan = Plan.of([variant])
     config, batch = toy.config, toy.batch
     rewards = plan.rewards(batch, config)
     included = plan.included(batch)
     advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))
-    denominator, n = plan.denominators(batch, included, config)
+    if plan.whole_batch:
+        denominator, n = plan.denominators(batch, included, config)
+    else:
+        positions = None
+        if order is not None:
+            ranks = np.empty(toy.responses, dtype=np.intp)
+            ranks[np.asarray(order)] = np.arange(toy.responses)
+            positions = ranks.reshape(1, 1, *toy.shape)
+        parts = plan.parts(update, positions, included.shape)
+        denominator, n = plan.denominators(batch, included, config, parts)
+        included = included & parts[0]
     kinds = toy.kinds()
     if theta is None and variant.kl.beta == 0:
         weight = -(weights(advantage, denominator, included) / n[:, None, None]).reshape(-1)
@@ -181,10 +200,11 @@ def token_weights(
     own = OwnLogits.of(batch, toy.theta_old.shape[-1])
     reference = toy.theta_old if theta_ref is None else theta_ref
     ref = own.table(reference) if variant.kl.beta > 0 else None
-    epoch = Epoch.of(own, advantage, included, denominator, n, own.table(toy.theta_old), ref)
+    part = Part.of(own.batch, included, denominator, n)
+    epoch = Epoch.of(own, advantage, own.table(toy.theta_old), ref, plan.kl_reward)
     objective = plan.objectives_by[0][0]
     at = toy.theta_old if theta is None else theta
-    coefficients, _, _ = epoch.coefficients(objective, slice(None), at, plan)
+    coefficients, _, _ = epoch.coefficients(objective, slice(None), at, plan, part)
     per_kind = np.stack([coefficients.approach, coefficients.non_stop, coefficients.stop]).reshape(3, -1)
     counts = epoch.counts.reshape(3, -1)
     per_token = np.divide(per_kind, counts, out=np.zeros(per_kind.shape), where=counts > 0)
@@ -192,6 +212,15 @@ def token_weights(
     for kind in range(3):
         out = np.where(kinds == kind, -per_token[kind][:, None], out)
     return out
+
+
+def kind_sums(toy: ToyBatch, weights: np.ndarray) -> np.ndarray:
+    """Per response, the sums of its token weights [N, T] over each kind of token [N, 3] (approach,
+    non-stop, stop). Tokens of a kind share one score, so these sums are all of a weighting that the
+    policy's gradient sees; where the weights vary within a kind (a KL reward's per-token returns),
+    they are what toyrl's closed form has, and what a comparison with a trainer can check."""
+    kinds = toy.kinds()
+    return np.stack([np.where(kinds == kind, weights, 0.0).sum(axis=1) for kind in range(3)], axis=1)
 
 
 def relative_difference(got: np.ndarray, expected: np.ndarray) -> float:

@@ -150,9 +150,10 @@ def ppo_spec(
     epochs: int = 1,
     beta: float = 0.0,
     mask_truncated: bool = False,
+    dual_clip: float | None = None,
 ) -> list[str]:
-    """The spec items of PPO's clip range, its epochs, the k3 KL term and masking truncated
-    responses, each only where it is not toyrl's default."""
+    """The spec items of PPO's clip range, its epochs, the k3 KL term, masking truncated responses
+    and the dual clip, each only where it is not toyrl's default."""
     spec = [f"epsilon={epsilon}"]
     if epsilon_high is not None and epsilon_high != epsilon:
         spec.append(f"epsilon_high={epsilon_high}")
@@ -162,7 +163,47 @@ def ppo_spec(
         spec.append(f"beta={beta}")
     if mask_truncated:
         spec.append("mask_truncated=True")
+    if dual_clip is not None:
+        spec.append(f"dual_clip={dual_clip}")
     return spec
+
+
+def schedule_spec(
+    generated: int,
+    step: int,
+    shuffle: str,
+    what: str,
+    micro_batches: int = 1,
+) -> tuple[list[str], list[str]]:
+    """(spec items, unmodelled notes) of a trainer's optimiser steps per generated batch: the
+    batch of `generated` responses (or prompts) cut into mini-batches of `step` for one optimiser
+    step each (`what` names the settings), in the trainer's order (`shuffle`, toyrl's name), with
+    `micro_batches` gradient-accumulation steps each (given only where the normaliser's scope is
+    the micro-batch). A step that does not divide the batch is named, and its whole mini-batches taken."""
+    mini_batches = max(1, generated // step)
+    unmodelled = []
+    if generated % step and generated > step:
+        unmodelled.append(
+            f"{what}: {generated} is not a multiple of {step}; the toy takes {mini_batches} "
+            "equal mini-batches"
+        )
+    spec = []
+    if mini_batches > 1:
+        spec.append(f"mini_batches={mini_batches}")
+    if micro_batches > 1:
+        spec.append(f"micro_batches={micro_batches}")
+    if shuffle != "none" and (mini_batches > 1 or micro_batches > 1):
+        spec.append(f"shuffle={shuffle}")
+    return spec, unmodelled
+
+
+def grad_clip_note(setting: str, value: Any) -> str:
+    """What a trainer's gradient-norm clipping is on the toy: left out, since a bound on the norm
+    over an LLM's parameters says nothing about one over the toy's P + 2 logits."""
+    return (
+        f"{setting}={value}: gradient-norm clipping; a bound on the norm over an LLM's parameters says "
+        "nothing about the toy's P + 2 logits, so it is left out (spell max_grad_norm=... to clip the toy's)"
+    )
 
 
 def constant_note(setting: str, value: Any, what: str) -> str:

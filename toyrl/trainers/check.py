@@ -1,7 +1,8 @@
 """`toyrl check`: a trainer's settings run on the toy beside Dr. GRPO, and a verdict on length drift.
 
-The trainer's settings become one variant (`toyrl.trainers.resolve`); it and Dr. GRPO train on the
-same seeds with the same noise (a seed's variants share their noise streams), so their final
+The trainer's settings become one variant (`toyrl.trainers.resolve`); it and Dr. GRPO (its
+advantage and loss in the settings' schedule and clip, `dr_grpo_in`) train on the same seeds with
+the same noise (a seed's variants share their noise streams), so their final
 lengths are compared per seed: the difference of E[L | incorrect] at the last step, its mean and
 standard error over seeds. The verdict says "longer" or "shorter" only when the difference is
 beyond 4 standard errors and 2% of Dr. GRPO's length, and "no more than Dr. GRPO" otherwise.
@@ -48,6 +49,7 @@ class Check:
     reference: Outcome
     same_variant: bool
     preset: str | None  # the named preset the settings land on, if any
+    loss_preset: str | None  # else the preset with their loss and advantage (one step per batch)
     kept: list[str] = dataclasses.field(default_factory=list)  # toy fields kept against the defaults
 
     @property
@@ -65,10 +67,15 @@ class Check:
         beyond = abs(mean) > MARGIN_SE * se and abs(mean) > MARGIN_RELATIVE * reference
         start = float(self.setting.incorrect_start.mean())
         end = float(self.setting.incorrect.mean())
-        if beyond and mean > 0:
+        if beyond and mean > 0 and end > start:
             return (
                 f"length drift: wrong answers end {mean:.0f} ± {se:.0f} tokens longer than under Dr. GRPO "
                 f"(E[L | incorrect] {start:.0f} at step 0, {end:.0f} at the end)"
+            )
+        if beyond and mean > 0:
+            return (
+                f"wrong answers end {mean:.0f} ± {se:.0f} tokens longer than under Dr. GRPO, though shorter "
+                f"than at the start (E[L | incorrect] {start:.0f} at step 0, {end:.0f} at the end)"
             )
         if beyond:
             return f"wrong answers end {-mean:.0f} ± {se:.0f} tokens shorter than under Dr. GRPO"
@@ -91,6 +98,49 @@ def _outcome(frame: Any, variant: Variant) -> Outcome:
     )
 
 
+SCHEDULE_KEYS = ("num_iterations", "mini_batches", "micro_batches", "shuffle", "dual_clip")
+LOSS_KEYS = (
+    "advantage",
+    "aggregation",
+    "std_eps",
+    "per_micro_batch",
+    "batch_tokens",
+    "mask_truncated",
+    "selector",
+    "reward",
+    "buffer",
+    "penalty_factor",
+    "incorrect",
+    "sampler",
+    "max_rounds",
+    "round_prompts",
+)
+
+
+def _loss(spec: dict[str, Any]) -> dict[str, Any]:
+    """A spec without its schedule (epochs, mini- and micro-batches, shuffle) and dual clip."""
+    return {key: value for key, value in spec.items() if key not in SCHEDULE_KEYS}
+
+
+def _preset(spec: dict[str, Any], distribution: str) -> str | None:
+    """The named variant with this spec, the trainer's own first."""
+    same = [name for name, v in VARIANTS.items() if v.spec() == spec]
+    own = [name for name in same if name.startswith(f"{distribution}_")]
+    return (own or same)[0] if same else None
+
+
+def dr_grpo_in(variant: Variant) -> Variant:
+    """The reference: Dr. GRPO's advantage and loss (no std, the constant L_norm, every response in
+    the loss, the 0/1 reward, the batch as drawn) in the variant's schedule, clip and KL term, so
+    that the comparison is of what the variant changes in the loss and the batch; `dr_grpo` itself
+    when the variant has the defaults' schedule."""
+    spec = {key: value for key, value in variant.spec().items() if key not in LOSS_KEYS}
+    spec = VARIANTS["dr_grpo"].spec() | spec
+    if spec == VARIANTS["dr_grpo"].spec():
+        return VARIANTS["dr_grpo"]
+    return parse_variant(",".join(f"{key}={value}" for key, value in spec.items()))
+
+
 def run_check(
     resolved: Resolved,
     config: Config,
@@ -109,14 +159,13 @@ def run_check(
                 f"(--set {setting}=... to use yours)"
             )
     variant = parse_variant(resolved.mapping.spec)
-    reference = VARIANTS["dr_grpo"]
+    reference = dr_grpo_in(variant)
     same = variant.spec() == reference.spec()
     variants = [reference] if same else [variant, reference]
     check_experiment(config, variants, seeds, n_jobs)
     frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress)
-    same_spec = [name for name, v in VARIANTS.items() if v.spec() == variant.spec()]
-    own = [name for name in same_spec if name.startswith(f"{resolved.trainer.distribution}_")]
-    preset = (own or same_spec)[0] if same_spec else None
+    preset = _preset(variant.spec(), resolved.trainer.distribution)
+    loss_preset = None if preset else _preset(_loss(variant.spec()), resolved.trainer.distribution)
     return Check(
         resolved,
         config,
@@ -125,6 +174,7 @@ def run_check(
         _outcome(frame, reference),
         same,
         preset,
+        loss_preset,
         kept,
     )
 
@@ -142,8 +192,18 @@ def report(check: Check) -> list[str]:
     lines = [
         f"{r.trainer.name} {r.version} ({r.release.source}): {given}",
         f"toyrl variant: {check.setting.variant.spec_text()}"
-        + (f"  (preset {check.preset})" if check.preset else ""),
+        + (f"  (preset {check.preset})" if check.preset else "")
+        + (
+            f"  (the loss and advantage of preset {check.loss_preset}, at one optimiser step a batch)"
+            if check.loss_preset
+            else ""
+        ),
     ]
+    if check.reference.variant.name != "dr_grpo":
+        lines.append(
+            f"Dr. GRPO here: {check.reference.variant.spec_text()} (its advantage and loss, in these "
+            "settings' schedule and clip)"
+        )
     lines += [f"note: {item}" for item in r.mapping.notes + check.kept]
     if r.mapping.unmodelled:
         lines.append("not modelled:")
@@ -184,6 +244,7 @@ def as_json(check: Check) -> dict[str, Any]:
         "given": check.resolved.given,
         "spec": check.setting.variant.spec_text(),
         "preset": check.preset,
+        "loss_preset": check.loss_preset,
         "notes": check.resolved.mapping.notes,
         "unmodelled": check.resolved.mapping.unmodelled,
         "ignored": check.resolved.ignored,
@@ -199,6 +260,7 @@ def as_json(check: Check) -> dict[str, Any]:
             "length_incorrect": check.reference.incorrect.tolist(),
             "length_correct": check.reference.correct.tolist(),
         },
+        "dr_grpo_spec": check.reference.variant.spec_text(),
         "difference_length_incorrect": {"mean": mean, "se": se},
         "verdict": check.verdict(),
     }

@@ -8,6 +8,8 @@ What the mapping follows:
   value model;
 - `beta` (default 0.1): k3 to the reference policy in the loss, aggregated like the policy loss;
 - `cliprange`, `num_ppo_epochs`; `ignore_no_eos`: truncated responses out of the loss;
+- `rollout_batch_size` x `num_samples` / `train_batch_size`: optimiser steps per rollout, each on
+  a mini-batch of a random permutation drawn each epoch;
 - `num_samples`: the group size G.
 """
 
@@ -15,7 +17,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer, constant_note, not_modelled, ppo_spec
+from toyrl.trainers import (
+    Release,
+    Setting,
+    ToyMapping,
+    Trainer,
+    constant_note,
+    grad_clip_note,
+    not_modelled,
+    ppo_spec,
+    schedule_spec,
+)
 
 SETTINGS_0_2_4 = {
     "critic_type": Setting("drgrpo", ("ppo", "grpo", "drgrpo")),
@@ -31,6 +43,7 @@ SETTINGS_0_2_4 = {
     "kl_penalty_coef": Setting(0.0, kind=float, low=0.0),
     "non_stop_penalty": Setting(0.0, kind=float),
     "reward_scale": Setting(1.0, kind=float),
+    "max_norm": Setting(1.0, kind=float, low=0.0),
 }
 
 
@@ -52,12 +65,14 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     unmodelled = []
     if critic == "drgrpo":
         unmodelled.append(constant_note("generate_max_length", s["generate_max_length"], "drgrpo's constant"))
-    updates = s["rollout_batch_size"] * s["num_samples"] // s["train_batch_size"]
-    if updates > 1:
-        unmodelled.append(
-            f"train_batch_size={s['train_batch_size']} < the rollout's responses: {updates} optimiser steps "
-            "per rollout, each averaged over its mini-batch; the toy takes one per epoch"
-        )
+    schedule, notes_of_schedule = schedule_spec(
+        s["rollout_batch_size"] * s["num_samples"],
+        s["train_batch_size"],
+        "epoch",
+        "rollout_batch_size x num_samples / train_batch_size",
+    )
+    spec += schedule
+    unmodelled += notes_of_schedule
     for key, default, what in (
         ("whiten_adv", False, "whitens the advantages over the batch"),
         ("kl_penalty_coef", 0.0, "a KL penalty in the reward"),
@@ -66,6 +81,8 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     ):
         if s[key] != default:
             unmodelled.append(f"{key}={s[key]}: {what}; left out")
+    if s["max_norm"] > 0:
+        unmodelled.append(grad_clip_note("max_norm", s["max_norm"]))
     return ToyMapping(",".join(spec), {"group_size": ("num_samples", s["num_samples"])}, unmodelled, notes)
 
 

@@ -10,9 +10,12 @@ What the mapping follows:
   `token_whiten`, computed in float32); the default "gae" needs a value model;
 - `actor.loss_agg_mode`: "token-mean" (the default: the optimiser step's tokens, since 0.10.4),
   "seq-mean-token-mean";
-- `actor.eps_clip`, `train.max_epochs`; the KL: by default a k1 penalty in the reward
-  (`algo.kl.init_coef` 0.01, `algo.kl.use_loss` false), which toyrl does not model; k3 in the loss
-  (`use_loss` with estimator k3) is toyrl's KL term;
+- `actor.eps_clip`, `actor.dual_clip`, `train.max_epochs`;
+- `rollout.batch_size` x `n_samples_per_prompt` / `train.batch_size`: optimiser steps per rollout,
+  each on train.batch_size samples of a shuffled replay buffer (reshuffled each epoch);
+- the KL: by default a k1 penalty in the reward (`algo.kl.init_coef` 0.01, `algo.kl.use_loss`
+  false): `kl=k1_reward`, each token's advantage its return, the KL included; k3 in the loss
+  (`use_loss` with estimator k3) is toyrl's k3 term;
 - `rollout.n_samples_per_prompt`: the group size G.
 """
 
@@ -21,7 +24,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer, not_modelled, ppo_spec
+from toyrl.config import InvalidInput
+from toyrl.trainers import (
+    Release,
+    Setting,
+    ToyMapping,
+    Trainer,
+    grad_clip_note,
+    not_modelled,
+    ppo_spec,
+    schedule_spec,
+)
 
 ADVANTAGE = {
     "group_norm": "advantage=group_std_sample,std_eps=1e-09",
@@ -49,7 +62,11 @@ SETTINGS_0_11_2 = {
     "algo.kl.use_loss": Setting(False, kind=bool),
     "algo.kl.estimator": Setting("k1", ("k1", "k2", "k3")),
     "reward.overlong_buffer_len": Setting(None, kind=float, low=0.0, optional=True),
+    "reward.overlong_penalty_factor": Setting(1.0, kind=float, low=0.0),
+    "rollout.max_new_tokens": Setting(None, kind=int, low=1, optional=True),
+    "data.max_len": Setting(2048, kind=int, low=1),
     "algo.dynamic_filtering_enable": Setting(False, kind=bool),
+    "actor.max_norm": Setting(1.0, kind=float, low=0.0),
 }
 
 
@@ -67,36 +84,84 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     notes, unmodelled = [], []
     if estimator == "reinforce_baseline":
         notes.append("reinforce_baseline whitens in float32: it equals token_whiten to float32 rounding")
-    coef = s["algo.kl.init_coef"]
-    in_loss = coef > 0 and s["algo.kl.use_loss"] and s["algo.kl.estimator"] == "k3"
-    spec += ppo_spec(s["actor.eps_clip"], epochs=s["train.max_epochs"], beta=coef if in_loss else 0.0)
-    if coef > 0 and not in_loss:
-        place = "in the loss" if s["algo.kl.use_loss"] else "in the reward (the default)"
+    coef, estimator_kl = s["algo.kl.init_coef"], s["algo.kl.estimator"]
+    in_loss = coef > 0 and s["algo.kl.use_loss"] and estimator_kl == "k3"
+    in_reward = coef > 0 and not s["algo.kl.use_loss"] and estimator_kl == "k1"
+    spec += ppo_spec(
+        s["actor.eps_clip"],
+        epochs=s["train.max_epochs"],
+        beta=coef if in_loss else 0.0,
+        dual_clip=s["actor.dual_clip"],
+    )
+    if in_reward:  # the default: -coef k1 on every token, the advantage each token's return
+        spec += ["kl=k1_reward", f"beta={coef}"]
+        if estimator == "reinforce_baseline":
+            unmodelled.append(
+                "reinforce_baseline with the KL in the reward: OpenRLHF whitens the per-token returns (the "
+                "KL included) over the rollout's tokens; the toy whitens the responses' advantages, then "
+                "adds the KL"
+            )
+    elif coef > 0 and not in_loss:
+        place = "in the loss" if s["algo.kl.use_loss"] else "in the reward"
         unmodelled.append(
-            f"algo.kl.init_coef={coef} with estimator {s['algo.kl.estimator']} {place}: toyrl's KL term is "
-            "k3 in the loss; left out (zero while the policy is the reference)"
+            f"algo.kl.init_coef={coef} with estimator {estimator_kl} {place}: toyrl's KL terms are k3 in the "
+            "loss and k1 in the reward; left out (zero while the policy is the reference)"
         )
     n = s["rollout.n_samples_per_prompt"]
-    updates = s["rollout.batch_size"] * n // s["train.batch_size"]
-    if updates > 1:
-        unmodelled.append(
-            f"rollout.batch_size={s['rollout.batch_size']} x n_samples_per_prompt={n} / train.batch_size="
-            f"{s['train.batch_size']}: {updates} optimiser steps per rollout; the toy takes one per epoch"
-        )
+    # the rollout's samples in a replay buffer, read by a shuffling data loader in optimiser steps
+    # of train.batch_size samples; token-mean's normaliser is the step's (since 0.10.4)
+    schedule, notes_of_schedule = schedule_spec(
+        s["rollout.batch_size"] * n,
+        s["train.batch_size"],
+        "epoch",
+        "rollout.batch_size x n_samples_per_prompt / train.batch_size",
+    )
+    spec += schedule
+    unmodelled += notes_of_schedule
     if estimator == "group_norm" and n > 1 and (1 - 1 / n) * math.sqrt(n) > 10:
         unmodelled.append(
             "reward.clip_range (-10, 10) cuts group_norm advantages beyond 10, which groups of "
             f"{n} can reach; the toy does not clip"
         )
-    for key, what in (
-        ("actor.dual_clip", "the dual clip (acts only where ratios moved from 1)"),
-        ("actor.entropy_coef", "an entropy bonus"),
-        ("reward.overlong_buffer_len", "DAPO's soft overlong punishment"),
-    ):
+    buffer = s["reward.overlong_buffer_len"]
+    if buffer is not None:
+        longest = s["rollout.max_new_tokens"] or s["data.max_len"]  # as apply_length_penalties takes it
+        if not 0 < buffer <= longest:
+            raise InvalidInput(
+                f"reward.overlong_buffer_len={buffer} must be in (0, {longest}] (rollout.max_new_tokens, "
+                "else data.max_len), as OpenRLHF's apply_overlong_penalty requires"
+            )
+        factor = s["reward.overlong_penalty_factor"]
+        spec += [
+            "reward=soft_overlong",
+            f"buffer={buffer / longest:.6g}",
+            f"penalty_factor={factor}",
+            "incorrect=0",
+        ]
+        notes.append(
+            "reward.overlong_buffer_len: DAPO's soft overlong punishment on the reward function's own score "
+            "(the toy's 0 / 1), the buffer as a fraction of rollout.max_new_tokens (else data.max_len)"
+        )
+    for key, what in (("actor.entropy_coef", "an entropy bonus"),):
         if s[key] is not None:
             unmodelled.append(f"{key}={s[key]}: {what}; left out")
     if s["algo.dynamic_filtering_enable"]:
-        unmodelled.append("algo.dynamic_filtering_enable=True: dynamic sampling; left out")
+        # keeps a group whose mean score is inside algo.dynamic_filtering_range, (0, 1) by default:
+        # with 0/1 scores, the groups of mixed correctness
+        spec += ["sampler=filter_groups", "max_rounds=100000"]
+        notes.append(
+            "algo.dynamic_filtering_enable: groups of mixed correctness kept (the default range (0, 1) on "
+            "0/1 scores); OpenRLHF replaces each dropped prompt by one new prompt, taken in the order "
+            "generation finishes, where the toy refills in rounds of B unused prompts and keeps the first B "
+            "mixed groups"
+        )
+        if buffer is not None:
+            unmodelled.append(
+                "algo.dynamic_filtering_enable with the overlong penalty: OpenRLHF filters on the penalised "
+                "mean score, the toy on correctness"
+            )
+    if s["actor.max_norm"] > 0:
+        unmodelled.append(grad_clip_note("actor.max_norm", s["actor.max_norm"]))
     return ToyMapping(",".join(spec), {"group_size": ("rollout.n_samples_per_prompt", n)}, unmodelled, notes)
 
 

@@ -8,8 +8,14 @@ What the mapping follows, per setting:
   (seq_mean_token_mean); "dr_grpo" divides the batch's token-loss sum by N max_completion_length
   (seq_mean_token_sum_norm, whose constant only rescales the learning rate; the toy keeps its own,
   the cap); "dapo" (the default) divides by the active tokens of the whole generation batch
-  (token_mean); "bnpo" by those of the local micro-batch (token_mean when there is one);
-- `epsilon`, `epsilon_high`, `num_iterations`: PPO's clip and epochs; `beta`: k3 in the loss;
+  (token_mean; with several optimiser steps per generation, each divides by the generation batch's
+  tokens over their number: batch_tokens); "bnpo" by those of each micro-batch (per_micro_batch);
+- `epsilon`, `epsilon_high`, `num_iterations`: PPO's clip and epochs; `delta` (at least
+  1 + epsilon_high): the dual clip; `beta`: k3 in the loss, times the ratio with
+  `use_bias_correction_kl` (the default: ratio_weighted);
+- `steps_per_generation` / `gradient_accumulation_steps`: optimiser steps per generated batch,
+  which TRL shuffles once and keeps in that order for every iteration (shuffle=once); each step
+  accumulates gradient_accumulation_steps micro-batches (micro_batches, for bnpo);
   `mask_truncated_completions`: truncated completions out of the loss;
 - `num_generations`: the group size G.
 """
@@ -18,7 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer, constant_note, not_modelled, ppo_spec
+from toyrl.trainers import (
+    Release,
+    Setting,
+    ToyMapping,
+    Trainer,
+    constant_note,
+    grad_clip_note,
+    not_modelled,
+    ppo_spec,
+    schedule_spec,
+)
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
 AGGREGATION = {
@@ -46,6 +62,7 @@ SETTINGS_1_16_0 = {
     "use_bias_correction_kl": Setting(True, kind=bool),
     "gradient_accumulation_steps": Setting(1, kind=int, low=1),
     "steps_per_generation": Setting(None, kind=int, low=1, optional=True),
+    "max_grad_norm": Setting(1.0, kind=float, low=0.0),
 }
 
 
@@ -97,30 +114,41 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         unmodelled.append(
             constant_note("max_completion_length", s["max_completion_length"], "dr_grpo's constant")
         )
-    steps = s["steps_per_generation"] or s["gradient_accumulation_steps"]
-    if steps > s["gradient_accumulation_steps"]:
+    # The generation batch (shuffled once) is cut into steps_per_generation micro-batches; an
+    # optimiser step accumulates gradient_accumulation_steps of them. Only bnpo's normaliser is the
+    # micro-batch's; the others' are the optimiser step's, which micro-batches do not change.
+    accumulation = s["gradient_accumulation_steps"]
+    steps = s["steps_per_generation"] or accumulation
+    schedule, notes_of_schedule = schedule_spec(
+        steps,
+        accumulation,
+        "once",
+        "steps_per_generation / gradient_accumulation_steps",
+        micro_batches=accumulation if loss == "bnpo" else 1,
+    )
+    spec += schedule
+    unmodelled += notes_of_schedule
+    if loss == "bnpo" and accumulation > 1:
+        spec.append("per_micro_batch=True")
+    if loss == "dapo" and steps // accumulation > 1:
+        # num_items_in_batch counts the generation batch's tokens: each step divides by its share
+        spec.append("batch_tokens=True")
+    delta, high = s["delta"], s["epsilon_high"] if s["epsilon_high"] is not None else s["epsilon"]
+    if delta is not None and delta >= 1 + high:  # ratios capped at delta: dual-clip PPO's c
+        spec.append(f"dual_clip={delta}")
+    elif delta is not None:
         unmodelled.append(
-            f"steps_per_generation={steps} > gradient_accumulation_steps="
-            f"{s['gradient_accumulation_steps']}: several optimiser steps per generated batch; the toy "
-            "takes one (times num_iterations)"
+            f"delta={delta} < 1 + epsilon_high: the cap also zeroes positive advantages' tokens between "
+            "delta and 1 + epsilon_high; the toy's dual clip acts on negative ones only"
         )
-    if loss == "bnpo" and s["gradient_accumulation_steps"] > 1:
-        unmodelled.append(
-            f"gradient_accumulation_steps={s['gradient_accumulation_steps']} with bnpo: TRL divides by each "
-            "micro-batch's tokens; the toy by the whole batch's"
-        )
-    if s["delta"] is not None:
-        unmodelled.append(f"delta={s['delta']}: the two-sided clip (acts only on later epochs)")
     if s["top_entropy_quantile"] < 1:
         unmodelled.append(f"top_entropy_quantile={s['top_entropy_quantile']}: the toy has no token entropies")
     if s["entropy_coef"] != 0:
         unmodelled.append(f"entropy_coef={s['entropy_coef']}: the toy has no entropy bonus")
-    if s["beta"] > 0 and s["use_bias_correction_kl"]:
-        unmodelled.append(
-            "use_bias_correction_kl=True (the default): TRL multiplies the k3 term by the (differentiable) "
-            "ratio, which adds beta rho k3 to each token's gradient even at ratio 1; the toy's k3 has no "
-            "such factor (set it False to match)"
-        )
+    if s["beta"] > 0 and s["use_bias_correction_kl"]:  # the k3 term times the differentiable ratio
+        spec.append("ratio_weighted=True")
+    if s["max_grad_norm"] > 0:
+        unmodelled.append(grad_clip_note("max_grad_norm", s["max_grad_norm"]))
     return ToyMapping(",".join(spec), {"group_size": ("num_generations", s["num_generations"])}, unmodelled)
 
 

@@ -11,16 +11,36 @@ What the mapping follows:
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
   "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
   seq_mean_token_sum_norm), "token-sum";
-- `clip_ratio_low`/`clip_ratio_high` (each `clip_ratio` when unset), `ppo_epochs`; the KL loss
-  (`use_kl_loss`, `kl_loss_coef`, `kl_loss_type` low_var_kl = k3);
+- `clip_ratio_low`/`clip_ratio_high` (each `clip_ratio` when unset), `clip_ratio_c` (the dual
+  clip, 3 by default), `ppo_epochs`; the KL loss (`use_kl_loss`, `kl_loss_coef`, `kl_loss_type`
+  low_var_kl = k3);
+- `data.train_batch_size` / `ppo_mini_batch_size` (1024 / 256 by default): optimiser steps per
+  generated batch, each on its mini-batch, in the batch's order (reshuffled each epoch with
+  `actor.shuffle`);
+- `reward.reward_manager.name='dapo'` with `reward.reward_kwargs.overlong_buffer_cfg` (enable, len,
+  penalty_factor) and `max_resp_len`: DAPO's soft overlong punishment (`soft_overlong`, the buffer
+  as a fraction of the longest response), on the math score 1 / -1;
+  `algorithm.filter_groups` (enable, max_num_gen_batches): dynamic sampling (`filter_groups`);
 - `actor_rollout_ref.rollout.n`: the group size G.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from toyrl.trainers import Release, Setting, ToyMapping, Trainer, constant_note, not_modelled, ppo_spec
+from toyrl.config import InvalidInput
+from toyrl.trainers import (
+    Release,
+    Setting,
+    ToyMapping,
+    Trainer,
+    constant_note,
+    grad_clip_note,
+    not_modelled,
+    ppo_spec,
+    schedule_spec,
+)
 
 ACTOR = "actor_rollout_ref.actor."
 ESTIMATORS = (
@@ -82,7 +102,65 @@ SETTINGS_0_9_1 = {
     ACTOR + "shuffle": Setting(False, kind=bool),
     "actor_rollout_ref.rollout.n": Setting(1, kind=int, low=1, high=10_000),
     "data.train_batch_size": Setting(1024, kind=int, low=1),
+    "reward.reward_manager.name": Setting("naive", ("naive", "prime", "batch", "dapo")),
+    "reward.reward_kwargs.overlong_buffer_cfg.enable": Setting(False, kind=bool),
+    "reward.reward_kwargs.overlong_buffer_cfg.len": Setting(0, kind=int, low=0),
+    "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": Setting(1.0, kind=float, low=0.0),
+    "reward.reward_kwargs.max_resp_len": Setting(None, kind=int, low=1, optional=True),
+    "algorithm.filter_groups.enable": Setting(False, kind=bool),
+    "algorithm.filter_groups.metric": Setting("reward", kind=str),
+    "algorithm.filter_groups.max_num_gen_batches": Setting(0, kind=int, low=0, high=100_000),
+    "trainer.balance_batch": Setting(True, kind=bool),
+    ACTOR + "optim.clip_grad": Setting(1.0, kind=float, low=0.0),
 }
+
+# 0.7.0: the legacy actor (dp_actor.update_policy) normalises each micro-batch on its own and
+# divides by the gradient-accumulation steps; it never reads actor.shuffle; no filter_groups or
+# reward manager settings in this form.
+SETTINGS_0_7_0 = {
+    key: setting
+    for key, setting in SETTINGS_0_9_1.items()
+    if not key.startswith(("reward.", "algorithm.filter_groups.")) and key != ACTOR + "shuffle"
+} | {
+    ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
+    ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
+}
+REWARD = "reward.reward_kwargs."
+
+
+def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
+    """The DAPO reward manager (its math score, 1 / -1, and the overlong buffer) and filter_groups."""
+    spec = []
+    if s["reward.reward_manager.name"] == "dapo":
+        factor, length = (
+            s[REWARD + "overlong_buffer_cfg.penalty_factor"],
+            s[REWARD + "overlong_buffer_cfg.len"],
+        )
+        if not s[REWARD + "overlong_buffer_cfg.enable"]:
+            factor = 0.0
+        elif s[REWARD + "max_resp_len"] is None or not 0 < length <= s[REWARD + "max_resp_len"]:
+            raise InvalidInput(
+                f"{REWARD}overlong_buffer_cfg.len={length} must be in 1..{REWARD}max_resp_len "
+                f"(={s[REWARD + 'max_resp_len']}), as verl's DAPO reward manager requires"
+            )
+        buffer = length / s[REWARD + "max_resp_len"] if factor > 0 else 0.2
+        spec += ["reward=soft_overlong", f"buffer={buffer:.6g}", f"penalty_factor={factor}"]
+        unmodelled.append(
+            "reward.reward_manager.name='dapo': its score is the data source's (DAPO's math score: 1 / -1, "
+            "as the toy takes it)"
+        )
+    elif s[REWARD + "overlong_buffer_cfg.enable"]:
+        unmodelled.append("overlong_buffer_cfg: only the 'dapo' reward manager reads it; left out")
+    if s["algorithm.filter_groups.enable"]:
+        rounds = s["algorithm.filter_groups.max_num_gen_batches"] or 100_000
+        spec += ["sampler=filter_groups", f"max_rounds={rounds}"]
+        metric = s["algorithm.filter_groups.metric"]
+        if metric not in ("acc", "reward") or (metric == "reward" and spec[0] == "reward=soft_overlong"):
+            unmodelled.append(
+                f"algorithm.filter_groups.metric={metric!r}: the toy filters on correctness (acc), which "
+                "equals the reward only without the overlong punishment"
+            )
+    return spec
 
 
 def _mapping(s: dict[str, Any]) -> ToyMapping:
@@ -120,27 +198,73 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             beta = s[ACTOR + "kl_loss_coef"]
         else:
             unmodelled.append(f"kl_loss_type={kl_type!r}: toyrl's KL term is k3 (low_var_kl); left out")
-    spec += ppo_spec(low, high, epochs, beta)
+    spec += ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
     if s["algorithm.use_kl_in_reward"]:
         unmodelled.append("algorithm.use_kl_in_reward=True: a KL penalty in the reward; left out")
-    updates = max(1, s["data.train_batch_size"] // s[ACTOR + "ppo_mini_batch_size"])
-    if updates > 1:
+    # data.train_batch_size prompts a step, ppo_mini_batch_size prompts an optimiser step (both
+    # times rollout.n responses); the mini-batches in the batch's order unless actor.shuffle; the
+    # normalisers are the mini-batch's (global batch info since 0.7.1), so micro-batches do not matter
+    schedule, notes_of_schedule = schedule_spec(
+        s["data.train_batch_size"],
+        s[ACTOR + "ppo_mini_batch_size"],
+        "epoch" if s[ACTOR + "shuffle"] else "none",
+        "data.train_batch_size / actor.ppo_mini_batch_size",
+    )
+    spec += schedule
+    unmodelled += notes_of_schedule
+    if s["trainer.balance_batch"] and len(schedule) > 0:
         unmodelled.append(
-            f"data.train_batch_size={s['data.train_batch_size']} / ppo_mini_batch_size="
-            f"{s[ACTOR + 'ppo_mini_batch_size']}: {updates} optimiser steps per generated batch "
-            "(each epoch); the toy takes one per epoch, over the whole batch"
-        )
-    if updates > 1 or epochs > 1:
-        unmodelled.append(
-            f"clip_ratio_c={s[ACTOR + 'clip_ratio_c']}: the dual clip (acts only where ratios moved from 1)"
+            "trainer.balance_batch=True (the default) reorders the batch by sequence length before the "
+            "mini-batches are cut; the toy cuts them in its own order, prompt by prompt"
         )
     if s[ACTOR + "loss_agg_mode"] == "seq-mean-token-sum-norm":
         factor = s[ACTOR + "loss_scale_factor"]
         constant = "the padded response length" if factor is None else factor
         unmodelled.append(constant_note("loss_scale_factor", factor, f"the constant ({constant})"))
+    spec += _dapo_spec(s, unmodelled)
+    if s[ACTOR + "optim.clip_grad"] > 0:
+        unmodelled.append(grad_clip_note(ACTOR + "optim.clip_grad", s[ACTOR + "optim.clip_grad"]))
     n = s["actor_rollout_ref.rollout.n"]  # the toy takes it when it is given (`toyrl.trainers.check`)
     return ToyMapping(",".join(spec), {"group_size": ("actor_rollout_ref.rollout.n", n)}, unmodelled, notes)
 
+
+def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
+    """0.7.0's legacy actor: as 0.9.1, but each loss_agg_mode is taken on each micro-batch of
+    ppo_micro_batch_size_per_gpu responses and the mini-batch's loss is their mean (loss /
+    gradient_accumulation), and the mini-batches are always in the batch's order."""
+    if s[ACTOR + "use_dynamic_bsz"]:
+        raise not_modelled(ACTOR + "use_dynamic_bsz", True, [False], "micro-batches of unequal sizes")
+    micro = s[ACTOR + "ppo_micro_batch_size_per_gpu"]
+    if micro is None:
+        raise InvalidInput(
+            f"{ACTOR}ppo_micro_batch_size_per_gpu is required in verl 0.7.0 (without use_dynamic_bsz): "
+            "an integer >= 1"
+        )
+    responses = s[ACTOR + "ppo_mini_batch_size"] * s["actor_rollout_ref.rollout.n"]
+    newer = {
+        ACTOR + "shuffle": False,
+        "reward.reward_manager.name": "naive",
+        "reward.reward_kwargs.overlong_buffer_cfg.enable": False,
+        "algorithm.filter_groups.enable": False,
+    }
+    mapped = _mapping({**SETTINGS_DEFAULTS_0_9_1, **s, **newer})
+    spec = mapped.spec.replace("aggregation=seq_mean_token_sum_norm", "aggregation=token_sum_norm")
+    accumulation = max(1, responses // micro)
+    if accumulation > 1:
+        spec += f",micro_batches={accumulation},per_micro_batch=True"
+    if responses % micro:
+        mapped.unmodelled.append(
+            f"ppo_mini_batch_size x rollout.n = {responses} is not a multiple of "
+            f"ppo_micro_batch_size_per_gpu={micro}; the toy takes {accumulation} equal micro-batches"
+        )
+    mapped.notes.append(
+        "verl 0.7.0 normalises each micro-batch's loss on its own and divides by the gradient-accumulation "
+        f"steps ({accumulation} here; on one GPU)"
+    )
+    return dataclasses.replace(mapped, spec=spec)
+
+
+SETTINGS_DEFAULTS_0_9_1 = {key: setting.default for key, setting in SETTINGS_0_9_1.items()}
 
 TRAINER = Trainer(
     name="verl",
@@ -151,6 +275,12 @@ TRAINER = Trainer(
             "verl/trainer/config/ppo_trainer.yaml, verl/trainer/ppo/core_algos.py (advantages, agg_loss, "
             "the vanilla policy loss)",
             _mapping,
-        )
+        ),
+        "0.7.0": Release(
+            SETTINGS_0_7_0,
+            "verl/trainer/config/ppo_trainer.yaml, verl/workers/actor/dp_actor.py (update_policy), "
+            "verl/trainer/ppo/core_algos.py",
+            _mapping_0_7_0,
+        ),
     },
 )
