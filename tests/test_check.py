@@ -430,3 +430,46 @@ def test_dapo_settings_land_on_the_dapo_preset() -> None:
     )
     shaped = parse_variant(openrlhf.mapping.spec).reward
     assert (shaped.buffer, shaped.incorrect) == (0.25, 0.0)  # 512 of data.max_len 2048
+
+
+def test_check_says_when_the_toys_optimiser_steps_are_smaller_than_the_trainers() -> None:
+    """verl's defaults take 4 steps of 256 prompts x rollout.n; on a toy batch of 4 prompts x 8 the 4
+    steps hold 8 responses each, which the output says; at the toy's scale it says nothing."""
+    code, stdout, stderr = invoke(
+        "check", "--trainer", "verl", "--set", "algorithm.adv_estimator=grpo", *SMALL
+    )
+    assert code == 0, stderr
+    assert (
+        "note: the toy's optimiser steps hold 8 responses (B x G / mini_batches), the trainer's 256" in stdout
+    )
+    at_scale = ["--set", "data.train_batch_size=4", "--set", f"{VERL}ppo_mini_batch_size=1"]
+    at_scale += ["--set", "actor_rollout_ref.rollout.n=8"]
+    code, stdout, stderr = invoke(
+        "check", "--trainer", "verl", "--set", "algorithm.adv_estimator=grpo", *at_scale, *SMALL
+    )
+    assert code == 0, stderr
+    assert "mini_batches=4" in stdout and "optimiser steps hold" not in stdout
+
+
+def test_openrlhf_older_releases_normalise_as_their_code() -> None:
+    """0.10.3 takes the token mean of each micro-batch (one sample each by default: each response's
+    own mean), 0.6.4 each response's mean with flat argument names, and whitens rloo's advantages;
+    the conformance suite checks both against the installed releases."""
+    group = {"algo.advantage.estimator": "group_norm", "rollout.n_samples_per_prompt": 8}
+    default = parse_variant(resolve("openrlhf", "0.10.3", group).mapping.spec)
+    assert default.names()["normaliser"] == "seq_mean_token_mean"
+    four = parse_variant(resolve("openrlhf", "0.10.3", group | {"train.micro_batch_size": 4}).mapping.spec)
+    assert four.normaliser.per_micro_batch and four.schedule.micro_batches == 32  # 128 / 4
+    newest = parse_variant(resolve("openrlhf", "0.11.2", group).mapping.spec)
+    assert newest.names()["normaliser"] == "token_mean" and not newest.normaliser.per_micro_batch
+    old = resolve("openrlhf", "0.6.4", {"advantage_estimator": "rloo", "n_samples_per_prompt": 8})
+    variant = parse_variant(old.mapping.spec)
+    assert (
+        variant.names()["advantage"] == "token_whiten"
+        and variant.names()["normaliser"] == "seq_mean_token_mean"
+    )
+    assert old.mapping.config == {"group_size": ("n_samples_per_prompt", 8)}
+    with pytest.raises(InvalidInput, match=re.escape("no setting 'algo.advantage.estimator'")):
+        resolve("openrlhf", "0.6.4", group)
+    with pytest.raises(InvalidInput, match=re.escape("no setting 'actor.loss_agg_mode'")):
+        resolve("openrlhf", "0.10.3", group | {"actor.loss_agg_mode": "token-mean"})

@@ -3,7 +3,8 @@
 Each fragment below is a phrase of the README with `{file.key:format}` in place of its numbers;
 `s.` keys come from results/seed_study.json (`python scripts/seed_study.py`), `i.` keys from
 results/init_sensitivity.json (`python scripts/init_sensitivity.py`), `p.` keys from
-results/presets.json (`python scripts/presets_study.py`). A fragment whose rendering is
+results/presets.json (`python scripts/presets_study.py`), `t.` keys from results/trainer_defaults.json
+(`python scripts/trainer_defaults_study.py`). A fragment whose rendering is
 not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
 """
 
@@ -29,7 +30,8 @@ def claims() -> dict[str, Any]:
     study = json.loads((ROOT / "results" / "seed_study.json").read_text())
     sensitivity = json.loads((ROOT / "results" / "init_sensitivity.json").read_text())
     presets = json.loads((ROOT / "results" / "presets.json").read_text())
-    return flatten(study, "s") | flatten(sensitivity, "i") | flatten(presets, "p")
+    defaults = json.loads((ROOT / "results" / "trainer_defaults.json").read_text())
+    return flatten(study, "s") | flatten(sensitivity, "i") | flatten(presets, "p") | flatten(defaults, "t")
 
 
 def render(fragment: str, values: dict[str, Any]) -> str:
@@ -115,6 +117,16 @@ README_FRAGMENTS = [
     "loss drifts like GRPO**, to {p.final.length_only.length_incorrect.mean:,.0f}",
     "and with it wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
     "sends wrong answers to the cap: {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
+    "Dr. GRPO by {t.cases.trl_default.difference_length_incorrect.mean:.0f}",
+    "± {t.cases.trl_default.difference_length_incorrect.se:.0f} tokens with TRL's defaults,",
+    "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
+    "± {t.cases.verl_grpo.difference_length_incorrect.se:.0f} with verl's GRPO defaults",
+    "{t.cases.openrlhf_group_norm.difference_length_incorrect.mean:.0f}",
+    "± {t.cases.openrlhf_group_norm.difference_length_incorrect.se:.0f} with OpenRLHF's `group_norm`",
+    "{t.cases.openrlhf_dr_grpo.difference_length_incorrect.mean:.0f}",
+    "± {t.cases.openrlhf_dr_grpo.difference_length_incorrect.se:.0f} with its `dr_grpo` estimator",
+    '`critic_type="grpo"` ends {t.cases.oat_grpo.difference_length_incorrect.mean:.0f}',
+    "± {t.cases.oat_grpo.difference_length_incorrect.se:.0f} tokens longer",
     "dynamic sampling (`dapo`), wrong answers end at {p.final.dapo.length_incorrect.mean:.0f}",
     "tokens, below Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
     "at {p.final.dapo.accuracy_pct.mean:.1f} % accuracy",

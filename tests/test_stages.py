@@ -159,7 +159,8 @@ def test_the_configuration_default_std_eps_reaches_the_advantage() -> None:
 @pytest.mark.parametrize(("name", "ddof"), [("token_whiten", 0), ("token_whiten_sample", 1)])
 def test_token_whitening_weighs_each_response_by_its_tokens(name: str, ddof: int) -> None:
     """REINFORCE++-baseline: the centred rewards, whitened over the batch's tokens, against numpy's
-    mean and variance of the flat token vector (each response's advantage repeated |o_i| times)."""
+    mean and variance of the flat token vector (each response's advantage repeated |o_i| times);
+    verl's Bessel factor n / (n - 1) is rounded to float32 (its masked_var divides integer counts)."""
     rng = np.random.default_rng(8)
     rewards = (rng.random((2, 3, 4)) < 0.5).astype(float)
     tokens = rng.integers(1, 40, size=rewards.shape).astype(float)
@@ -168,7 +169,10 @@ def test_token_whitening_weighs_each_response_by_its_tokens(name: str, ddof: int
     for run in range(2):
         centred = rewards[run] - rewards[run].mean(axis=-1, keepdims=True)
         flat = np.repeat(centred.reshape(-1), tokens[run].reshape(-1).astype(int))
-        variance = flat.var(ddof=ddof)
+        variance = flat.var()
+        if ddof:
+            n = len(flat)
+            variance = variance * float(np.float32(n) / np.float32(n - 1))
         scale = np.sqrt(variance + 1e-8) if ddof else np.sqrt(max(variance, 1e-8))
         np.testing.assert_allclose(got[run], (centred - flat.mean()) / scale, rtol=1e-12, atol=1e-15)
     # the same rewards with other lengths give other advantages: the tokens matter

@@ -1,4 +1,5 @@
-"""The committed studies (scripts/seed_study.py, scripts/init_sensitivity.py, scripts/presets_study.py),
+"""The committed studies (scripts/seed_study.py, scripts/init_sensitivity.py, scripts/presets_study.py,
+scripts/trainer_defaults_study.py),
 their files under results/, and docs/initialisation.md, which quotes them (tests/test_docs.py ties
 the README, docs/bias.md and docs/variants.md to the same files).
 
@@ -341,3 +342,38 @@ def test_the_studies_regenerate_the_committed_numbers(tmp_path: Path) -> None:
         assert_same_numbers(flatten(saved), flatten(fresh), name)
     for name in ("seed_study_curves.csv", "init_sensitivity.csv"):
         assert_same_numbers(csv_values(RESULTS / name), csv_values(tmp_path / name), name)
+
+
+def test_the_trainer_defaults_are_what_toyrl_check_maps_today() -> None:
+    """results/trainer_defaults.json records, per case, the variant and reference `toyrl check` map
+    the settings to now (a mapping change without a rerun fails here), and oat's defaults are Dr.
+    GRPO's loss itself (the README says so)."""
+    from toyrl.trainers import resolve
+    from toyrl.trainers.check import dr_grpo_in
+    from toyrl.variants import parse_variant
+
+    study = load_script("trainer_defaults_study")
+    saved = json.loads((RESULTS / "trainer_defaults.json").read_text())
+    assert list(saved["cases"]) == list(study.CASES)
+    for key, (trainer, settings, label) in study.CASES.items():
+        resolved = resolve(trainer, None, study.TOY_SCALE[trainer] | settings)
+        variant = parse_variant(resolved.mapping.spec)
+        case = saved["cases"][key]
+        assert (case["label"], case["setting"]["spec"]) == (label, variant.spec_text()), key
+        assert case["dr_grpo"]["spec"] == dr_grpo_in(variant).spec_text(), key
+    oat = saved["cases"]["oat_default"]
+    assert oat["setting"]["spec"] == oat["dr_grpo"]["spec"]
+
+
+@pytest.mark.slow
+def test_the_trainer_defaults_study_regenerates_the_committed_numbers(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "trainer_defaults_study.py"), "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=280,
+    )
+    name = "trainer_defaults.json"
+    saved, fresh = (json.loads((folder / name).read_text()) for folder in (RESULTS, tmp_path))
+    assert_same_numbers(flatten(saved), flatten(fresh), name)

@@ -391,7 +391,7 @@ class BatchWhiten:
         return _scaled(centred, centred.std(axis=(-2, -1), keepdims=True, ddof=1) + std_eps, std_eps)
 
 
-@register("advantage", "token_whiten_sample", ddof=1, var_eps=1e-8, var_floor=0.0)
+@register("advantage", "token_whiten_sample", ddof=1, var_eps=1e-8, var_floor=0.0, float32_bessel=True)
 @register("advantage", "token_whiten", ddof=0, var_eps=0.0, var_floor=1e-8)  # bottom-up: this one first
 @dataclass(frozen=True)
 class TokenWhiten:
@@ -401,12 +401,16 @@ class TokenWhiten:
 
     `token_whiten`: OpenRLHF's reinforce_baseline (population variance, var.clamp(min=1e-8).rsqrt());
     `token_whiten_sample`: verl's reinforce_plus_plus_baseline (masked_whiten: Bessel-corrected over
-    tokens, rsqrt(var + 1e-8)). Longer responses weigh more in the batch's statistics."""
+    tokens, rsqrt(var + 1e-8)), whose masked_var takes the Bessel factor n / (n - 1) from integer
+    token counts, a division torch makes in float32: v = [sum |o| (a - m)^2 / n] fl32(n / (n - 1))
+    (`float32_bessel`; the float32 rounding moves A by up to about 2e-8 relative). Longer responses
+    weigh more in the batch's statistics."""
 
     ddof: int = 0
     var_eps: float = 0.0
     var_floor: float = 1e-8
-    fixed: ClassVar[tuple[str, ...]] = ("ddof", "var_eps", "var_floor")
+    float32_bessel: bool = False
+    fixed: ClassVar[tuple[str, ...]] = ("ddof", "var_eps", "var_floor", "float32_bessel")
     uses_tokens: ClassVar[bool] = True
     simulated_only: ClassVar[str] = "token-weighted whitening couples the groups of a batch"
 
@@ -415,7 +419,12 @@ class TokenWhiten:
         total = tokens.sum(axis=(-2, -1), keepdims=True)
         mean = (centred * tokens).sum(axis=(-2, -1), keepdims=True) / total
         shifted = centred - mean
-        variance = (shifted * shifted * tokens).sum(axis=(-2, -1), keepdims=True) / (total - self.ddof)
+        squares = (shifted * shifted * tokens).sum(axis=(-2, -1), keepdims=True)
+        if self.float32_bessel:
+            bessel = (total.astype(np.float32) / (total - 1).astype(np.float32)).astype(np.float64)
+            variance = squares / total * bessel
+        else:
+            variance = squares / (total - self.ddof)
         return shifted / np.sqrt(np.maximum(variance + self.var_eps, self.var_floor))
 
 

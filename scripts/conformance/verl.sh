@@ -8,7 +8,8 @@
 #   3. verl (default 0.9.1) with --no-deps, then only what the tested modules import:
 #      verl.trainer.ppo.core_algos, verl.workers.utils.losses / padding, verl.utils.tensordict_utils /
 #      seqlen_balancing, verl.workers.config (tensordict, omegaconf, codetiming, transformers for
-#      verl.utils.torch_functional's tokenizer type, datasets for verl.utils.dataset's RLHFDataset);
+#      verl.utils.torch_functional's tokenizer type, datasets for verl.utils.dataset's RLHFDataset,
+#      psutil for verl.workers.reward_manager, whose prime manager imports it, for the DAPO manager);
 #   4. a .pth file putting tests/conformance/standins/verl on sys.path: a stand-in for `ray`, which
 #      verl's package __init__ imports but the tested functions never call (see its docstring).
 # No GPU stack (vllm, flash-attn, megatron), no ray, no model weights.
@@ -128,6 +129,7 @@ dill==0.4.1
 multiprocess==0.70.19
 pyarrow==26.0.1
 xxhash==4.1.0
+psutil==7.2.2
 PINS
 pip=("$python" -m pip install --quiet --disable-pip-version-check -c "$constraints")
 
@@ -139,7 +141,7 @@ echo "$repo" > "$site/toyrl-source.pth"
 "${pip[@]}" numpy scipy pandas matplotlib typer joblib pytest pytest-timeout
 # pip reports verl's other requirements (ray, wandb, peft, ...) as missing: by design
 "${pip[@]}" --no-deps "verl==$version"
-"${pip[@]}" tensordict codetiming omegaconf transformers datasets packaging
+"${pip[@]}" tensordict codetiming omegaconf transformers datasets packaging psutil
 
 site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$repo/tests/conformance/standins/verl" > "$site/toyrl-conformance-standins.pth"

@@ -1,4 +1,4 @@
-"""OpenRLHF (openrlhf==0.11.2) against toyrl's `openrlhf_*` presets and schedules.
+"""OpenRLHF (openrlhf==0.11.2; 0.10.3 and 0.6.4 where built) against toyrl's `openrlhf_*` presets.
 
 Toy batches go through the installed trainer's own steps, in the order its PPO loop runs them:
 rollout samples (one `Experience` per response, as `SamplesGenerator` makes them: a one-token
@@ -64,16 +64,47 @@ What was found (0.11.2):
   -max(min(rho A, clip(rho) A), c A), no gradient where rho > c. OpenRLHF reports no dual-clip
   fraction (`ppo_clip_ratio` counts surr2 < surr1 only), so the tests show it acting by the same
   run without it.
+
+Older releases (`bash scripts/conformance.sh openrlhf@0.10.3 openrlhf@0.6.4` builds them): the tests
+follow the release they find, by its code (`installed`: its loss normaliser's scope).
+- 0.10.3, the last release before `iter_grad_accum_global_norm`: the same ppo_train, advantages and
+  PolicyLoss, but training_step calls `get_loss_batch_info` on each micro-batch, so its masked token
+  sum is divided by its own tokens (all-reduced over the ranks' same-numbered micro-batches, times
+  dp_size, which DeepSpeed's average cancels) and a step is the mean of its micro-batches' token
+  means: toyrl's token_mean with per_micro_batch=true (`test_micro_batch_scope_*`; the step-scope
+  token mean differs). It has no --actor.loss_agg_mode (new in 0.11.2: PolicyLoss keeps
+  token_level_loss=True) and builds PolicyLoss with its vLLM IS-correction arguments
+  (`policy_loss`). The tests of 0.11.2's step normaliser and of loss_agg_mode skip there
+  (`step_scope`); every other test runs and agrees as in 0.11.2 (advantages, clip-low / clip-high,
+  dual clip, the k1 KL in the reward).
+- 0.6.4, the last release whose PolicyLoss is `masked_mean(loss, action_mask, dim=-1).mean()`: flat
+  args and `ActorPPOTrainer.ppo_train_actor` / `training_step` (`test_legacy_*`). Each micro-batch's
+  loss is the mean of its responses' token means and DeepSpeed's 1 / gas averages the micro-batches
+  (all of micro_train_batch_size responses, by drop_last): toyrl's seq_mean_token_mean (per
+  micro-batch, the same number as over the step); token_mean differs. PolicyLoss(eps_clip) has one
+  symmetric clip and no dual clip. ActorPPOTrainer.fit whitens the advantages over the rollout's
+  tokens (`NaiveReplayBuffer.normalize`, float32) for every estimator but group_norm and dr_grpo, so
+  rloo's, G / (G - 1) times the centred reward, come out as token_whiten (0.11.2's rloo is not
+  whitened). Restated for it, as plumbing (`legacy_rollout`, `legacy_run`): the micro rollout
+  batches of `Samples` that generation makes and the `Experience` that make_experience builds from
+  the models' forwards (no reference model: kl 0), fit()'s normalize condition, "cuda" as the CPU
+  (`cuda_is_the_cpu`), the left-padded actor forward (`LeftPaddedLeafActor`), the fields
+  BasePPOTrainer.__init__ sets; ppo_train's Ray and torch.distributed calls around ppo_train_actor
+  are not made. Two names its modules import are stood in for by `legacy_standins`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import importlib.util
+import inspect
 import multiprocessing
+import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -83,7 +114,7 @@ import numpy as np
 import pytest
 
 from tests.conformance import toy
-from tests.conformance.conftest import trainer_module
+from tests.conformance.conftest import trainer_module, version_of
 from tests.conformance.toy import CONFIG as toy_config
 from toyrl.variants import parse_variant
 
@@ -124,11 +155,41 @@ def spec(estimator: str, aggregation: str = "token_mean", **extra: float | str) 
 
 # --- the installed trainer ------------------------------------------------------------------
 
+# How the installed release normalises its policy loss, read from its code (not its version number):
+STEP = "step"  # >= 0.10.4: iter_grad_accum_global_norm hands every micro-batch the step's totals
+MICRO_BATCH = "micro-batch"  # 0.10.3: training_step's get_loss_batch_info, each micro-batch's own
+RESPONSE = "response"  # 0.6.4: PolicyLoss is the mean of the micro-batch's per-response token means
+
 
 @pytest.fixture(scope="module")
-def orl() -> SimpleNamespace:
-    """The installed OpenRLHF modules the tests call (skips, or fails under TOYRL_CONFORMANCE=1,
-    when OpenRLHF is not installed)."""
+def installed() -> SimpleNamespace:
+    """The installed release: its version and its loss's normaliser scope (`STEP`, `MICRO_BATCH`
+    with 0.10.3's hierarchical args, `RESPONSE` with 0.6.4's flat-args trainer, None for a layout
+    these tests do not know). Skips, or fails under TOYRL_CONFORMANCE=1, when OpenRLHF is not
+    installed."""
+    loss = trainer_module("openrlhf.models.loss", DIST)
+    hierarchical = importlib.util.find_spec("openrlhf.utils.config") is not None
+    loss_utils = importlib.util.find_spec("openrlhf.utils.loss_utils") is not None
+    scope = None
+    if hierarchical and loss_utils:
+        module = trainer_module("openrlhf.utils.loss_utils", DIST)
+        scope = STEP if hasattr(module, "iter_grad_accum_global_norm") else MICRO_BATCH
+    elif not hierarchical and "token_level_loss" not in inspect.signature(loss.PolicyLoss).parameters:
+        scope = RESPONSE
+    return SimpleNamespace(version=version_of(DIST), scope=scope)
+
+
+@pytest.fixture(scope="module")
+def orl(installed: SimpleNamespace) -> SimpleNamespace:
+    """The installed OpenRLHF modules the tests call, in a release with the hierarchical args and
+    `ActorPPOTrainer.ppo_train(kl_ctl)` (0.11.2, 0.10.3); skips in 0.6.4 (`legacy`)."""
+    if installed.scope not in (STEP, MICRO_BATCH):
+        layout = (
+            "has the flat-args trainer of 0.6.x (test_legacy_* test 0.6.4)"
+            if installed.scope == RESPONSE
+            else "has a trainer these tests do not know (they know 0.11.2, 0.10.3 and 0.6.4)"
+        )
+        pytest.skip(f"openrlhf {installed.version} {layout}")
     names = {
         "torch": "torch",
         "loss": "openrlhf.models.loss",
@@ -142,7 +203,29 @@ def orl() -> SimpleNamespace:
         "config": "openrlhf.utils.config",
     }
     modules: dict[str, ModuleType] = {key: trainer_module(name, DIST) for key, name in names.items()}
-    return SimpleNamespace(**modules)
+    return SimpleNamespace(**modules, version=installed.version, scope=installed.scope)
+
+
+@pytest.fixture
+def step_scope(orl: SimpleNamespace) -> None:
+    """Marks a test of 0.11.2's optimiser-step normaliser or of its --actor.loss_agg_mode: skips in
+    a release without them (0.10.3, whose own normaliser test_micro_batch_scope_* test)."""
+    if orl.scope != STEP:
+        pytest.skip(
+            f"openrlhf {orl.version} normalises each micro-batch by its own tokens (the step's since "
+            "0.10.4) and has no --actor.loss_agg_mode (since 0.11.2): test_micro_batch_scope_* test it"
+        )
+
+
+@pytest.fixture(scope="module")
+def micro_batch_scope(orl: SimpleNamespace) -> SimpleNamespace:
+    """OpenRLHF 0.10.3, whose training_step normalises each micro-batch by its own totals."""
+    if orl.scope != MICRO_BATCH:
+        pytest.skip(
+            f"openrlhf {orl.version} hands every micro-batch the optimiser step's normaliser "
+            "(iter_grad_accum_global_norm): test_mini_batches_token_mean tests it"
+        )
+    return orl
 
 
 @dataclass(frozen=True)
@@ -372,6 +455,34 @@ class Training:
     clip_ratios: list[float]  # PolicyLoss's clip fraction of each micro-batch
 
 
+def policy_loss(orl: SimpleNamespace, args: Any) -> Any:
+    """The trainer's PolicyLoss, as the installed ActorPPOTrainer.__init__ builds it from args."""
+    if "is_correction_level" in inspect.signature(orl.loss.PolicyLoss).parameters:  # 0.11.2
+        return orl.loss.PolicyLoss(
+            clip_eps_low=args.actor.eps_clip_low_high[0],
+            clip_eps_high=args.actor.eps_clip_low_high[1],
+            dual_clip=args.actor.dual_clip,
+            token_level_loss=args.actor.loss_agg_mode == "token-mean",
+            policy_loss_type=args.actor.policy_loss_type,
+            is_correction_level=args.algo.advantage.is_correction_level,
+            is_correction_mode=args.algo.advantage.is_correction_mode,
+            is_correction_gating=args.algo.advantage.is_correction_gating,
+            is_correction_threshold=args.algo.advantage.is_correction_threshold,
+        )
+    # 0.10.3 (to 0.11.1): no loss_agg_mode (token_level_loss keeps its default, True) and the vLLM
+    # importance correction off (--algo.advantage.is_correction_enable, default False).
+    assert args.actor.loss_agg_mode == "token-mean", f"openrlhf {orl.version} has no --actor.loss_agg_mode"
+    return orl.loss.PolicyLoss(
+        clip_eps_low=args.actor.eps_clip_low_high[0],
+        clip_eps_high=args.actor.eps_clip_low_high[1],
+        dual_clip=args.actor.dual_clip,
+        policy_loss_type=args.actor.policy_loss_type,
+        enable_vllm_is_correction=False,
+        vllm_is_truncated_threshold=None,
+        vllm_is_correction_type="tis",
+    )
+
+
 def train(
     orl: SimpleNamespace,
     batch: toy.ToyBatch,
@@ -407,19 +518,7 @@ def train(
     # DeepspeedStrategy.accumulated_gradient, train_batch_size * tensor_parallel_size //
     # micro_train_batch_size // (all its ranks: data-parallel x tensor-parallel).
     strategy = AccumulatingStrategy(leaf, step_size // micro // world_size, world_size)
-    loss = RecordingLoss(
-        orl.loss.PolicyLoss(  # as ActorPPOTrainer.__init__ builds it from args
-            clip_eps_low=args.actor.eps_clip_low_high[0],
-            clip_eps_high=args.actor.eps_clip_low_high[1],
-            dual_clip=args.actor.dual_clip,
-            token_level_loss=args.actor.loss_agg_mode == "token-mean",
-            policy_loss_type=args.actor.policy_loss_type,
-            is_correction_level=args.algo.advantage.is_correction_level,
-            is_correction_mode=args.algo.advantage.is_correction_mode,
-            is_correction_gating=args.algo.advantage.is_correction_gating,
-            is_correction_threshold=args.algo.advantage.is_correction_threshold,
-        )
-    )
+    loss = RecordingLoss(policy_loss(orl, args))
     actor = LeafActor(leaf)
     # ActorPPOTrainer.__init__ needs torch.distributed and CUDA; the fields ppo_train and
     # training_step read.
@@ -580,6 +679,7 @@ def test_first_update_token_mean(orl, conform, estimator: str, batch_name: str) 
         conform_float32(conform, setting, preset, difference)
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize("micro", [16, 4])
 @pytest.mark.parametrize("estimator", list(PRESETS))
 def test_first_update_seq_mean_token_mean(orl, conform, estimator: str, micro: int) -> None:
@@ -679,6 +779,7 @@ def test_policy_loss_called_alone(orl, conform, token_level_loss: bool) -> None:
 # --- micro-batches and optimiser steps -------------------------------------------------------
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize("later", [False, True])
 @pytest.mark.parametrize("micro", [8, 4, 2])
 @pytest.mark.parametrize("estimator", ["group_norm", "rloo"])
@@ -700,6 +801,7 @@ def test_micro_batches_in_one_optimiser_step(orl, conform, estimator: str, micro
     conform(DIST, setting, matching, toy.relative_difference(got, expected))
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize("seed, divisible", [(4, True), (6, False), (7, False)])
 def test_micro_batches_gas_3_round_in_float32(orl, conform, seed: int, divisible: bool) -> None:
     """gas 3 (12 responses, micro-batches of 4): `_optimizer_step_loss_norm` returns
@@ -795,6 +897,7 @@ def step_normaliser_checks(outcome: Outcome, batch: toy.ToyBatch, step: Step) ->
     assert (got[outside] == 0).all() and np.abs(got).max() > 0
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize("later", [False, True])
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
 @pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
@@ -863,6 +966,7 @@ def test_mini_batches_token_mean(orl, conform, batch_name: str, schedule: str, l
     assert not np.array_equal(outcome.orders[0], np.arange(batch.responses))  # the DataLoader shuffles
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize("later", [False, True])
 @pytest.mark.parametrize("schedule", ["2 steps x 2 micro-batches, 2 epochs", "2 steps x 4 micro-batches"])
 def test_mini_batches_seq_mean_token_mean(orl, conform, schedule: str, later: bool) -> None:
@@ -907,6 +1011,7 @@ def test_mini_batches_seq_mean_token_mean(orl, conform, schedule: str, later: bo
     conform(DIST, setting, token_mean.spec_text(), known, expected=False)
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize("dual", [1.5, 3.0])
 @pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
 def test_mini_batches_dual_clip(orl, conform, batch_name: str, dual: float) -> None:
@@ -959,6 +1064,7 @@ def test_mini_batches_dual_clip(orl, conform, batch_name: str, dual: float) -> N
     assert len(acted) >= epochs  # every acting response is in one step of each epoch
 
 
+@pytest.mark.usefixtures("step_scope")
 def test_no_shuffle_with_tensor_parallelism(orl, conform) -> None:
     """--ds.tensor_parallel_size 2 (one data-parallel rank made of two tensor-parallel ones, fed
     the same micro-batches for one gradient: the run here is that rank's, gas = 8 * 2 // 4 // 2):
@@ -1060,6 +1166,7 @@ def run_ranks(
     return [training for _, training in sorted((rank, training) for rank, training, _ in results)]
 
 
+@pytest.mark.usefixtures("step_scope")
 @pytest.mark.parametrize(
     "loss_agg_mode, later", [("token-mean", False), ("token-mean", True), ("seq-mean-token-mean", True)]
 )
@@ -1121,6 +1228,128 @@ def test_two_data_parallel_ranks(orl, conform, loss_agg_mode: str, later: bool) 
         conform(DIST, setting, own.spec_text(), known, expected=False)
     else:  # a mean of response means over equal halves is the same number either way
         assert known < 1e-12
+
+
+# --- 0.10.3: each micro-batch normalised by its own tokens ----------------------------------------
+
+
+def own_normaliser_checks(outcome: Outcome, batch: toy.ToyBatch, step: Step) -> None:
+    """0.10.3's training_step at one rank: `get_loss_batch_info` takes each micro-batch's own totals
+    (its tokens and non-empty responses), not the step's; and the step's gradient lies on its
+    mini-batch."""
+    for rows, info in zip(outcome.micro_rows[step.micro], outcome.normalisers[step.micro], strict=True):
+        assert info["dp_size"] == 1
+        assert info["batch_num_tokens"] == batch.mask[rows].sum()
+        assert info["global_batch_size"] == len(rows)
+    got = outcome.step_gradients[step.update]
+    outside = np.ones(batch.responses, bool)
+    outside[step.members] = False
+    assert (got[outside] == 0).all() and np.abs(got).max() > 0
+
+
+@pytest.mark.parametrize("later", [False, True])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
+def test_micro_batch_scope_token_mean(
+    micro_batch_scope, conform, batch_name: str, schedule: str, later: bool
+) -> None:
+    """0.10.3's ppo_train over several optimiser steps (train.batch_size < the rollout, gas micro
+    batches each, 1 or 2 epochs, the DataLoader's shuffle): training_step calls
+    `get_loss_batch_info` on each micro-batch, so PolicyLoss divides its masked token sum by that
+    micro-batch's own tokens, and DeepSpeed's 1 / gas makes the step's loss the mean of its
+    micro-batches' token means: toyrl's token_mean with per_micro_batch=true (micro_batches = gas),
+    update u in the trainer's recovered order, at ratio 1 and at a moved theta (clip acting). The
+    known difference: 0.11.2's step-scope token mean (the same schedule without per_micro_batch)."""
+    orl = micro_batch_scope
+    batch = BATCHES[batch_name]()
+    step_size, micro, epochs = SCHEDULES[schedule]
+    settings = Settings(
+        "group_norm", micro_train_batch_size=micro, train_batch_size=step_size, max_epochs=epochs
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0) if later else None
+    outcome = run(orl, batch, settings, theta=theta, seed=SHUFFLE_SEED)
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses, per_micro_batch="true"))
+    whole_step = parse_variant(schedule_spec("group_norm", settings, batch.responses))
+    when = "moved theta" if later else "ratio 1"
+    known = 0.0
+    for step in steps(outcome, settings, batch.responses):
+        own_normaliser_checks(outcome, batch, step)
+        clip = outcome.clip_ratios[step.micro]
+        assert sum(clip) > 0 if later else not any(clip)
+        got = outcome.step_gradients[step.update]
+        expected = toy.token_weights(matching, batch, theta, update=step.update, order=step.order)
+        setting = f"group_norm {when}, {schedule}, {batch_name}: step {step.update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        other = toy.token_weights(whole_step, batch, theta, update=step.update, order=step.order)
+        known = max(known, toy.relative_difference(got, other))
+    setting = f"group_norm {when}, {schedule}, {batch_name}: max over steps vs the step's token mean"
+    conform(DIST, setting, whole_step.spec_text(), known, expected=False)
+    assert not np.array_equal(outcome.orders[0], np.arange(batch.responses))  # the DataLoader shuffles
+
+
+@pytest.mark.parametrize("later", [False, True])
+def test_micro_batch_scope_two_data_parallel_ranks(micro_batch_scope, conform, later: bool) -> None:
+    """0.10.3 on 2 actor ranks (gloo), train.batch_size 8 of 16, micro_batch_size 2, 2 epochs: gas 2
+    micro-batches per rank and step. `get_loss_batch_info` all-reduces each micro-batch's tokens
+    over the ranks and multiplies the loss by dp_size, which DeepSpeed's gradient average cancels:
+    the k-th micro-batches of both ranks form one token mean, and the step is the mean of the gas
+    such means. toyrl: per_micro_batch=true with micro_batches 2, each step's responses in the order
+    rank 0's k-th micro-batch, rank 1's k-th, for k = 0, 1. Known differences: one token mean over
+    the whole step (0.11.2), and each rank's micro-batch alone (micro_batches 4, no all-reduce)."""
+    orl = micro_batch_scope
+    world, gas, per_epoch = 2, 2, 2
+    batch = corner()
+    settings = Settings("group_norm", micro_train_batch_size=2, train_batch_size=8, max_epochs=2)
+    theta = toy.moved(batch, MOVED, scale=1.0) if later else None
+    trained = run_ranks(orl, batch, settings, theta, SHUFFLE_SEED, world)
+    for a, b in zip(trained[0].step_gradients, trained[1].step_gradients, strict=True):
+        assert np.array_equal(a, b)  # one all-reduced gradient per step
+    # step u's micro-batch k on rank r: trained[r].micro_rows[u * gas + k]
+    interleaved = [
+        flat(trained[r].micro_rows[u * gas + k] for k in range(gas) for r in range(world))
+        for u in range(settings.max_epochs * per_epoch)
+    ]
+    matching = parse_variant(
+        schedule_spec("group_norm", settings, batch.responses, micro_batches=2, per_micro_batch="true")
+    )
+    whole_step = parse_variant(schedule_spec("group_norm", settings, batch.responses, micro_batches=4))
+    alone = parse_variant(
+        schedule_spec("group_norm", settings, batch.responses, micro_batches=4, per_micro_batch="true")
+    )
+    when = "moved theta" if later else "ratio 1"
+    known = {"the step's token mean": 0.0, "each rank's micro-batch alone": 0.0}
+    for update in range(len(interleaved)):
+        for k in range(gas):
+            pair = flat(trained[r].micro_rows[update * gas + k] for r in range(world))
+            for training in trained:
+                info = training.normalisers[update * gas + k]
+                assert info["dp_size"] == world
+                assert info["batch_num_tokens"] == batch.mask[pair].sum()  # both ranks' k-th
+                assert info["global_batch_size"] == len(pair)
+        epoch = update // per_epoch
+        order = np.array(flat(interleaved[epoch * per_epoch : (epoch + 1) * per_epoch]))
+        # each rank's own micro-batches one after the other, for the no-all-reduce control
+        by_rank = np.array(
+            flat(
+                flat(trained[r].micro_rows[u * gas + k] for r in range(world) for k in range(gas))
+                for u in range(epoch * per_epoch, (epoch + 1) * per_epoch)
+            )
+        )
+        got = trained[0].step_gradients[update]
+        expected = toy.token_weights(matching, batch, theta, update=update, order=order)
+        setting = f"group_norm {when}, 2 dp ranks x 2 micro-batches, 2 epochs: step {update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        other = toy.token_weights(whole_step, batch, theta, update=update, order=order)
+        known["the step's token mean"] = max(
+            known["the step's token mean"], toy.relative_difference(got, other)
+        )
+        other = toy.token_weights(alone, batch, theta, update=update, order=by_rank)
+        known["each rank's micro-batch alone"] = max(
+            known["each rank's micro-batch alone"], toy.relative_difference(got, other)
+        )
+    for (name, difference), control in zip(known.items(), (whole_step, alone), strict=True):
+        setting = f"group_norm {when}, 2 dp ranks: max over steps vs {name}"
+        conform(DIST, setting, control.spec_text(), difference, expected=False)
 
 
 # --- the default KL: k1 in the reward -------------------------------------------------------
@@ -1194,6 +1423,364 @@ def test_default_kl_shapes_each_tokens_return(orl, conform) -> None:
     setting = "group_norm ratio 1, k1 KL 0.01 in the reward, per-kind sums (control: k3 in the loss)"
     conform(DIST, setting, with_k3, control, expected=False)
     assert control > 1e-4
+
+
+# --- 0.6.4: the flat-args trainer, a mean of per-response token means ---------------------------
+
+
+def legacy_standins() -> None:
+    """Two names 0.6.4's tested modules import at load time that tests/conformance/standins/openrlhf/
+    (made for 0.11.2's imports) does not define, registered as stand-ins of the same kind (classes
+    that raise if instantiated): `deepspeed.ops.adam` (DeepSpeedCPUAdam and FusedAdam, imported by
+    openrlhf.utils.deepspeed) and `ray.actor.ActorHandle` (an annotation of ActorModelRayActor.fit,
+    evaluated when openrlhf.trainer.ray.ppo_actor loads). scripts/conformance/openrlhf.sh's import
+    check registers the same."""
+    standin = importlib.import_module("_standin")
+    ray = importlib.import_module("ray")
+    adam = ModuleType("deepspeed.ops.adam")
+    adam.DeepSpeedCPUAdam = standin.never_instantiated("deepspeed.ops.adam.DeepSpeedCPUAdam")
+    adam.FusedAdam = standin.never_instantiated("deepspeed.ops.adam.FusedAdam")
+    actor = ModuleType("ray.actor")
+    actor.ActorHandle = standin.never_instantiated("ray.actor.ActorHandle")
+    ray.actor = actor
+    sys.modules.update({"deepspeed.ops": ModuleType("deepspeed.ops"), "deepspeed.ops.adam": adam})
+    sys.modules["ray.actor"] = actor
+
+
+@pytest.fixture(scope="module")
+def legacy(installed: SimpleNamespace) -> SimpleNamespace:
+    """OpenRLHF 0.6.4's modules (flat args; `ActorPPOTrainer.ppo_train_actor`; PolicyLoss(clip_eps)
+    without token_level_loss); skips in a release with the hierarchical args."""
+    if installed.scope != RESPONSE:
+        pytest.skip(
+            f"openrlhf {installed.version} is not a 0.6.x release (its PolicyLoss takes token_level_loss "
+            "or its args are hierarchical): test_legacy_* test 0.6.4"
+        )
+    legacy_standins()
+    names = {
+        "torch": "torch",
+        "loss": "openrlhf.models.loss",
+        "utils": "openrlhf.models.utils",
+        "maker": "openrlhf.trainer.ppo_utils.experience_maker",
+        "replay": "openrlhf.trainer.ppo_utils.replay_buffer",
+        "kl": "openrlhf.trainer.ppo_utils.kl_controller",
+        "actor": "openrlhf.trainer.ray.ppo_actor",
+    }
+    modules = {key: trainer_module(name, DIST) for key, name in names.items()}
+    return SimpleNamespace(**modules, version=installed.version, scope=installed.scope)
+
+
+# What each estimator's 0.6.4 code computes: its fit() whitens the advantages over the rollout's
+# tokens (NaiveReplayBuffer.normalize) for every estimator but group_norm and dr_grpo, so rloo's
+# advantages, G / (G - 1) (r - group mean), come out as reinforce_baseline's: token_whiten.
+LEGACY_ADVANTAGE = {
+    "group_norm": "advantage=group_std_sample,std_eps=1e-09",
+    "dr_grpo": "advantage=none",
+    "rloo": "advantage=token_whiten",
+    "reinforce_baseline": "advantage=token_whiten",
+}
+LEGACY_MATCHED = ("group_norm", "dr_grpo")  # in float64; the whitened ones in float32
+
+
+def legacy_spec(estimator: str, aggregation: str = "seq_mean_token_mean", **extra: float | str) -> str:
+    """The toyrl spec of a 0.6.4 estimator's advantages with an aggregation and schedule."""
+    text = f"{LEGACY_ADVANTAGE[estimator]},aggregation={aggregation}"
+    text += "".join(f",{key}={value}" for key, value in extra.items())
+    return parse_variant(text).spec_text()
+
+
+def legacy_args(settings: Settings, group: int) -> SimpleNamespace:
+    """0.6.4's flat args (openrlhf/cli/train_ppo_ray.py's names and defaults) that the called code
+    reads."""
+    assert settings.dual_clip is None and settings.eps_clip_low_high == (0.2, 0.2)  # --eps_clip only
+    return SimpleNamespace(
+        advantage_estimator=settings.estimator,
+        n_samples_per_prompt=group,
+        reward_clip_range=(-10, 10),
+        no_advantage_std_norm=False,
+        use_kl_loss=False,
+        aux_loss_coef=0,
+        packing_samples=False,
+    )
+
+
+@contextlib.contextmanager
+def cuda_is_the_cpu(torch: ModuleType) -> Iterator[None]:
+    """0.6.4's compute_advantages_and_returns moves its tensors to "cuda" and back (`.to(device=
+    "cuda")`, `Experience.to_device("cuda")`), and ppo_train_actor to torch.cuda.current_device():
+    here "cuda" is the CPU (plumbing only: no value changes)."""
+    to = torch.Tensor.to
+
+    def on_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args = tuple("cpu" if isinstance(a, str) and a.startswith("cuda") else a for a in args)
+        if isinstance(kwargs.get("device"), str) and kwargs["device"].startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return to(self, *args, **kwargs)
+
+    with (
+        mock.patch.object(torch.Tensor, "to", on_cpu),
+        mock.patch.object(torch.cuda, "current_device", lambda: "cpu"),
+    ):
+        yield
+
+
+def legacy_rollout(
+    orl: SimpleNamespace, batch: toy.ToyBatch, settings: Settings
+) -> tuple[Any, Any, np.ndarray]:
+    """A toy batch as 0.6.4's experiences, through its own compute_advantages_and_returns and
+    NaiveReplayBuffer (append, and `normalize` where fit() calls it); returns (args, buffer, the
+    buffer's per-token advantages [N, T]). Restated, as plumbing: the micro rollout batches of
+    `Samples` that generation makes (a one-token prompt, the response right-padded, a bool
+    action_mask) and the `Experience` that make_experience builds from them with the models'
+    forwards (the old log-probs from the toy; no reference model, so kl is 0; the info it records)."""
+    torch = orl.torch
+    _, group = batch.shape
+    args = legacy_args(settings, group)
+    rewards = torch.tensor(batch.rewards(parse_variant(PRESETS[settings.estimator])), dtype=torch.float64)
+    old = torch.tensor(batch.logp(), dtype=torch.float64)
+    lengths = batch.ramble + 1
+    size = settings.rollout_micro_batch_size
+    assert batch.responses % size == 0  # compute_advantages_and_returns chunks the rewards evenly
+    experiences = []
+    for start in range(0, batch.responses, size):
+        rows = np.arange(start, start + size)
+        width = int(lengths[rows].max())
+        sequences = torch.zeros(size, 1 + width, dtype=torch.long)
+        attention_mask = torch.zeros(size, 1 + width, dtype=torch.long)
+        action_mask = torch.zeros(size, width, dtype=torch.bool)
+        for k, i in enumerate(rows):
+            sequences[k, 0], sequences[k, 1 : 1 + lengths[i]] = int(i) + 1, 7
+            attention_mask[k, : 1 + lengths[i]] = 1
+            action_mask[k, : lengths[i]] = True
+        log_probs = old[rows, :width]
+        kl = torch.zeros_like(log_probs)
+        info = {
+            "kl": orl.utils.masked_mean(kl, action_mask, dim=-1),
+            "reward": rewards[rows],
+            "response_length": torch.tensor(lengths[rows], dtype=torch.float),
+            "total_length": torch.tensor(lengths[rows] + 1, dtype=torch.float),
+            "num_actions": width,
+        }
+        experiences.append(
+            orl.maker.Experience(
+                sequences, log_probs, None, None, None, None, attention_mask, action_mask, info, kl
+            )
+        )
+    maker = instance(
+        orl.maker.RemoteExperienceMaker,
+        strategy=SimpleNamespace(args=args),
+        advantage_estimator=settings.estimator,
+        kl_ctl=orl.kl.FixedKLController(0.0),
+        packing_samples=False,
+    )
+    with cuda_is_the_cpu(torch):
+        experiences = maker.compute_advantages_and_returns(experiences, gamma=1.0, lambd=1.0)
+    buffer = instance(
+        orl.replay.NaiveReplayBuffer,
+        sample_batch_size=settings.micro_train_batch_size or batch.responses,
+        limit=0,
+        cpu_offload=False,
+        packing_samples=False,
+        items=[],
+    )
+    for experience in experiences:
+        buffer.append(experience)
+    if settings.estimator not in ["group_norm", "dr_grpo"]:  # as ActorPPOTrainer.fit calls it
+        one_rank = SimpleNamespace(all_reduce=lambda data, op="mean": data)
+        buffer.normalize(one_rank, "advantages", divide_by_std=not args.no_advantage_std_norm)
+    advantages = np.zeros((batch.responses, batch.width))
+    for item in buffer.items:
+        advantages[int(item.sequences[0]) - 1, : len(item.advantages)] = item.advantages.numpy()
+    return args, buffer, advantages
+
+
+class LeftPaddedLeafActor:
+    """0.6.4's actor forward, `actor(sequences, num_actions, attention_mask, ...)`, on a leaf of
+    per-token log-probs [N, T]: its buffer collates every field left-padded, so in a micro-batch
+    response i's tokens are the last |o_i| of the num_actions columns; each row is named by its
+    prompt token (the first attended one). Records the rows of every call, the DataLoader's order."""
+
+    def __init__(self, leaf: Any) -> None:
+        self.leaf = leaf
+        self.rows: list[list[int]] = []
+
+    def train(self) -> None:
+        pass
+
+    def __call__(
+        self, sequences: Any, num_actions: int, attention_mask: Any, **kwargs: Any
+    ) -> tuple[Any, None]:
+        torch = importlib.import_module("torch")
+        assert kwargs.get("ring_attn_group") is None and kwargs.get("packed_seq_lens") is None
+        first = attention_mask.long().argmax(dim=1)
+        rows = sequences[torch.arange(len(sequences)), first] - 1
+        lengths = sequences.shape[1] - 1 - first
+        position = torch.arange(num_actions)[None, :] - (num_actions - lengths)[:, None]
+        self.rows.append(rows.tolist())
+        picked = self.leaf[rows[:, None], position.clamp(min=0)]
+        return torch.where(position >= 0, picked, torch.zeros((), dtype=picked.dtype)), None
+
+
+def legacy_run(
+    orl: SimpleNamespace,
+    batch: toy.ToyBatch,
+    settings: Settings,
+    theta: np.ndarray | None = None,
+    seed: int = 0,
+) -> Outcome:
+    """One 0.6.4 PPO round on a toy batch at one rank: advantages (legacy_rollout), then
+    `ActorPPOTrainer.ppo_train_actor` itself (its DataLoader, shuffle=True unless ring attention,
+    drop_last, one pass per epoch; `training_step` with its PolicyLoss(eps_clip)) with the policy
+    at theta (None: theta_old). Restated, as glue: DeepSpeed's engine (`AccumulatingStrategy`, gas =
+    train_batch_size // micro_train_batch_size) and the fields BasePPOTrainer.__init__ sets (it
+    needs CUDA); ppo_train's Ray / torch.distributed calls around ppo_train_actor are not made."""
+    torch = orl.torch
+    args, buffer, advantages = legacy_rollout(orl, batch, settings)
+    micro = settings.micro_train_batch_size or batch.responses
+    step_size = settings.train_batch_size or batch.responses
+    at = batch.logp() if theta is None else batch.logp(theta)
+    leaf = torch.tensor(at, dtype=torch.float64).requires_grad_(True)
+    strategy = AccumulatingStrategy(leaf, step_size // micro)
+    actor = LeftPaddedLeafActor(leaf)
+    trainer = instance(
+        orl.actor.ActorPPOTrainer,
+        args=args,
+        strategy=strategy,
+        actor=actor,
+        actor_loss_fn=orl.loss.PolicyLoss(0.2),  # BasePPOTrainer: PolicyLoss(eps_clip), --eps_clip 0.2
+        aux_loss=False,
+        kl_ctl=orl.kl.FixedKLController(0.0),  # read only with --use_kl_loss (off)
+        initial_model=None,
+        pretrain_dataloader=None,
+        actor_optim=None,
+        actor_scheduler=SimpleNamespace(get_last_lr=lambda: [0.0]),
+        ema_model=None,
+        replay_buffer=buffer,
+        max_epochs=settings.max_epochs,
+        dataloader_pin_memory=False,
+    )
+    with torch.random.fork_rng(devices=[]), cuda_is_the_cpu(torch):
+        torch.manual_seed(seed)
+        trainer.ppo_train_actor(0)
+    assert strategy.micro_steps == settings.max_epochs * (batch.responses // micro) and leaf.grad is None
+    per_epoch = batch.responses // micro
+    orders = [
+        np.concatenate(actor.rows[e * per_epoch : (e + 1) * per_epoch]) for e in range(settings.max_epochs)
+    ]
+    assert all(sorted(order.tolist()) == list(range(batch.responses)) for order in orders)
+    return Outcome(advantages, strategy.step_gradients, [], orders, actor.rows, [])
+
+
+def legacy_run_advantages(orl: SimpleNamespace, batch: toy.ToyBatch, settings: Settings) -> np.ndarray:
+    """The per-token advantages [N, T] that 0.6.4 trains on."""
+    return legacy_rollout(orl, batch, settings)[2]
+
+
+@pytest.mark.parametrize("rollout_micro", [1, 4, 8])
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 0", "sampled seed 2"])
+@pytest.mark.parametrize("estimator", list(PRESETS))
+def test_legacy_advantages(legacy, conform, estimator: str, batch_name: str, rollout_micro: int) -> None:
+    """0.6.4's compute_advantages_and_returns over micro rollout batches of 1, 4 or 8 (its CLI's
+    default), then its replay buffer's whitening where fit() applies it: group_norm and dr_grpo are
+    toyrl's group_std_sample (eps 1e-9) and none, as in 0.11.2; reinforce_baseline is token_whiten
+    (float32), as in 0.11.2; rloo is whitened too (0.11.2's is not): token_whiten, not rloo."""
+    batch = BATCHES[batch_name]()
+    got = legacy_run_advantages(legacy, batch, Settings(estimator, rollout_micro_batch_size=rollout_micro))
+    matching = legacy_spec(estimator)
+    expected = toy.advantages(parse_variant(matching), batch)[:, None] * batch.mask
+    setting = f"advantages {estimator}, {batch_name}, rollout micro-batch {rollout_micro}"
+    difference = toy.relative_difference(got, expected)
+    if estimator in LEGACY_MATCHED:
+        conform(DIST, setting, matching, difference)
+    else:
+        conform_float32(conform, setting, matching, difference)
+    if estimator == "rloo":
+        preset = PRESETS[estimator]
+        plain = toy.advantages(parse_variant(preset), batch)[:, None] * batch.mask
+        conform(DIST, setting, preset, toy.relative_difference(got, plain), expected=False)
+
+
+@pytest.mark.parametrize("micro", [16, 4])
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 0"])
+@pytest.mark.parametrize("estimator", list(PRESETS))
+def test_legacy_first_update(legacy, conform, estimator: str, batch_name: str, micro: int) -> None:
+    """0.6.4 at ratio 1, one optimiser step of the whole rollout in 1 or 4 micro-batches: PolicyLoss
+    is `masked_mean(loss, action_mask, dim=-1).mean()`, each response's token mean averaged over the
+    micro-batch, and DeepSpeed's 1 / gas averages the micro-batches: toyrl's seq_mean_token_mean
+    (per micro-batch; the micro-batches are equal-sized, so it is the step's mean too), not the
+    0.11.2 presets' token_mean."""
+    batch = BATCHES[batch_name]()
+    settings = Settings(estimator, loss_agg_mode="seq-mean-token-mean", micro_train_batch_size=micro)
+    (got,) = legacy_run(legacy, batch, settings, seed=micro).step_gradients
+    gas = batch.responses // micro
+    extra: dict[str, float | str] = {"micro_batches": gas, "per_micro_batch": "true"} if gas > 1 else {}
+    matching = legacy_spec(estimator, **extra)
+    difference = toy.relative_difference(got, toy.token_weights(parse_variant(matching), batch))
+    setting = f"{estimator} ratio 1, {batch_name}, gas {gas}"
+    if estimator in LEGACY_MATCHED:
+        conform(DIST, setting, matching, difference)
+    else:
+        conform_float32(conform, setting, matching, difference)
+    step_mean = toy.token_weights(parse_variant(legacy_spec(estimator)), batch)
+    assert toy.relative_difference(got, step_mean) < FLOAT32  # equal micro-batches: the same mean
+    token_mean = legacy_spec(estimator, "token_mean")
+    expected = toy.token_weights(parse_variant(token_mean), batch)
+    conform(DIST, setting, token_mean, toy.relative_difference(got, expected), expected=False)
+
+
+@pytest.mark.parametrize("later", [False, True])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
+def test_legacy_mini_batches(legacy, conform, batch_name: str, schedule: str, later: bool) -> None:
+    """0.6.4's ppo_train_actor over several optimiser steps (train_batch_size < the rollout, gas
+    micro-batches each, 1 or 2 epochs, its DataLoader reshuffled each epoch), group_norm, at ratio 1
+    and at a moved theta (the clip at --eps_clip 0.2 acting in every step): step u is toyrl's
+    update u with seq_mean_token_mean per micro-batch, micro_batches = gas, in the recovered order.
+    The micro-batches hold micro_train_batch_size responses each (drop_last), so the step's mean of
+    response means is the same number (asserted). Known differences: token_mean over the step
+    (0.11.2) and per micro-batch (0.10.3)."""
+    batch = BATCHES[batch_name]()
+    step_size, micro, epochs = SCHEDULES[schedule]
+    settings = Settings(
+        "group_norm",
+        loss_agg_mode="seq-mean-token-mean",
+        micro_train_batch_size=micro,
+        train_batch_size=step_size,
+        max_epochs=epochs,
+    )
+    theta = toy.moved(batch, MOVED, scale=1.0) if later else None
+    outcome = legacy_run(legacy, batch, settings, theta=theta, seed=SHUFFLE_SEED)
+    matching = parse_variant(schedule_spec("group_norm", settings, batch.responses, per_micro_batch="true"))
+    step_mean = parse_variant(schedule_spec("group_norm", settings, batch.responses))
+    token_settings = dataclasses.replace(settings, loss_agg_mode="token-mean")
+    controls = {
+        "the step's token mean": parse_variant(schedule_spec("group_norm", token_settings, batch.responses)),
+        "each micro-batch's token mean": parse_variant(
+            schedule_spec("group_norm", token_settings, batch.responses, per_micro_batch="true")
+        ),
+    }
+    ratio = np.exp(batch.logp(theta) - batch.logp()) if later else np.ones(batch.mask.shape)
+    clipped = ((ratio < 0.8) | (ratio > 1.2)) & batch.mask & (outcome.advantages != 0)
+    when = "moved theta" if later else "ratio 1"
+    known = dict.fromkeys(controls, 0.0)
+    for step in steps(outcome, settings, batch.responses):
+        got = outcome.step_gradients[step.update]
+        outside = np.ones(batch.responses, bool)
+        outside[step.members] = False
+        assert (got[outside] == 0).all() and np.abs(got).max() > 0
+        assert clipped[step.members].any() if later else not clipped.any()
+        expected = toy.token_weights(matching, batch, theta, update=step.update, order=step.order)
+        setting = f"group_norm {when}, {schedule}, {batch_name}: step {step.update}"
+        conform(DIST, setting, matching.spec_text(), toy.relative_difference(got, expected))
+        same = toy.token_weights(step_mean, batch, theta, update=step.update, order=step.order)
+        assert toy.relative_difference(got, same) < 1e-12
+        for name, control in controls.items():
+            other = toy.token_weights(control, batch, theta, update=step.update, order=step.order)
+            known[name] = max(known[name], toy.relative_difference(got, other))
+    for name, difference in known.items():
+        setting = f"group_norm {when}, {schedule}, {batch_name}: max over steps vs {name}"
+        conform(DIST, setting, controls[name].spec_text(), difference, expected=False)
+    assert not np.array_equal(outcome.orders[0], np.arange(batch.responses))  # the DataLoader shuffles
 
 
 def test_stand_ins_are_not_the_real_packages() -> None:

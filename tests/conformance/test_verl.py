@@ -467,16 +467,16 @@ ESTIMATORS = [
     Estimator("rloo", "advantage=rloo,aggregation=token_mean"),
     Estimator("rloo_vectorized", "advantage=rloo,aggregation=token_mean"),
     # masked_whiten whitens the centred rewards over the batch's *tokens* (each response weighted by
-    # its length; masked_var's Bessel factor over tokens; eps 1e-8 inside the sqrt): toyrl's
-    # token_whiten_sample, to about 1e-8 relative, not to 1e-10 (masked_mean's + 1e-8 on the token
-    # count accounts for far less; the residual is not explained yet). batch_whiten, over
+    # its length; masked_var's Bessel factor over tokens; eps 1e-8 inside the sqrt). The response
+    # mask is int64 (attention_mask's slice), and torch promotes an integer tensor's true division,
+    # and its sum plus a Python float, to the default dtype, float32: masked_var's
+    # bessel_correction = mask_sum / (mask_sum - 1) is n / (n - 1) rounded to float32, and
+    # masked_mean's mask.sum() + 1e-8 is n in float32 (the 1e-8 vanishes). Everything else is
+    # float64 (the rewards here; a reward manager's are float32). toyrl's token_whiten_sample rounds
+    # that one factor too (float32_bessel) and matches to 1e-10; the same whitening with the float64
+    # factor is off by 7e-9 to 1.6e-8 (test_reinforce_plus_plus_baseline_bessel). batch_whiten, over
     # responses, is not it.
-    Estimator(
-        "reinforce_plus_plus_baseline",
-        "advantage=token_whiten_sample,aggregation=token_mean",
-        expected=False,
-        float32_agrees_with="advantage=token_whiten_sample,aggregation=token_mean",
-    ),
+    Estimator("reinforce_plus_plus_baseline", "advantage=token_whiten_sample,aggregation=token_mean"),
     Estimator(
         "reinforce_plus_plus_baseline",
         "advantage=batch_whiten,aggregation=token_mean,std_eps=1e-08",
@@ -509,6 +509,36 @@ def test_advantages(verl: Verl, conform: Conform, estimator: Estimator, batch_na
         difference,
         estimator.expected,
     )
+
+
+@pytest.mark.parametrize("batch_name", list(BATCHES))
+def test_reinforce_plus_plus_baseline_bessel(verl: Verl, batch_name: str) -> None:
+    """reinforce_plus_plus_baseline's whitening is masked_whiten with masked_var's Bessel factor
+    computed in float32 (the int64 mask's mask_sum / (mask_sum - 1)): verl's advantages are
+    masked_whiten restated in float64 with that one factor rounded to float32 (a = r - group mean
+    on each token, n = tokens, m = sum a / n, v = sum (a - m)^2 / n * fl32(n / (n - 1)),
+    A = (a - m) / sqrt(v + 1e-8)), to 1e-14, and so is toyrl's token_whiten_sample; with the float64
+    factor the same lines differ from verl by more than 1e-10."""
+    mask = torch.ones(3, dtype=torch.int64)
+    assert (mask.sum() / (mask.sum() - 1)).dtype == (mask.sum() + 1e-8).dtype == torch.float32
+    batch = BATCHES[batch_name]()
+    got = verl_advantages(verl, batch, "reinforce_plus_plus_baseline")
+    _, group = batch.shape
+    rewards = batch.rewards(parse_variant("verl_default")).reshape(-1, group)
+    centred = broadcast((rewards - rewards.mean(axis=1, keepdims=True)).reshape(-1), batch)
+    n = float(batch.mask.sum())
+    mean = centred[batch.mask].sum() / n
+    squares = ((centred - mean) ** 2)[batch.mask].sum() / n
+
+    def whitened(bessel: float) -> np.ndarray:
+        return np.where(batch.mask, (centred - mean) / np.sqrt(squares * bessel + 1e-8), 0.0)
+
+    float32_bessel = float(np.float32(n) / np.float32(n - 1))
+    assert float32_bessel != n / (n - 1)
+    assert toy.relative_difference(got, whitened(float32_bessel)) <= 1e-14
+    assert toy.relative_difference(got, whitened(n / (n - 1))) > 1e-10
+    want = toy.advantages(parse_variant("advantage=token_whiten_sample,aggregation=token_mean"), batch)
+    assert toy.relative_difference(broadcast(want, batch), whitened(float32_bessel)) <= 1e-14
 
 
 def test_defaults_are_the_presets(verl: Verl) -> None:
@@ -1048,3 +1078,70 @@ def test_legacy_mini_batches(
             if expected is False and not np.abs(want).any():  # a mini-batch of zero advantages agrees
                 continue
             conform(TRAINER, f"{label} | step {step}", spec, toy.relative_difference(weights, want), expected)
+
+
+# --- DAPO's soft overlong punishment ----------------------------------------------------------
+
+
+class ToyTokenizer:
+    """decode() of toy token ids as their numbers, space-separated; an EOS text that never occurs."""
+
+    eos_token = "<eos>"
+
+    @staticmethod
+    def decode(ids: Any, skip_special_tokens: bool = True) -> str:
+        return " ".join(str(int(i)) for i in ids)
+
+
+def dapo_math_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> float:
+    """The data source's score, as DAPO's math score gives it: 1 for a correct response, -1 else
+    (correct here: the right approach token, stopped, at least min_length ramble tokens)."""
+    ids = solution_str.split()
+    right, stopped = ids[0] == str(APPROACH_RIGHT), ids[-1] == str(STOP)
+    return 1.0 if right and stopped and len(ids) - 1 >= CONFIG.min_length else -1.0
+
+
+@pytest.mark.parametrize(("buffer", "factor"), [(8, 1.0), (20, 0.5)])
+@pytest.mark.parametrize("batch_name", list(BATCHES))
+def test_dapo_reward_manager_is_soft_overlong(
+    verl: Verl, conform: Conform, batch_name: str, buffer: int, factor: float
+) -> None:
+    """verl's DAPORewardManager (verl/workers/reward_manager/dapo.py) with overlong_buffer: the
+    score plus min(0, -(|o| - (max_resp_len - len)) / len x penalty_factor), placed on each
+    response's last token, is toyrl's `reward=soft_overlong` with buffer = len / max_resp_len (the
+    response width, T = cap + 1) and the same factor; verl writes it into a float32 tensor, so it is
+    compared with toyrl's reward rounded to float32; the plain 1 / -1 score is the control."""
+    manager_module = trainer_module("verl.workers.reward_manager.dapo", TRAINER)
+    protocol = trainer_module("verl.protocol", TRAINER)
+    batch = BATCHES[batch_name]()
+    data = rollout(batch)
+    n = batch.responses
+    proto = protocol.DataProto.from_dict(
+        tensors={key: data[key] for key in ("prompts", "responses", "attention_mask")},
+        non_tensors={
+            "data_source": np.array(["toy"] * n, dtype=object),
+            "reward_model": np.array([{"ground_truth": ""} for _ in range(n)], dtype=object),
+        },
+    )
+    config = types.SimpleNamespace(enable=True, len=buffer, penalty_factor=factor, log=False)
+    manager = manager_module.DAPORewardManager(
+        tokenizer=ToyTokenizer(),
+        num_examine=0,
+        compute_score=dapo_math_score,
+        max_resp_len=batch.width,
+        overlong_buffer_cfg=config,
+    )
+    got = manager(proto).numpy()
+    assert got.dtype == np.float32
+    last = np.zeros((n, batch.width), dtype=bool)
+    last[np.arange(n), batch.ramble] = True  # the response's last token, where verl puts the reward
+    assert (got[~last] == 0).all()
+    spec = f"advantage=none,reward=soft_overlong,buffer={buffer / batch.width!r},penalty_factor={factor}"
+    want = batch.rewards(parse_variant(spec))
+    assert (want < want.max()).any() and (np.round(want) != want).any()  # the punishment acts
+    # verl computes each reward in Python floats and stores it in float32: toyrl's, rounded likewise
+    difference = toy.relative_difference(got[last], want.astype(np.float32))
+    setting = f"DAPO reward (float32), overlong buffer {buffer} of {batch.width} x {factor} | {batch_name}"
+    conform(TRAINER, setting, spec, difference)
+    plain = batch.rewards(parse_variant("advantage=none,reward=soft_overlong,penalty_factor=0.0"))
+    assert toy.relative_difference(got[last], plain) > 1e-3

@@ -102,6 +102,7 @@ class ToyMapping:
     config: dict[str, tuple[str, Any]] = field(default_factory=dict)
     unmodelled: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the release does that its names do not say
+    step_responses: int | None = None  # responses in one of the trainer's optimiser steps
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,16 @@ def run_check(
                 f"(--set {setting}=... to use yours)"
             )
     variant = parse_variant(resolved.mapping.spec)
+    step = resolved.mapping.step_responses
+    toy_step = config.batch_prompts * config.group_size // getattr(variant.schedule, "mini_batches", 1)
+    if step is not None and not step / 2 <= toy_step <= 2 * step:
+        kept.append(
+            f"the toy's optimiser steps hold {toy_step} responses (B x G / mini_batches), the trainer's "
+            f"{step}: "
+            "the number of steps per generated batch is the trainer's, their size is not (a token mean over "
+            "fewer responses is closer to a per-response mean); the trainer's batch sizes at the toy's "
+            "scale, or --batch-prompts, make both agree"
+        )
     reference = dr_grpo_in(variant)
     same = variant.spec() == reference.spec()
     variants = [reference] if same else [variant, reference]

@@ -83,7 +83,8 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             unmodelled.append(f"{key}={s[key]}: {what}; left out")
     if s["max_norm"] > 0:
         unmodelled.append(grad_clip_note("max_norm", s["max_norm"]))
-    return ToyMapping(",".join(spec), {"group_size": ("num_samples", s["num_samples"])}, unmodelled, notes)
+    group = {"group_size": ("num_samples", s["num_samples"])}
+    return ToyMapping(",".join(spec), group, unmodelled, notes, step_responses=s["train_batch_size"])
 
 
 TRAINER = Trainer(

@@ -21,6 +21,7 @@ What the mapping follows:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -162,18 +163,107 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             )
     if s["actor.max_norm"] > 0:
         unmodelled.append(grad_clip_note("actor.max_norm", s["actor.max_norm"]))
-    return ToyMapping(",".join(spec), {"group_size": ("rollout.n_samples_per_prompt", n)}, unmodelled, notes)
+    group = {"group_size": ("rollout.n_samples_per_prompt", n)}
+    return ToyMapping(",".join(spec), group, unmodelled, notes, step_responses=s["train.batch_size"])
 
 
+# 0.10.3: no actor.loss_agg_mode (always the token mean) and the token mean taken on each
+# micro-batch of train.micro_batch_size samples (get_loss_batch_info, before 0.10.4's whole-step
+# normaliser), the step's loss their mean.
+SETTINGS_0_10_3 = {
+    key: setting for key, setting in SETTINGS_0_11_2.items() if key != "actor.loss_agg_mode"
+} | {
+    "train.micro_batch_size": Setting(1, kind=int, low=1),
+}
+
+
+def _mapping_0_10_3(s: dict[str, Any]) -> ToyMapping:
+    mapped = _mapping(s | {"actor.loss_agg_mode": "token-mean"})
+    micro = s["train.micro_batch_size"]
+    accumulation = max(1, s["train.batch_size"] // micro)
+    spec = mapped.spec
+    if accumulation > 1 and micro == 1:  # one sample a micro-batch: its token mean is the response's
+        spec = spec.replace("aggregation=token_mean", "aggregation=seq_mean_token_mean")
+    elif accumulation > 1:
+        spec += f",micro_batches={accumulation},per_micro_batch=True"
+    mapped.notes.append(
+        f"OpenRLHF 0.10.3 takes the token mean of each micro-batch of train.micro_batch_size={micro} "
+        f"samples and averages the {accumulation} of an optimiser step"
+        + (" (one sample each: each response's own token mean)" if micro == 1 and accumulation > 1 else "")
+    )
+    return dataclasses.replace(mapped, spec=spec)
+
+
+# 0.6.4: flat argument names; PolicyLoss is each response's token mean, averaged (no aggregation
+# option, no dual clip); NaiveReplayBuffer.normalize whitens every estimator's advantages over the
+# tokens but group_norm's and dr_grpo's (in float32).
+SETTINGS_0_6_4 = {
+    "advantage_estimator": Setting(
+        "gae", ("gae", "reinforce", "rloo", "reinforce_baseline", "group_norm", "dr_grpo")
+    ),
+    "eps_clip": Setting(0.2, kind=float, low=0.0, high=10.0),
+    "max_epochs": Setting(1, kind=int, low=1, high=64),
+    "train_batch_size": Setting(128, kind=int, low=1),
+    "micro_train_batch_size": Setting(4, kind=int, low=1),
+    "rollout_batch_size": Setting(1024, kind=int, low=1),
+    "n_samples_per_prompt": Setting(1, kind=int, low=1, high=10_000),
+    "init_kl_coef": Setting(0.01, kind=float, low=0.0),
+    "use_kl_loss": Setting(False, kind=bool),
+    "kl_estimator": Setting("k1", ("k1", "k2", "k3")),
+    "max_norm": Setting(1.0, kind=float, low=0.0),
+}
+NEWER_NAMES_0_6_4 = {
+    "advantage_estimator": "algo.advantage.estimator",
+    "eps_clip": "actor.eps_clip",
+    "max_epochs": "train.max_epochs",
+    "train_batch_size": "train.batch_size",
+    "rollout_batch_size": "rollout.batch_size",
+    "n_samples_per_prompt": "rollout.n_samples_per_prompt",
+    "init_kl_coef": "algo.kl.init_coef",
+    "use_kl_loss": "algo.kl.use_loss",
+    "kl_estimator": "algo.kl.estimator",
+    "max_norm": "actor.max_norm",
+}
+
+
+def _mapping_0_6_4(s: dict[str, Any]) -> ToyMapping:
+    newer = {key: setting.default for key, setting in SETTINGS_0_11_2.items()}
+    newer |= {NEWER_NAMES_0_6_4[key]: value for key, value in s.items() if key in NEWER_NAMES_0_6_4}
+    mapped = _mapping(newer | {"actor.loss_agg_mode": "seq-mean-token-mean"})
+    spec = mapped.spec.replace("advantage=rloo", "advantage=token_whiten")
+    if s["advantage_estimator"] == "rloo":
+        mapped.notes.append(
+            "rloo: OpenRLHF 0.6.4 whitens its advantages over the tokens (token_whiten, float32)"
+        )
+        if "kl=k1_reward" in spec:
+            mapped.unmodelled.append(
+                "rloo with the KL in the reward: OpenRLHF 0.6.4 whitens the per-token returns (the KL "
+                "included); the toy whitens the responses' advantages, then adds the KL"
+            )
+    mapped.notes.append("OpenRLHF 0.6.4's loss is each response's token mean, averaged (seq_mean_token_mean)")
+    group = {"group_size": ("n_samples_per_prompt", s["n_samples_per_prompt"])}
+    unmodelled = [
+        item.replace("rollout.n_samples_per_prompt", "n_samples_per_prompt") for item in mapped.unmodelled
+    ]
+    return ToyMapping(spec, group, unmodelled, mapped.notes, step_responses=s["train_batch_size"])
+
+
+SOURCE = (
+    "openrlhf/cli/train_ppo_ray.py, openrlhf/trainer/ppo_utils/experience_maker.py, openrlhf/models/loss.py"
+)
 TRAINER = Trainer(
     name="OpenRLHF",
     distribution="openrlhf",
     releases={
-        "0.11.2": Release(
-            SETTINGS_0_11_2,
-            "openrlhf/cli/train_ppo_ray.py, openrlhf/trainer/ppo_utils/experience_maker.py, "
-            "openrlhf/models/loss.py",
-            _mapping,
-        )
+        "0.11.2": Release(SETTINGS_0_11_2, SOURCE, _mapping),
+        "0.10.3": Release(
+            SETTINGS_0_10_3, SOURCE + ", openrlhf/utils/loss_utils.py (get_loss_batch_info)", _mapping_0_10_3
+        ),
+        "0.6.4": Release(
+            SETTINGS_0_6_4,
+            "openrlhf/cli/train_ppo_ray.py, openrlhf/models/loss.py (PolicyLoss), "
+            "openrlhf/trainer/ppo_utils/replay_buffer.py (normalize)",
+            _mapping_0_6_4,
+        ),
     },
 )

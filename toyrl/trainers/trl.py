@@ -63,6 +63,7 @@ SETTINGS_1_16_0 = {
     "gradient_accumulation_steps": Setting(1, kind=int, low=1),
     "steps_per_generation": Setting(None, kind=int, low=1, optional=True),
     "max_grad_norm": Setting(1.0, kind=float, low=0.0),
+    "per_device_train_batch_size": Setting(8, kind=int, low=1),
 }
 
 
@@ -149,7 +150,9 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         spec.append("ratio_weighted=True")
     if s["max_grad_norm"] > 0:
         unmodelled.append(grad_clip_note("max_grad_norm", s["max_grad_norm"]))
-    return ToyMapping(",".join(spec), {"group_size": ("num_generations", s["num_generations"])}, unmodelled)
+    step = s["per_device_train_batch_size"] * accumulation  # completions of one optimiser step (one process)
+    group = {"group_size": ("num_generations", s["num_generations"])}
+    return ToyMapping(",".join(spec), group, unmodelled, step_responses=step)
 
 
 TRAINER = Trainer(

@@ -225,7 +225,14 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     if s[ACTOR + "optim.clip_grad"] > 0:
         unmodelled.append(grad_clip_note(ACTOR + "optim.clip_grad", s[ACTOR + "optim.clip_grad"]))
     n = s["actor_rollout_ref.rollout.n"]  # the toy takes it when it is given (`toyrl.trainers.check`)
-    return ToyMapping(",".join(spec), {"group_size": ("actor_rollout_ref.rollout.n", n)}, unmodelled, notes)
+    step = s[ACTOR + "ppo_mini_batch_size"] * n
+    return ToyMapping(
+        ",".join(spec),
+        {"group_size": ("actor_rollout_ref.rollout.n", n)},
+        unmodelled,
+        notes,
+        step_responses=step,
+    )
 
 
 def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
