@@ -1795,3 +1795,41 @@ def test_stand_ins_are_not_the_real_packages() -> None:
     for name in ("deepspeed", "flash_attn", "vllm", "ray"):
         with pytest.raises(metadata.PackageNotFoundError):
             metadata.version(name)
+
+
+# --- DAPO's soft overlong punishment ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("buffer", "factor"), [(8.0, 1.0), (20.0, 0.5)])
+@pytest.mark.parametrize("batch_name", ["corner", "sampled 0"])
+def test_overlong_penalty_is_soft_overlong(conform, batch_name: str, buffer: float, factor: float) -> None:
+    """`--reward.overlong_buffer_len` (openrlhf/trainer/ppo_utils/length_penalty.py's
+    apply_overlong_penalty): the reward plus -min(|o| - (max_new_tokens - len), len) / len x factor
+    where positive, on the reward function's own score (0 / 1 here), is toyrl's
+    `reward=soft_overlong,incorrect=0` with buffer = len / max_new_tokens (max_new_tokens the
+    response width, T = cap + 1); the unpunished 0 / 1 reward is the control."""
+    import importlib.util
+
+    if importlib.util.find_spec("openrlhf.trainer.ppo_utils.length_penalty") is None:
+        pytest.skip("this OpenRLHF release has no length_penalty.apply_overlong_penalty (0.11.x has)")
+    torch = pytest.importorskip("torch")
+    penalty = trainer_module("openrlhf.trainer.ppo_utils.length_penalty", DIST)
+    batch = corner() if batch_name == "corner" else toy.sampled(0, CONFIG)
+    plain = batch.rewards(parse_variant("dr_grpo"))
+    experiences = [
+        SimpleNamespace(
+            rewards=torch.tensor(plain[rows], dtype=torch.float64),
+            response_length=torch.tensor((batch.ramble + 1)[rows]),  # |o|: the approach token and the ramble
+        )
+        for rows in np.array_split(np.arange(batch.responses), 2)
+    ]
+    penalised = penalty.apply_overlong_penalty(experiences, batch.width, buffer, factor)
+    got = torch.cat([e.rewards for e in experiences]).numpy()
+    spec = f"advantage=none,reward=soft_overlong,buffer={buffer / batch.width!r},penalty_factor={factor}"
+    spec += ",incorrect=0"
+    want = batch.rewards(parse_variant(spec))
+    assert penalised > 0 and (want < plain).sum() == penalised  # the punishment acts, on as many
+    setting = f"overlong penalty, buffer {buffer:g} of {batch.width} x {factor} | {batch_name}"
+    conform(DIST, setting, spec, toy.relative_difference(got, want))
+    control = toy.relative_difference(got, plain)
+    conform(DIST, f"{setting} (control: no punishment)", "dr_grpo", control, expected=False)
