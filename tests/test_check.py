@@ -473,3 +473,26 @@ def test_openrlhf_older_releases_normalise_as_their_code() -> None:
         resolve("openrlhf", "0.6.4", group)
     with pytest.raises(InvalidInput, match=re.escape("no setting 'actor.loss_agg_mode'")):
         resolve("openrlhf", "0.10.3", group | {"actor.loss_agg_mode": "token-mean"})
+
+
+@pytest.mark.parametrize(
+    ("trainer", "version", "settings", "preset"),
+    [
+        ("trl", "0.22.1", {}, "trl_default@0.22.1"),
+        ("openrlhf", "0.10.3", {"algo.advantage.estimator": "group_norm"}, "openrlhf_group_norm@0.10.3"),
+        ("openrlhf", "0.10.3", {"algo.advantage.estimator": "dr_grpo"}, "openrlhf_dr_grpo@0.10.3"),
+        ("openrlhf", "0.6.4", {"advantage_estimator": "rloo"}, "openrlhf_rloo@0.6.4"),
+    ],
+)
+def test_versioned_presets_are_their_releases_defaults(
+    trainer: str, version: str, settings: dict, preset: str
+) -> None:
+    """A release's preset is the loss and advantage `toyrl check --version` maps its defaults to
+    (the schedule and the KL reward aside, which the presets leave out)."""
+    spec = parse_variant(resolve(trainer, version, settings).mapping.spec).spec()
+    loss = {
+        key: value
+        for key, value in spec.items()
+        if key not in ("mini_batches", "shuffle", "kl", "beta", "dual_clip")
+    }
+    assert loss == VARIANTS[preset].spec()

@@ -147,6 +147,8 @@ VARIANTS_DOC_FRAGMENTS = [
     "{p.final.length_only.length_incorrect.mean:,.0f}",
     "its wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
     "± {p.final.openrlhf_dr_grpo.length_incorrect.sd:.0f} tokens (`openrlhf_dr_grpo`)",
+    "per-response mean and drifts like GRPO, to {p.final.openrlhf_dr_grpo@0.10.3.length_incorrect.mean:,.0f}",
+    "0.11.2's token mean ends at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
     "approach's expected length goes to {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
     "cap, while accuracy drops to {p.final.dapo_overlong_filtering.accuracy_pct.mean:.1f}",
     "Its wrong answers end at {p.final.dapo.length_incorrect.mean:.0f}",

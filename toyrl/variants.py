@@ -160,6 +160,38 @@ VARIANTS: dict[str, Variant] = {
             stands_for="OpenRLHF 0.11.2 advantage estimator 'reinforce_baseline' (group mean, then whitened "
             "over the rollout's tokens) with its default loss_agg_mode='token-mean'",
         ),
+        # Older releases whose code does otherwise at its defaults (`toyrl check --version` maps the
+        # rest; the conformance suite runs those releases: scripts/conformance.sh TRAINER@VERSION).
+        _named(
+            "trl_default@0.22.1",
+            "advantage=none,aggregation=token_mean",
+            "TRL 0.22.0-0.22.1's defaults: no std",
+            "TRL 0.22.1 GRPOConfig() defaults: scale_rewards='group', which that release's "
+            "_generate_and_score_completions swaps for no std (fixed in 0.22.2), with loss_type='dapo'",
+        ),
+        _named(
+            "openrlhf_group_norm@0.10.3",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-09",
+            "OpenRLHF 0.10.3's group_norm: a per-response mean at its defaults",
+            "OpenRLHF 0.10.3 estimator 'group_norm' with its defaults: the token mean of each micro-batch of "
+            "train.micro_batch_size=1 sample (openrlhf/utils/loss_utils.py get_loss_batch_info), so each "
+            "response's own mean, averaged",
+        ),
+        _named(
+            "openrlhf_dr_grpo@0.10.3",
+            "advantage=none,aggregation=seq_mean_token_mean",
+            "OpenRLHF 0.10.3's dr_grpo: a per-response mean at its defaults",
+            "OpenRLHF 0.10.3 estimator 'dr_grpo' with its defaults (one sample a micro-batch, each "
+            "response's own token mean): length_only's spec",
+        ),
+        _named(
+            "openrlhf_rloo@0.6.4",
+            "advantage=token_whiten,aggregation=seq_mean_token_mean",
+            "OpenRLHF 0.6.4's rloo: whitened over tokens, per-response mean",
+            "OpenRLHF 0.6.4 --advantage_estimator rloo: its replay buffer whitens the advantages over the "
+            "tokens (NaiveReplayBuffer.normalize, float32), and PolicyLoss averages each response's token "
+            "mean",
+        ),
         _named(
             "dapo",
             "advantage=group_std_sample,aggregation=token_mean,epsilon_high=0.28,std_eps=1e-06,"

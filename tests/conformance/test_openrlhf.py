@@ -1833,3 +1833,26 @@ def test_overlong_penalty_is_soft_overlong(conform, batch_name: str, buffer: flo
     conform(DIST, setting, spec, toy.relative_difference(got, want))
     control = toy.relative_difference(got, plain)
     conform(DIST, f"{setting} (control: no punishment)", "dr_grpo", control, expected=False)
+
+
+@pytest.mark.parametrize("estimator", ["group_norm", "dr_grpo"])
+def test_micro_batch_scope_defaults_are_the_versioned_presets(
+    micro_batch_scope, conform, estimator: str
+) -> None:
+    """0.10.3 at its default train.micro_batch_size=1: each micro-batch is one sample, so the token
+    mean of each is that response's own mean, and one optimiser step over the rollout is the
+    per-response mean averaged: the presets openrlhf_group_norm@0.10.3 and openrlhf_dr_grpo@0.10.3.
+    0.11.2's token mean over the step is the control that differs."""
+    orl = micro_batch_scope
+    batch = corner()
+    settings = Settings(estimator, micro_train_batch_size=1, train_batch_size=batch.responses, max_epochs=1)
+    outcome = run(orl, batch, settings, seed=SHUFFLE_SEED)
+    (got,) = outcome.step_gradients
+    preset = f"openrlhf_{estimator}@0.10.3"
+    setting = f"{estimator} ratio 1, train.micro_batch_size=1 (the default), one step"
+    conform(
+        DIST, setting, preset, toy.relative_difference(got, toy.token_weights(parse_variant(preset), batch))
+    )
+    newer = "openrlhf_group_norm" if estimator == "group_norm" else "openrlhf_dr_grpo"
+    control = toy.relative_difference(got, toy.token_weights(parse_variant(newer), batch))
+    conform(DIST, f"{setting} (control: 0.11.2's step token mean)", newer, control, expected=False)
