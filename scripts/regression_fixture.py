@@ -56,6 +56,7 @@ EXTRA = [  # spelled canonically (`Variant.spec_text`), so a variant's name is i
     "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,beta=0.04,ratio_weighted=True,"
     "std_eps=0.0001",
     "advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1e-05",
+    "advantage=none,aggregation=length_power",  # added with the stage (alpha 0.5: pow's rounding)
 ]
 MEAN_FIELD = [
     "grpo",
@@ -64,6 +65,7 @@ MEAN_FIELD = [
     "dr_grpo",
     "advantage=rloo,aggregation=token_sum_norm",
     "advantage=group_std_sample,aggregation=seq_mean_token_sum,mask_truncated=True",
+    "advantage=none,aggregation=length_power",
 ]
 # (file name, configuration, variants, mean-field)
 CASES = [

@@ -29,6 +29,18 @@ BAD = [
     (["run", "--variant", "advantage=none,shuffle=always"], "shuffle must be one of none, once, epoch"),
     (["run", "--variant", "advantage=none,dual_clip=0.5"], "dual_clip must be a number in (1, 1e6)"),
     (["run", "--variant", "advantage=none,per_micro_batch=maybe"], "per_micro_batch must be true or false"),
+    (
+        ["run", "--variant", "advantage=none,aggregation=length_power,alpha=2"],
+        "alpha must be a number in [0, 1] (got 2.0)",
+    ),
+    (
+        ["run", "--variant", "advantage=none,sampler=filter_groups,max_rounds=0"],
+        "max_rounds must be an integer in 1..100,000",
+    ),
+    (
+        ["run", "--variant", "advantage=none,reward=soft_overlong,buffer=1.5"],
+        "buffer must be a number in [0, 1]",
+    ),
     (["run", "--group-size", "1"], "--group-size must be an integer in 2..10,000 (got 1)"),
     (["run", "--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64"),
     (["run", "--prompts", "0"], "--prompts must be an integer in 1..100,000"),

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toyrl.config import InvalidInput
-from toyrl.objective import advantages, from_spec, variant_weights
+from toyrl.objective import advantages, from_spec, parse_spec, variant_weights
 from toyrl.policy import Batch
 from toyrl.stages import weights
 from toyrl.variants import VARIANTS, parse_variants
@@ -155,3 +155,31 @@ def test_parse_variants() -> None:
     ]:
         with pytest.raises(InvalidInput, match=message):
             parse_variants([bad])
+
+
+def test_length_power_is_grpos_mean_at_0_and_dr_grpos_constant_at_1() -> None:
+    """aggregation=length_power: D_i = |o_i|^(1 - alpha) L_norm^alpha; at alpha 0 and 1 the runs
+    are seq_mean_token_mean's and seq_mean_token_sum_norm's to the bit (sampled and mean-field), and
+    in between the per-token weight falls as |o_i|^(alpha - 1)."""
+    import pandas as pd
+
+    from toyrl.config import Config
+    from toyrl.experiment import simulate_runs
+    from toyrl.stages import REGISTRY
+
+    config = Config(prompts=8, batch_prompts=4, group_size=4, steps=20, cap=60, min_length=5)
+    for alpha, same in ((0, "seq_mean_token_mean"), (1, "seq_mean_token_sum_norm")):
+        power = parse_spec(f"advantage=none,aggregation=length_power,alpha={alpha}")
+        plain = parse_spec(f"advantage=none,aggregation={same}")
+        for mean_field in (False, True):
+            a = simulate_runs(config, [(power, 3)], mean_field).drop(columns="variant")
+            b = simulate_runs(config, [(plain, 3)], mean_field).drop(columns="variant")
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+    stage = REGISTRY["normaliser"]["length_power"]
+    tokens = np.array([[[10.0, 40.0]]])
+    denominator = stage.response_denominator(tokens, 100.0)
+    np.testing.assert_allclose(denominator, tokens**0.5 * 10.0, rtol=1e-15)
+    assert denominator[0, 0, 1] / denominator[0, 0, 0] == pytest.approx(2.0)  # weight ratio 4^(0.5 - 1)
+    for bad in ("-0.1", "1.5", "nan"):
+        with pytest.raises(InvalidInput, match=r"alpha must be a (number in \[0, 1\]|finite number)"):
+            parse_spec(f"advantage=none,aggregation=length_power,alpha={bad}")

@@ -399,14 +399,15 @@ def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool =
 
 def _variants_through_exp(names: Sequence[str]) -> list[str]:
     """The variant names (or specs) among `names` whose updates after the first, or whose KL term,
-    go through numpy's exp; names that do not parse are left out (compared by the exact rule)."""
+    go through numpy's exp, or whose normaliser through pow (`length_power` between its ends); names
+    that do not parse are left out (compared by the exact rule)."""
     chosen = []
     for name in names:
         try:
             variant = parse_variant(str(name))
         except InvalidInput:
             continue
-        if variant.updates > 1 or variant.kl.beta > 0:
+        if variant.updates > 1 or variant.kl.beta > 0 or getattr(variant.normaliser, "through_libm", False):
             chosen.append(str(name))
     return chosen
 

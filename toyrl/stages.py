@@ -44,6 +44,7 @@ default the cap):
 | `seq_mean_token_sum_norm` | L_norm                | N | Dr. GRPO; TRL `dr_grpo`, oat `drgrpo`     |
 | `token_sum_norm`          | L_norm                | 1 | verl `seq-mean-token-sum-norm` (sum / L)  |
 | `token_sum`               | 1                     | 1 | plain sum                                 |
+| `length_power`            | abs(o_i)^(1-a) L^a    | N | the family between the two (alpha = a)    |
 """
 
 from __future__ import annotations
@@ -524,6 +525,41 @@ class TokenMean:
         counted = included if members is None else included & members
         total = np.where(counted, tokens, 0).sum(axis=(-2, -1), keepdims=True)
         return np.broadcast_to(total, tokens.shape), np.ones(tokens.shape[:-2])
+
+
+@register("normaliser", "length_power")
+@dataclass(frozen=True)
+class LengthPower:
+    """D_i = |o_i|^(1 - alpha) L_norm^alpha, n = N: per-token weights w_i = A_i / D_i, proportional
+    to |o_i|^(alpha - 1), the parametric family from GRPO's per-response mean (alpha = 0, D_i =
+    |o_i|: `seq_mean_token_mean`) to Dr. GRPO's constant (alpha = 1, D_i = L_norm:
+    `seq_mean_token_sum_norm`), both to the bit. alpha in [0, 1]: beyond 1 longer responses would
+    weigh more per token than shorter ones, below 0 less than GRPO's."""
+
+    alpha: float = 0.5
+    averaged: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        a = self.alpha
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a <= 1:
+            raise InvalidInput(f"alpha must be a number in [0, 1] (got {a!r})")
+
+    @property
+    def through_libm(self) -> bool:
+        """Whether its denominators carry pow's rounding (which may differ across CPUs)."""
+        return self.alpha not in (0, 1)
+
+    def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
+        return tokens ** (1 - self.alpha) * length_norm**self.alpha
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        return self.response_denominator(tokens, length_norm), _members(tokens, members)
 
 
 register("normaliser", "seq_mean_token_sum")(PerResponse)
