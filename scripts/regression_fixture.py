@@ -57,6 +57,8 @@ EXTRA = [  # spelled canonically (`Variant.spec_text`), so a variant's name is i
     "std_eps=0.0001",
     "advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1e-05",
     "advantage=none,aggregation=length_power",  # added with the stage (alpha 0.5: pow's rounding)
+    "advantage=group_std_sample,aggregation=token_mean,objective=gspo,num_iterations=2,epsilon=0.003,"
+    "epsilon_high=0.004,std_eps=1e-06",
 ]
 MEAN_FIELD = [
     "grpo",

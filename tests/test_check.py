@@ -226,7 +226,6 @@ def test_trl_settings_from_text_and_what_is_not_modelled() -> None:
         ({"los_type": "grpo"}, "no setting 'los_type' that toyrl knows (did you mean 'loss_type'?)"),
         ({"loss_type": "grpoo"}, "loss_type='grpoo' is not valid (did you mean 'grpo'?)"),
         ({"loss_type": "cispo"}, "loss_type='cispo' is not modelled by toyrl yet"),
-        ({"importance_sampling_level": "sequence"}, "not modelled by toyrl yet"),
         ({"beta": -1}, "beta=-1.0 is not valid; valid: a float in [0, inf]"),
         ({"num_iterations": "two"}, "num_iterations='two' is not valid; valid: an int in [1, 64]"),
         ({"mask_truncated_completions": "maybe"}, "is not valid; valid: a bool"),
@@ -496,3 +495,18 @@ def test_versioned_presets_are_their_releases_defaults(
         if key not in ("mini_batches", "shuffle", "kl", "beta", "dual_clip")
     }
     assert loss == VARIANTS[preset].spec()
+
+
+def test_trl_sequence_level_is_gspo() -> None:
+    """importance_sampling_level="sequence": objective=gspo with TRL's own clip range (the
+    conformance suite checks it against GRPOTrainer); delta has no counterpart there."""
+    resolved = resolve(
+        "trl", None, {"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4}
+    )
+    variant = parse_variant(resolved.mapping.spec)
+    assert variant.names()["objective"] == "gspo"
+    assert (variant.objective.epsilon, variant.objective.clip_high) == (3e-4, 4e-4)
+    plain = parse_variant(resolve("trl", None, {"importance_sampling_level": "sequence"}).mapping.spec)
+    assert plain.objective.clip_high == 0.2  # TRL's epsilon, not gspo's own default
+    capped = resolve("trl", None, {"importance_sampling_level": "sequence", "delta": 1.5})
+    assert any("delta=1.5 with the sequence ratio" in item for item in capped.mapping.unmodelled)

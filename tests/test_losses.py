@@ -583,3 +583,64 @@ def test_a_kl_reward_equals_a_token_level_computation(spec: str, at_old: bool) -
     assert np.abs(autograd).max() > 0
     if not at_old:
         assert clip_fraction[0] > 0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "advantage=group_std_sample,aggregation=token_mean,objective=gspo,num_iterations=2,epsilon=0.003,"
+        "epsilon_high=0.004",
+        "advantage=none,aggregation=seq_mean_token_mean,objective=gspo,num_iterations=2,epsilon=0.003,"
+        "epsilon_high=0.004,beta=0.1,mask_truncated=true",
+    ],
+)
+def test_gspo_equals_a_token_level_computation(spec: str) -> None:
+    """objective=gspo: the closed-form update equals autograd of GSPO's loss written token by token
+    (the sequence ratio exp(mean of the response's log-ratios), clipped, on every token; the k3
+    term per token), at a moved policy where some sequences' clip acts and some does not."""
+    variant = parse_spec(spec)
+    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
+    rng = np.random.default_rng(31)
+    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
+    theta = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
+    theta_ref = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
+    prompt_index = np.array([[4, 0, 3, 1]])
+    shape = (1, 4, 5)
+    batch = sample_batch(
+        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
+    )
+    plan = Plan.of([variant])
+    included = plan.included(batch)
+    advantage_values = plan.advantages(plan.rewards(batch, config), config)
+    denominator, n = plan.denominators(batch, included, config)
+    own = OwnLogits.of(batch, theta.shape[-1])
+    ref = own.table(theta_ref) if variant.kl.beta > 0 else None
+    epoch = Epoch.of(own, advantage_values, own.table(theta_old), ref)
+    part = Part.of(own.batch, included, denominator, n)
+    objective_class = type(variant.objective)
+    closed_form, clip_fraction = epoch.gradient(objective_class, slice(None), theta, plan, part)
+
+    logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
+    old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()
+    ref_logp = leaf_tensors(theta_ref, prompt_index, batch, config.cap)[0].detach()
+    advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
+    log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
+    sequence = torch.exp(log_ratio.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True))
+    low, high = variant.objective.epsilon, variant.objective.clip_high
+    objective = torch.minimum(sequence * advantage, torch.clamp(sequence, 1 - low, 1 + high) * advantage)
+    kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    token_objective = objective - variant.kl.beta * kl
+    valid = mask & torch.tensor(included.reshape(-1))[:, None]
+    masked = torch.where(valid, token_objective, torch.zeros_like(token_objective))
+    if variant.names()["normaliser"] == "token_mean":
+        loss = -masked.sum() / valid.sum()
+    else:
+        loss = -(masked.sum(dim=1) / mask.sum(dim=1)).mean()
+    loss.backward()
+    autograd = np.concatenate([leaves[0].grad.numpy(), [leaves[1].grad.item(), leaves[2].grad.item()]])
+    np.testing.assert_allclose(closed_form[0], autograd, rtol=1e-10, atol=1e-15)
+    clipped = ((advantage > 0) & (sequence > 1 + high)) | ((advantage < 0) & (sequence < 1 - low))
+    acting = clipped[:, 0] & torch.tensor(included.reshape(-1))
+    assert 0 < acting.sum() < acting.numel()  # the sequence clip acts on some responses, not all
+    expected_fraction = (valid.sum(dim=1) * acting).sum().item() / valid.sum().item()
+    assert clip_fraction[0] == pytest.approx(expected_fraction)

@@ -168,6 +168,8 @@ def test_a_run_has_its_numbers_whatever_runs_share_its_chunk() -> None:
         "advantage=none,aggregation=seq_mean_token_sum_norm,mini_batches=3",
         "advantage=group_std_sample,aggregation=token_mean,mini_batches=2,reward=soft_overlong,buffer=0.1,"
         "sampler=filter_groups",
+        "advantage=group_std_sample,aggregation=token_mean,kl=k1_reward,beta=0.05,num_iterations=2",
+        "advantage=none,aggregation=length_power,objective=gspo,num_iterations=3,epsilon=0.003,beta=0.02",
     ]
     runs = [(parse_variant(name), seed) for name in mixed for seed in (2, 5)]
     together = simulate(SMALL, runs)

@@ -19,6 +19,7 @@ Adding a mode is one registered class (docs/design.md shows how).
 |            | `batch_whiten`                                                               |
 | normaliser | the six aggregations: D_i and n of w_i = A_i / D_i, loss -(1/n) sum ...       |
 | objective  | `ppo_clip`: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A), dual_clip |
+|            | `gspo`: the same with the sequence's ratio s_i (geometric mean of its tokens') |
 | kl         | `k3`: beta (pi_ref / pi - 1 - log(pi_ref / pi)), to the initial policy        |
 | schedule   | `epochs`: num_iterations epochs of mini_batches updates on each sampled batch |
 
@@ -785,6 +786,69 @@ class PPOClip:
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), (clipped * update.included).sum(
             axis=(0, 2, 3)
         )
+
+
+@register("objective", "gspo")
+@dataclass(frozen=True)
+class GSPO:
+    """GSPO's sequence-level ratio (Zheng et al. 2025, "Group Sequence Policy Optimization"; TRL's
+    importance_sampling_level="sequence"): s_i = exp(mean over the response's |o_i| tokens of
+    log(pi_theta / pi_old)), one per response, in PPO's clipped objective
+    min(s_i A_i, clip(s_i, 1 - epsilon, 1 + epsilon_high) A_i) on each of its tokens, aggregated by
+    the variant's normaliser. d s_i / d log pi(t) = s_i / |o_i| for each of its tokens, so each token
+    of response i has coefficient u_i A_i s_i / (D_i n), u_i = 0 where the sequence's clip is active:
+    closed form per response from its three token kinds' counts and ratios. At ratio 1 it is the
+    on-policy update. GSPO's paper clips at 3e-4 / 4e-4."""
+
+    epsilon: float = 3e-4
+    epsilon_high: float | None = 4e-4
+
+    def __post_init__(self) -> None:
+        for name in ("epsilon", "epsilon_high"):
+            value = getattr(self, name)
+            if value is not None and not (
+                isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 10
+            ):
+                raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @staticmethod
+    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        def values(name: str) -> FloatArray:
+            return np.array([getattr(o, name) if isinstance(o, GSPO) else np.nan for o in objectives])
+
+        return {"low": values("epsilon"), "high": values("clip_high")}
+
+    @staticmethod
+    def coefficients(
+        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
+    ) -> tuple[Coefficients, FloatArray]:
+        """(coefficients, clipped tokens [R]) by kind: 1/(D n) u A s times the kind's tokens, plus
+        the per-token KL term as PPOClip adds it."""
+        if update.token_advantage is not None:
+            raise InvalidInput(
+                "objective=gspo takes one advantage a response, not a KL reward's per-token ones"
+            )
+        ratio = update.gather(update.ratio_positive, update.ratio_negative)  # [3, R, B, G]
+        counts = update.counts
+        tokens = counts.sum(axis=0)
+        with np.errstate(divide="ignore"):
+            sequence = np.exp(np.where(counts > 0, counts * np.log(ratio), 0.0).sum(axis=0) / tokens)
+        advantage = update.advantage
+        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        clipped = ((advantage > 0) & (sequence > 1 + high)) | ((advantage < 0) & (sequence < 1 - low))
+        objective = np.where(clipped, 0.0, advantage * sequence) * counts
+        if beta is not None:
+            objective = (
+                objective
+                + beta[:, None, None] * update.gather(update.kl_positive, update.kl_negative) * counts
+            )
+        coefficient = update.scale * objective
+        clipped_tokens = np.where(clipped & update.included, tokens, 0.0).sum(axis=(1, 2))
+        return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
 
 
 # --- schedule -------------------------------------------------------------------------------

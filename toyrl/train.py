@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from toyrl.config import Config
+from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import (
     Batch,
@@ -255,6 +255,14 @@ def check_variant(variant: Variant, config: Config) -> None:
         check = getattr(variant.stage(kind), "check", None)
         if check is not None:
             check(config)
+    if (
+        variant.names()["objective"] == "gspo"
+        and variant.names()["kl"] == "k1_reward"
+        and variant.kl.beta > 0
+    ):
+        raise InvalidInput(
+            "objective=gspo takes one advantage a response: not with kl=k1_reward (per-token ones)"
+        )
 
 
 def _any(rows: Rows) -> bool:

@@ -854,3 +854,27 @@ def test_trl_0_22_scale_rewards(
         advantage, weight = first_updates(any_trl, preset, **grpo)
         conform("trl", f"{setting}: advantages", preset, advantage, expected=agrees)
         conform("trl", f"{setting}: weights", preset, weight, expected=agrees)
+
+
+def test_sequence_level_is_gspo(trl_env: Environment, conform: Any) -> None:
+    """importance_sampling_level="sequence" (GSPO): one ratio a completion, exp of the mean of its
+    tokens' log-ratios, clipped as PPO's ratio and put on each of its tokens: toyrl's
+    objective=gspo with TRL's clip range, at ratio 1 and at the second iteration (ratios moved,
+    the sequence clip acting); the token-level objective is the control that differs."""
+    grpo = {"importance_sampling_level": "sequence", "epsilon": 0.003, "epsilon_high": 0.004}
+    variant = spec("trl_default", num_iterations=2, objective="gspo", epsilon=0.003, epsilon_high=0.004)
+    advantage, first, second, clipped = later_updates(trl_env, variant, **grpo)
+    assert clipped > 0
+    setting = "importance_sampling_level=sequence, epsilon 0.003 / 0.004, num_iterations=2"
+    conform("trl", f"{setting}: advantages", variant, advantage)
+    conform("trl", f"{setting}: weights, 1st iteration", variant, first)
+    conform("trl", f"{setting}: weights, 2nd iteration (clip >= {clipped:.1%})", variant, second)
+    token_level = spec("trl_default", num_iterations=2, epsilon=0.003, epsilon_high=0.004)
+    _, _, control, _ = later_updates(trl_env, token_level, **grpo)
+    conform(
+        "trl",
+        f"{setting}: weights, 2nd iteration (control: token ratios)",
+        token_level,
+        control,
+        expected=False,
+    )

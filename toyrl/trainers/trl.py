@@ -17,6 +17,7 @@ What the mapping follows, per setting:
   which TRL shuffles once and keeps in that order for every iteration (shuffle=once); each step
   accumulates gradient_accumulation_steps micro-batches (micro_batches, for bnpo);
   `mask_truncated_completions`: truncated completions out of the loss;
+- `importance_sampling_level="sequence"`: GSPO's sequence ratio (objective=gspo, TRL's clip range);
 - `num_generations`: the group size G.
 """
 
@@ -100,8 +101,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     loss = s["loss_type"]
     if loss not in AGGREGATION:
         raise not_modelled("loss_type", loss, AGGREGATION)
-    if s["importance_sampling_level"] != "token":
-        raise not_modelled("importance_sampling_level", "sequence", ["token"], "GSPO's sequence ratio")
+    sequence = s["importance_sampling_level"] == "sequence"  # GSPO: one ratio a completion
     scale = {True: "group", False: "none"}.get(s["scale_rewards"], s["scale_rewards"])
     spec = [f"advantage={ADVANTAGE[scale]}", f"aggregation={AGGREGATION[loss]}"]
     if scale != "none":
@@ -109,6 +109,10 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     spec += ppo_spec(
         s["epsilon"], s["epsilon_high"], s["num_iterations"], s["beta"], s["mask_truncated_completions"]
     )
+    if sequence:
+        spec.append("objective=gspo")
+        if s["epsilon_high"] is None:  # gspo's own default is not epsilon: spell TRL's
+            spec.append(f"epsilon_high={s['epsilon']}")
 
     unmodelled = []
     if loss == "dr_grpo":
@@ -135,7 +139,9 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         # num_items_in_batch counts the generation batch's tokens: each step divides by its share
         spec.append("batch_tokens=True")
     delta, high = s["delta"], s["epsilon_high"] if s["epsilon_high"] is not None else s["epsilon"]
-    if delta is not None and delta >= 1 + high:  # ratios capped at delta: dual-clip PPO's c
+    if delta is not None and sequence:
+        unmodelled.append(f"delta={delta} with the sequence ratio: the toy's gspo has no cap; left out")
+    elif delta is not None and delta >= 1 + high:  # ratios capped at delta: dual-clip PPO's c
         spec.append(f"dual_clip={delta}")
     elif delta is not None:
         unmodelled.append(
@@ -146,7 +152,12 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         unmodelled.append(f"top_entropy_quantile={s['top_entropy_quantile']}: the toy has no token entropies")
     if s["entropy_coef"] != 0:
         unmodelled.append(f"entropy_coef={s['entropy_coef']}: the toy has no entropy bonus")
-    if s["beta"] > 0 and s["use_bias_correction_kl"]:  # the k3 term times the differentiable ratio
+    if s["beta"] > 0 and s["use_bias_correction_kl"] and sequence:
+        unmodelled.append(
+            "use_bias_correction_kl with the sequence ratio: TRL multiplies each token's k3 by the "
+            "sequence's ratio, the toy's ratio_weighted by the token's; the plain k3 is taken"
+        )
+    elif s["beta"] > 0 and s["use_bias_correction_kl"]:  # the k3 term times the differentiable ratio
         spec.append("ratio_weighted=True")
     if s["max_grad_norm"] > 0:
         unmodelled.append(grad_clip_note("max_grad_norm", s["max_grad_norm"]))
