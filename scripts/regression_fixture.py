@@ -59,6 +59,7 @@ EXTRA = [  # spelled canonically (`Variant.spec_text`), so a variant's name is i
     "advantage=none,aggregation=length_power",  # added with the stage (alpha 0.5: pow's rounding)
     "advantage=group_std_sample,aggregation=token_mean,objective=gspo,num_iterations=2,epsilon=0.003,"
     "epsilon_high=0.004,std_eps=1e-06",
+    "advantage=reinforce_pp,aggregation=token_mean",
 ]
 MEAN_FIELD = [
     "grpo",

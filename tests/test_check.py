@@ -510,3 +510,12 @@ def test_trl_sequence_level_is_gspo() -> None:
     assert plain.objective.clip_high == 0.2  # TRL's epsilon, not gspo's own default
     capped = resolve("trl", None, {"importance_sampling_level": "sequence", "delta": 1.5})
     assert any("delta=1.5 with the sequence ratio" in item for item in capped.mapping.unmodelled)
+
+
+def test_verl_reinforce_plus_plus_is_reinforce_pp() -> None:
+    """reinforce_plus_plus at gamma 1: the rewards whitened over the batch's tokens, no group mean
+    (the conformance suite checks it against verl's estimator); a discount is refused."""
+    resolved = resolve("verl", None, {"algorithm.adv_estimator": "reinforce_plus_plus"})
+    assert parse_variant(resolved.mapping.spec).names()["advantage"] == "reinforce_pp"
+    with pytest.raises(InvalidInput, match=re.escape("algorithm.gamma=0.9 is not modelled by toyrl yet")):
+        resolve("verl", None, {"algorithm.adv_estimator": "reinforce_plus_plus", "algorithm.gamma": 0.9})

@@ -156,7 +156,9 @@ def test_the_configuration_default_std_eps_reaches_the_advantage() -> None:
     assert std_eps_of(parse_spec("advantage=group_std,std_eps=0.001").advantage, config) == 0.001
 
 
-@pytest.mark.parametrize(("name", "ddof"), [("token_whiten", 0), ("token_whiten_sample", 1)])
+@pytest.mark.parametrize(
+    ("name", "ddof"), [("token_whiten", 0), ("token_whiten_sample", 1), ("reinforce_pp", 1)]
+)
 def test_token_whitening_weighs_each_response_by_its_tokens(name: str, ddof: int) -> None:
     """REINFORCE++-baseline: the centred rewards, whitened over the batch's tokens, against numpy's
     mean and variance of the flat token vector (each response's advantage repeated |o_i| times);
@@ -167,7 +169,9 @@ def test_token_whitening_weighs_each_response_by_its_tokens(name: str, ddof: int
     stage = REGISTRY["advantage"][name]
     got = stage.advantages(rewards, 0.0, tokens)
     for run in range(2):
-        centred = rewards[run] - rewards[run].mean(axis=-1, keepdims=True)
+        centred = rewards[run] - (
+            rewards[run].mean(axis=-1, keepdims=True) if name != "reinforce_pp" else 0.0
+        )
         flat = np.repeat(centred.reshape(-1), tokens[run].reshape(-1).astype(int))
         variance = flat.var()
         if ddof:

@@ -33,6 +33,7 @@ Advantages, with eps the std epsilon (the stage's `std_eps`, or the configuratio
 | `none`             | r_i - group mean  (Dr. GRPO)                                          |
 | `rloo`             | r_i - mean of the group's other G - 1 rewards  (RLOO)                 |
 | `batch_whiten`     | a_i = r_i - group mean, then (a_i - mean(a)) / (sample std(a) + eps) over the batch |
+| `token_whiten`(`_sample`), `reinforce_pp` | whitened over the batch's tokens (`TokenWhiten`)      |
 
 Aggregations (N = B G responses, |o_i| the token count of response i, L_norm a constant, by
 default the cap):
@@ -393,6 +394,9 @@ class BatchWhiten:
         return _scaled(centred, centred.std(axis=(-2, -1), keepdims=True, ddof=1) + std_eps, std_eps)
 
 
+@register(
+    "advantage", "reinforce_pp", ddof=1, var_eps=1e-8, var_floor=0.0, float32_bessel=True, centred=False
+)
 @register("advantage", "token_whiten_sample", ddof=1, var_eps=1e-8, var_floor=0.0, float32_bessel=True)
 @register("advantage", "token_whiten", ddof=0, var_eps=0.0, var_floor=1e-8)  # bottom-up: this one first
 @dataclass(frozen=True)
@@ -405,19 +409,22 @@ class TokenWhiten:
     `token_whiten_sample`: verl's reinforce_plus_plus_baseline (masked_whiten: Bessel-corrected over
     tokens, rsqrt(var + 1e-8)), whose masked_var takes the Bessel factor n / (n - 1) from integer
     token counts, a division torch makes in float32: v = [sum |o| (a - m)^2 / n] fl32(n / (n - 1))
-    (`float32_bessel`; the float32 rounding moves A by up to about 2e-8 relative). Longer responses
-    weigh more in the batch's statistics."""
+    (`float32_bessel`; the float32 rounding moves A by up to about 2e-8 relative). `reinforce_pp`:
+    REINFORCE++ (Hu 2025; verl's reinforce_plus_plus at gamma 1, each token's return its response's
+    reward), the same whitening of the rewards themselves, with no group mean (`centred` False).
+    Longer responses weigh more in the batch's statistics."""
 
     ddof: int = 0
     var_eps: float = 0.0
     var_floor: float = 1e-8
     float32_bessel: bool = False
-    fixed: ClassVar[tuple[str, ...]] = ("ddof", "var_eps", "var_floor", "float32_bessel")
+    centred: bool = True
+    fixed: ClassVar[tuple[str, ...]] = ("ddof", "var_eps", "var_floor", "float32_bessel", "centred")
     uses_tokens: ClassVar[bool] = True
     simulated_only: ClassVar[str] = "token-weighted whitening couples the groups of a batch"
 
     def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray) -> FloatArray:
-        centred = _centred(rewards)
+        centred = _centred(rewards) if self.centred else rewards
         total = tokens.sum(axis=(-2, -1), keepdims=True)
         mean = (centred * tokens).sum(axis=(-2, -1), keepdims=True) / total
         shifted = centred - mean

@@ -477,6 +477,11 @@ ESTIMATORS = [
     # factor is off by 7e-9 to 1.6e-8 (test_reinforce_plus_plus_baseline_bessel). batch_whiten, over
     # responses, is not it.
     Estimator("reinforce_plus_plus_baseline", "advantage=token_whiten_sample,aggregation=token_mean"),
+    # reinforce_plus_plus at gamma 1 (AlgoConfig's default): each token's return is its response's
+    # reward, whitened over the batch's tokens the same way, with no group mean (on the corner batch
+    # the group-centred token_whiten_sample differs from it by 0.59; on sampled 0 the groups' means
+    # happen to shift every reward alike, which the whitening removes)
+    Estimator("reinforce_plus_plus", "advantage=reinforce_pp,aggregation=token_mean"),
     Estimator(
         "reinforce_plus_plus_baseline",
         "advantage=batch_whiten,aggregation=token_mean,std_eps=1e-08",

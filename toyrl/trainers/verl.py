@@ -6,7 +6,8 @@ What the mapping follows:
 - `algorithm.adv_estimator`: "grpo" (r - group mean, divided by the group's sample std + 1e-6
   unless `algorithm.norm_adv_by_std_in_grpo` is false), "rloo" (leave-one-out), and
   "reinforce_plus_plus_baseline" (group mean, then whitened over the batch's tokens with a
-  Bessel-corrected variance + 1e-8: `token_whiten_sample`); the default "gae" needs a value model;
+  Bessel-corrected variance + 1e-8: `token_whiten_sample`), "reinforce_plus_plus" (at gamma 1: the
+  rewards themselves whitened so, `reinforce_pp`); the default "gae" needs a value model;
 - `actor_rollout_ref.actor.loss_agg_mode`: "token-mean" (the batch's tokens), "seq-mean-token-mean",
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
   "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
@@ -59,7 +60,14 @@ ESTIMATORS = (
     "tir_optimal_token_baseline",
     "gdpo",
 )
-MODELLED_ESTIMATORS = ("grpo", "grpo_vectorized", "rloo", "rloo_vectorized", "reinforce_plus_plus_baseline")
+MODELLED_ESTIMATORS = (
+    "grpo",
+    "grpo_vectorized",
+    "rloo",
+    "rloo_vectorized",
+    "reinforce_plus_plus_baseline",
+    "reinforce_plus_plus",
+)
 AGGREGATION = {
     "token-mean": "token_mean",
     "token-sum": "token_sum",
@@ -86,6 +94,7 @@ KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 SETTINGS_0_9_1 = {
     "algorithm.adv_estimator": Setting("gae", ESTIMATORS),
     "algorithm.norm_adv_by_std_in_grpo": Setting(True, kind=bool),
+    "algorithm.gamma": Setting(1.0, kind=float, low=0.0, high=1.0),
     "algorithm.use_kl_in_reward": Setting(False, kind=bool),
     ACTOR + "loss_agg_mode": Setting("token-mean", tuple(AGGREGATION)),
     ACTOR + "loss_scale_factor": Setting(None, kind=float, low=0.0, optional=True),
@@ -182,6 +191,10 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         advantage = "group_std_sample,std_eps=1e-06" if s["algorithm.norm_adv_by_std_in_grpo"] else "none"
     elif estimator.startswith("rloo"):
         advantage = "rloo"
+    elif estimator == "reinforce_plus_plus":
+        if s["algorithm.gamma"] != 1:
+            raise not_modelled("algorithm.gamma", s["algorithm.gamma"], [1.0], "discounted per-token returns")
+        advantage = "reinforce_pp"
     else:
         advantage = "token_whiten_sample"
     spec = [f"advantage={advantage}", f"aggregation={AGGREGATION[s[ACTOR + 'loss_agg_mode']]}"]
