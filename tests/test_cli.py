@@ -131,3 +131,16 @@ def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr == "toyrl: error: --group-size must be an integer in 2..10,000 (got 1)\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_wheel_lists_every_subpackage() -> None:
+    """pyproject.toml names the packages a `pip install .` copies: every folder of toyrl/ with an
+    __init__.py must be one of them, or an installed `toyrl check` cannot import toyrl.trainers."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    section = (root / "pyproject.toml").read_text().split("[tool.setuptools]", 1)[1]
+    listed = set(re.findall(r'"([\w.]+)"', re.search(r"packages = \[(.*?)\]", section).group(1)))
+    found = {".".join(init.parent.relative_to(root).parts) for init in (root / "toyrl").rglob("__init__.py")}
+    assert found == listed

@@ -1810,6 +1810,7 @@ def test_overlong_penalty_is_soft_overlong(conform, batch_name: str, buffer: flo
     response width, T = cap + 1); the unpunished 0 / 1 reward is the control."""
     import importlib.util
 
+    trainer_module("openrlhf.models.loss", DIST)  # skips (fails under the suite) without OpenRLHF
     if importlib.util.find_spec("openrlhf.trainer.ppo_utils.length_penalty") is None:
         pytest.skip("this OpenRLHF release has no length_penalty.apply_overlong_penalty (0.11.x has)")
     torch = pytest.importorskip("torch")
