@@ -64,7 +64,8 @@ for trainer in "${trainers[@]}"; do
         if [ "$trainer" != "${trainer%@*}" ]; then
             venv=".trainers/${trainer%@*}-${trainer#*@}"
         fi
-        TOYRL_CONFORMANCE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        # one process (the trainer environments have no pytest-xdist): the project's addopts but -n
+        TOYRL_CONFORMANCE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts="-ra --strict-markers" \
             "tests/conformance/test_${trainer%@*}.py" || status=$?
     fi
 done
