@@ -699,6 +699,24 @@ class K1Reward:
         )
 
 
+def _check_clip_range(objective: Any) -> None:
+    for name in ("epsilon", "epsilon_high"):
+        value = getattr(objective, name)
+        if value is not None and not (
+            isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 10
+        ):
+            raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
+
+
+def _clip_ranges(kind: type, objectives: Sequence[Any]) -> dict[str, FloatArray]:
+    """The clip ranges [R] of a chunk's runs whose objective is a `kind` (NaN for the others)."""
+
+    def values(name: str) -> FloatArray:
+        return np.array([getattr(o, name) if isinstance(o, kind) else np.nan for o in objectives])
+
+    return {"low": values("epsilon"), "high": values("clip_high")}
+
+
 @register("objective", "ppo_clip")
 @dataclass(frozen=True)
 class PPOClip:
@@ -720,12 +738,7 @@ class PPOClip:
     dual_clip: float | None = None  # None: no lower bound on a negative advantage's objective
 
     def __post_init__(self) -> None:
-        for name in ("epsilon", "epsilon_high"):
-            value = getattr(self, name)
-            if value is not None and not (
-                isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 10
-            ):
-                raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
+        _check_clip_range(self)
         c = self.dual_clip
         if c is not None and not (isinstance(c, int | float) and not isinstance(c, bool) and 1 < c < 1e6):
             raise InvalidInput(f"dual_clip must be a number in (1, 1e6) or None (got {c!r})")
@@ -738,13 +751,10 @@ class PPOClip:
     def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
         """The clip ranges of a chunk's runs, [R] (NaN for runs with another objective)."""
 
-        def values(name: str) -> FloatArray:
-            return np.array([getattr(o, name) if isinstance(o, PPOClip) else np.nan for o in objectives])
-
         dual = [
             o.dual_clip if isinstance(o, PPOClip) and o.dual_clip is not None else np.inf for o in objectives
         ]
-        return {"low": values("epsilon"), "high": values("clip_high"), "dual": np.array(dual)}
+        return _clip_ranges(PPOClip, objectives) | {"dual": np.array(dual)}
 
     @staticmethod
     def coefficients(
@@ -811,12 +821,7 @@ class GSPO:
     epsilon_high: float | None = 4e-4
 
     def __post_init__(self) -> None:
-        for name in ("epsilon", "epsilon_high"):
-            value = getattr(self, name)
-            if value is not None and not (
-                isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 10
-            ):
-                raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
+        _check_clip_range(self)
 
     @property
     def clip_high(self) -> float:
@@ -824,10 +829,7 @@ class GSPO:
 
     @staticmethod
     def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        def values(name: str) -> FloatArray:
-            return np.array([getattr(o, name) if isinstance(o, GSPO) else np.nan for o in objectives])
-
-        return {"low": values("epsilon"), "high": values("clip_high")}
+        return _clip_ranges(GSPO, objectives)
 
     @staticmethod
     def coefficients(
