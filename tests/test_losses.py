@@ -179,6 +179,23 @@ def toy_token_tensors(psi, phi_right, phi_wrong, prompt_index, batch, cap):
     return logp, position <= length[:, None]
 
 
+def moved_toy_batch(seed: int, move: float):
+    """(config, prompt_index, batch, theta_old, theta, theta_ref): a batch of 4 prompts x 5 sampled
+    at theta_old, and policies moved from it by Normal(0, move) (theta) and Normal(0, 0.3) (the
+    KL's reference), all from `seed`."""
+    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
+    rng = np.random.default_rng(seed)
+    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
+    theta = theta_old + rng.normal(0, move, size=theta_old.shape)
+    theta_ref = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
+    prompt_index = np.array([[4, 0, 3, 1]])
+    shape = (1, 4, 5)
+    batch = sample_batch(
+        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
+    )
+    return config, prompt_index, batch, theta_old, theta, theta_ref
+
+
 def leaf_tensors(point, prompt_index, batch, cap):
     """(per-token log-probabilities, mask, [psi, phi_right, phi_wrong] leaves) of the six-prompt
     policy `point` [1, 8] on the batch."""
@@ -337,16 +354,7 @@ def test_wrong_calls_raise_value_error_naming_the_argument(call, message: str) -
 def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> None:
     """PPO epochs: the closed-form clipped gradient (with KL to a reference) equals autograd of the
     token-level objective on the same batch, with the policy moved away from the sampling one."""
-    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
-    rng = np.random.default_rng(5)
-    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
-    theta = theta_old + rng.normal(0, 0.4, size=theta_old.shape)
-    theta_ref = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
-    prompt_index = np.array([[4, 0, 3, 1]])
-    shape = (1, 4, 5)
-    batch = sample_batch(
-        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
-    )
+    config, prompt_index, batch, theta_old, theta, theta_ref = moved_toy_batch(5, 0.4)
     plan = Plan.of([variant])
     included = plan.included(batch)
     advantage_values = plan.advantages(plan.rewards(batch, config), config)
@@ -599,16 +607,7 @@ def test_gspo_equals_a_token_level_computation(spec: str) -> None:
     (the sequence ratio exp(mean of the response's log-ratios), clipped, on every token; the k3
     term per token), at a moved policy where some sequences' clip acts and some does not."""
     variant = parse_spec(spec)
-    config = Config(prompts=6, batch_prompts=4, group_size=5, cap=40, min_length=4, length_norm=41.0)
-    rng = np.random.default_rng(31)
-    theta_old = np.concatenate([rng.normal(size=6), [np.log(1 / 12), np.log(1 / 30)]])[None]
-    theta = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
-    theta_ref = theta_old + rng.normal(0, 0.3, size=theta_old.shape)
-    prompt_index = np.array([[4, 0, 3, 1]])
-    shape = (1, 4, 5)
-    batch = sample_batch(
-        theta_old, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap
-    )
+    config, prompt_index, batch, theta_old, theta, theta_ref = moved_toy_batch(31, 0.3)
     plan = Plan.of([variant])
     included = plan.included(batch)
     advantage_values = plan.advantages(plan.rewards(batch, config), config)
