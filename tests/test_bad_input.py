@@ -41,6 +41,43 @@ BAD = [
         ["run", "--variant", "advantage=none,reward=soft_overlong,buffer=1.5"],
         "buffer must be a number in [0, 1]",
     ),
+    (["run", "--variant", "advantage=grpo_plus"], "advantage must be one of"),  # an unknown family
+    (["run", "--variant", "objective=cispo_x"], "objective must be one of ppo_clip, gspo, cispo, sapo, gpg"),
+    (["run", "--variant", "sampler=gfp"], "sampler must be one of once, filter_groups, gfpo"),
+    (["run", "--variant", "cispoo"], "unknown variant 'cispoo' (did you mean 'cispo'?)"),
+    (
+        ["run", "--variant", "advantage=none,aggregation=length_power,alpha=-0.1"],
+        "alpha must be a number in [0, 1] (got -0.1)",
+    ),
+    (
+        ["run", "--variant", "advantage=none,sampler=gfpo,draws=8"],
+        "sampler=gfpo keeps group_size = 8 of its draws: draws (G') must exceed it (got draws=8)",
+    ),
+    (
+        ["run", "--variant", "advantage=none,sampler=gfpo,draws=6", "--group-size", "8"],
+        "draws (G') must exceed it (got draws=6)",
+    ),
+    (
+        ["run", "--variant", "advantage=none,sampler=gfpo,draws=1"],
+        "draws must be an integer in 2..4096 (got 1)",
+    ),
+    (
+        ["run", "--variant", "advantage=none,sampler=gfpo,keep=longest"],
+        "keep must be one of shortest, reward_per_token",
+    ),
+    (
+        ["run", "--variant", "advantage=none,objective=cispo,epsilon=1.5"],
+        "epsilon must be in (0, 1] for objective=cispo (got 1.5)",
+    ),
+    (
+        ["run", "--variant", "advantage=none,objective=sapo,tau_neg=0"],
+        "tau_neg must be a number in (0, 1000]",
+    ),
+    (
+        ["run", "--variant", "advantage=none,aggregation=token_mean,draws=3"],
+        "unknown key 'draws' (not a parameter of advantage=none",
+    ),
+    (["run", "--variant", "dynamic_sampling", "--group-size", "1"], "--group-size must be an integer in 2.."),
     (["run", "--group-size", "1"], "--group-size must be an integer in 2..10,000 (got 1)"),
     (["run", "--batch-prompts", "65"], "--batch-prompts must be at most prompts = 64"),
     (["run", "--prompts", "0"], "--prompts must be an integer in 1..100,000"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -225,7 +226,15 @@ def test_trl_settings_from_text_and_what_is_not_modelled() -> None:
     [
         ({"los_type": "grpo"}, "no setting 'los_type' that toyrl knows (did you mean 'loss_type'?)"),
         ({"loss_type": "grpoo"}, "loss_type='grpoo' is not valid (did you mean 'grpo'?)"),
-        ({"loss_type": "cispo"}, "loss_type='cispo' is not modelled by toyrl yet"),
+        ({"loss_type": "vespo"}, "loss_type='vespo' is not modelled by toyrl yet"),
+        (
+            {"loss_type": "cispo"},
+            "caps each token's weight at epsilon_high (or epsilon when it is None) = 0.2",
+        ),
+        (
+            {"loss_type": "sapo", "importance_sampling_level": "sequence"},
+            "importance_sampling_level='sequence' is not modelled by toyrl yet (with loss_type='sapo'",
+        ),
         ({"beta": -1}, "beta=-1.0 is not valid; valid: a float in [0, inf]"),
         ({"num_iterations": "two"}, "num_iterations='two' is not valid; valid: an int in [1, 64]"),
         ({"mask_truncated_completions": "maybe"}, "is not valid; valid: a bool"),
@@ -510,6 +519,49 @@ def test_trl_sequence_level_is_gspo() -> None:
     assert plain.objective.clip_high == 0.2  # TRL's epsilon, not gspo's own default
     capped = resolve("trl", None, {"importance_sampling_level": "sequence", "delta": 1.5})
     assert any("delta=1.5 with the sequence ratio" in item for item in capped.mapping.unmodelled)
+
+
+def test_trl_cispo_and_sapo_are_their_objectives() -> None:
+    """loss_type cispo: toyrl's cispo with no lower bound and cap 1 + epsilon_high = TRL's
+    epsilon_high, normalised as dapo (batch_tokens with several steps); sapo: the gate with TRL's
+    temperatures, normalised as grpo. delta acts on PPO's clip only (the conformance suite checks
+    both losses against GRPOTrainer)."""
+    cispo = resolve("trl", None, {"loss_type": "cispo", "epsilon_high": 5.0, "steps_per_generation": 4})
+    variant = parse_variant(cispo.mapping.spec)
+    assert variant.names()["objective"] == "cispo" and variant.names()["normaliser"] == "token_mean"
+    assert (variant.objective.epsilon, variant.objective.epsilon_high) == (None, 4.0)
+    assert variant.normaliser.batch_tokens and variant.schedule.mini_batches == 4
+    sapo = resolve("trl", None, {"loss_type": "sapo", "sapo_temperature_neg": 2.0, "delta": 3.0})
+    variant = parse_variant(sapo.mapping.spec)
+    assert variant.names()["normaliser"] == "seq_mean_token_mean"
+    assert (variant.objective.tau_pos, variant.objective.tau_neg) == (1.0, 2.0)
+    assert any("delta=3.0: TRL applies it to PPO's clip only" in u for u in sapo.mapping.unmodelled)
+
+
+def test_verl_new_families_map_to_their_stages() -> None:
+    """verl's opo and gpg estimators, and its gspo, cispo, sapo and gpg policy losses (no dual
+    clip but vanilla's; sapo always per response)."""
+    mode = "actor_rollout_ref.actor.policy_loss.loss_mode"
+
+    def mapped(settings: dict[str, Any]) -> Any:
+        return parse_variant(
+            resolve("verl", None, {"algorithm.adv_estimator": "grpo"} | settings).mapping.spec
+        )
+
+    assert mapped({"algorithm.adv_estimator": "opo"}).names()["advantage"] == "opo"
+    gpg = mapped({"algorithm.adv_estimator": "gpg", mode: "gpg"})
+    assert gpg.names()["advantage"] == "gpg" and gpg.names()["objective"] == "gpg"
+    cispo = mapped({mode: "cispo"})
+    assert (cispo.objective.epsilon, cispo.objective.epsilon_high) == (0.2, 0.2)
+    sapo = mapped({mode: "sapo", "actor_rollout_ref.actor.policy_loss.tau_neg": 1.5})
+    assert sapo.names()["normaliser"] == "seq_mean_token_mean" and sapo.objective.tau_neg == 1.5
+    gspo = mapped({mode: "gspo"})
+    assert gspo.names()["objective"] == "gspo" and gspo.objective.clip_high == 0.2
+    assert mapped({}).objective.dual_clip == 3.0 and "dual_clip" not in gspo.spec()
+    with pytest.raises(
+        InvalidInput, match=re.escape("policy_loss.loss_mode='dppo_tv' is not modelled by toyrl yet")
+    ):
+        mapped({mode: "dppo_tv"})
 
 
 def test_verl_reinforce_plus_plus_is_reinforce_pp() -> None:

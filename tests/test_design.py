@@ -149,7 +149,7 @@ def check_extensions() -> None:
     from toyrl.stages import REGISTRY, simulated_only
     from toyrl.train import EXACT_COLUMNS, initial_theta, run_streams
 
-    new = {"advantage": "fixed_baseline", "normaliser": "sqrt_tokens", "objective": "cispo"}
+    new = {"advantage": "fixed_baseline", "normaliser": "sqrt_tokens", "objective": "capped_weight"}
     for kind, name in [*new.items(), ("normaliser", "group_token_mean")]:
         assert name in REGISTRY[kind], f"the note registers no {kind} {name!r}"
     for kind, name in new.items():
@@ -167,7 +167,9 @@ def check_extensions() -> None:
     assert np.array_equal(denominator, [[[20.0] * 3, [6.0] * 3]]) and n == 2
 
     config = Config(**SMALL)
-    every = parse_spec("advantage=fixed_baseline,aggregation=sqrt_tokens,objective=cispo,num_iterations=2")
+    every = parse_spec(
+        "advantage=fixed_baseline,aggregation=sqrt_tokens,objective=capped_weight,num_iterations=2"
+    )
     assert parse_spec(every.spec_text()) == every
     grouped = parse_spec("advantage=group_std,aggregation=group_token_mean,mask_truncated=True")
     frame = run_experiment(config, [every, grouped], [0, 1])
@@ -200,27 +202,27 @@ def check_extensions() -> None:
     base = "advantage=none,aggregation=seq_mean_token_mean"
 
     def runs(extra: str, run_config: Config) -> list[Any]:
-        """The frames of PPO's and CISPO's runs (seeds 0, 1), without their variant column."""
-        variants = [parse_spec(f"{base},{extra}"), parse_spec(f"{base},objective=cispo,{extra}")]
+        """The frames of PPO's and the capped weight's runs (seeds 0, 1), without their variant column."""
+        variants = [parse_spec(f"{base},{extra}"), parse_spec(f"{base},objective=capped_weight,{extra}")]
         frame = run_experiment(run_config, variants, [0, 1])
         by = [frame[frame["variant"] == v.name] for v in variants]
         return [f.drop(columns="variant").reset_index(drop=True) for f in by]
 
     for extra in ("num_iterations=1", "beta=0.05", "num_iterations=4"):
-        ppo, cispo = runs(extra, config)
-        assert ppo["clip_fraction"].max() == 0 and ppo.equals(cispo), extra
+        ppo, capped = runs(extra, config)
+        assert ppo["clip_fraction"].max() == 0 and ppo.equals(capped), extra
     # ... and not PPO's where clipping acts (later epochs, a larger learning rate).
-    ppo, cispo = runs("num_iterations=4", Config(**{**SMALL, "lr": 0.3}))
-    assert ppo["clip_fraction"].max() > 0 and cispo["clip_fraction"].max() > 0
-    assert not np.array_equal(ppo["accuracy"], cispo["accuracy"])
+    ppo, capped = runs("num_iterations=4", Config(**{**SMALL, "lr": 0.3}))
+    assert ppo["clip_fraction"].max() > 0 and capped["clip_fraction"].max() > 0
+    assert not np.array_equal(ppo["accuracy"], capped["accuracy"])
     theta = initial_theta(config, run_streams(0)[0])[None]
-    one = [parse_spec(base), parse_spec(f"{base},objective=cispo")]
+    one = [parse_spec(base), parse_spec(f"{base},objective=capped_weight")]
     assert np.array_equal(*(expected_update(theta, config, [v]) for v in one))
 
     # A simulated-only stage, or later epochs, have no exact update.
     for spec, reason in (
         ("advantage=fixed_baseline,aggregation=group_token_mean", "couples its responses"),
-        (f"{base},objective=cispo,num_iterations=2", "later epochs"),
+        (f"{base},objective=capped_weight,num_iterations=2", "later epochs"),
     ):
         try:
             expected_update(theta, config, [parse_spec(spec)])
@@ -238,8 +240,8 @@ def check_mixed_objectives() -> None:
 
     config = Config(**SMALL)
     base = "advantage=none,aggregation=seq_mean_token_mean"
-    cispo = parse_spec(f"{base},objective=cispo,num_iterations=2")
-    together = simulate(config, [(parse_spec(base), 0), (cispo, 0)]).columns
-    alone = simulate(config, [(cispo, 0)]).columns
+    capped = parse_spec(f"{base},objective=capped_weight,num_iterations=2")
+    together = simulate(config, [(parse_spec(base), 0), (capped, 0)]).columns
+    alone = simulate(config, [(capped, 0)]).columns
     for name, values in alone.items():
         assert np.array_equal(together[name][1:], values, equal_nan=True), name

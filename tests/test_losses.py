@@ -196,6 +196,30 @@ def moved_toy_batch(seed: int, move: float):
     return config, prompt_index, batch, theta_old, theta, theta_ref
 
 
+def later_update(variant, config, batch, theta_old, theta, theta_ref):
+    """(included [1, B, G], advantages [1, B, G], the closed-form gradient [1, P + 2], clip
+    fraction [1]) of one whole-batch update of `variant` at theta on a batch drawn at theta_old,
+    through toyrl's Plan and Epoch, as training takes a later update."""
+    plan = Plan.of([variant])
+    included = plan.included(batch)
+    advantages = plan.advantages(plan.rewards(batch, config), config)
+    denominator, n = plan.denominators(batch, included, config)
+    own = OwnLogits.of(batch, theta.shape[-1])
+    ref = own.table(theta_ref) if variant.kl.beta > 0 else None
+    epoch = Epoch.of(own, advantages, own.table(theta_old), ref)
+    part = Part.of(own.batch, included, denominator, n)
+    closed_form, clip_fraction = epoch.gradient(type(variant.objective), slice(None), theta, plan, part)
+    return included, advantages, closed_form, clip_fraction
+
+
+def policy_tensors(theta, theta_old, theta_ref, prompt_index, batch, config):
+    """(log-probabilities at theta, mask, leaves, and the detached ones at theta_old and theta_ref)."""
+    logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
+    old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()
+    ref_logp = leaf_tensors(theta_ref, prompt_index, batch, config.cap)[0].detach()
+    return logp, mask, leaves, old_logp, ref_logp
+
+
 def leaf_tensors(point, prompt_index, batch, cap):
     """(per-token log-probabilities, mask, [psi, phi_right, phi_wrong] leaves) of the six-prompt
     policy `point` [1, 8] on the batch."""
@@ -365,9 +389,9 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
     epoch = Epoch.of(own, advantage_values, old, ref)
     closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
 
-    logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
-    old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()
-    ref_logp = leaf_tensors(theta_ref, prompt_index, batch, config.cap)[0].detach()
+    logp, mask, leaves, old_logp, ref_logp = policy_tensors(
+        theta, theta_old, theta_ref, prompt_index, batch, config
+    )
     advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
     ratio = torch.exp(logp - old_logp)
     low, high = variant.objective.epsilon, variant.objective.clip_high
@@ -608,20 +632,13 @@ def test_gspo_equals_a_token_level_computation(spec: str) -> None:
     term per token), at a moved policy where some sequences' clip acts and some does not."""
     variant = parse_spec(spec)
     config, prompt_index, batch, theta_old, theta, theta_ref = moved_toy_batch(31, 0.3)
-    plan = Plan.of([variant])
-    included = plan.included(batch)
-    advantage_values = plan.advantages(plan.rewards(batch, config), config)
-    denominator, n = plan.denominators(batch, included, config)
-    own = OwnLogits.of(batch, theta.shape[-1])
-    ref = own.table(theta_ref) if variant.kl.beta > 0 else None
-    epoch = Epoch.of(own, advantage_values, own.table(theta_old), ref)
-    part = Part.of(own.batch, included, denominator, n)
-    objective_class = type(variant.objective)
-    closed_form, clip_fraction = epoch.gradient(objective_class, slice(None), theta, plan, part)
+    included, advantage_values, closed_form, clip_fraction = later_update(
+        variant, config, batch, theta_old, theta, theta_ref
+    )
 
-    logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
-    old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()
-    ref_logp = leaf_tensors(theta_ref, prompt_index, batch, config.cap)[0].detach()
+    logp, mask, leaves, old_logp, ref_logp = policy_tensors(
+        theta, theta_old, theta_ref, prompt_index, batch, config
+    )
     advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
     log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
     sequence = torch.exp(log_ratio.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True))
@@ -643,3 +660,59 @@ def test_gspo_equals_a_token_level_computation(spec: str) -> None:
     assert 0 < acting.sum() < acting.numel()  # the sequence clip acts on some responses, not all
     expected_fraction = (valid.sum(dim=1) * acting).sum().item() / valid.sum().item()
     assert clip_fraction[0] == pytest.approx(expected_fraction)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "advantage=group_std_sample,aggregation=token_mean,objective=cispo,num_iterations=2,epsilon=0.1,"
+        "epsilon_high=0.1,beta=0.1",
+        "advantage=none,aggregation=seq_mean_token_mean,objective=cispo,num_iterations=2,epsilon_high=0.05",
+        "advantage=group_std,aggregation=seq_mean_token_mean,objective=sapo,num_iterations=2,tau_pos=3,"
+        "tau_neg=4,beta=0.1",
+        "advantage=gpg,aggregation=token_mean,objective=gpg,num_iterations=2,beta=0.1",
+    ],
+)
+def test_cispo_sapo_and_gpg_equal_a_token_level_computation(spec: str) -> None:
+    """objective=cispo (the weight clip(rho, 1 - epsilon, 1 + epsilon_high), detached, times A log
+    pi), sapo (sigmoid(tau (rho - 1)) 4 / tau times A, tau by the sign of A) and gpg (A log pi):
+    the closed-form update equals autograd of each loss written token by token, with the k3 term,
+    at a moved policy where CISPO's clip acts on some tokens and not on others."""
+    variant = parse_spec(spec)
+    config, prompt_index, batch, theta_old, theta, theta_ref = moved_toy_batch(17, 0.3)
+    included, advantage_values, closed_form, clip_fraction = later_update(
+        variant, config, batch, theta_old, theta, theta_ref
+    )
+
+    logp, mask, leaves, old_logp, ref_logp = policy_tensors(
+        theta, theta_old, theta_ref, prompt_index, batch, config
+    )
+    advantage = torch.tensor(advantage_values.reshape(-1))[:, None]
+    ratio = torch.exp(logp - old_logp)
+    name, stage = variant.names()["objective"], variant.objective
+    if name == "cispo":
+        low = 0.0 if stage.epsilon is None else 1 - stage.epsilon
+        weight = torch.clamp(ratio, low, 1 + stage.epsilon_high).detach()
+        objective = weight * advantage * logp
+        clipped = (ratio < low) | (ratio > 1 + stage.epsilon_high)
+    elif name == "sapo":
+        tau = torch.where(advantage > 0, stage.tau_pos, stage.tau_neg)
+        objective = torch.sigmoid(tau * (ratio - 1)) * 4 / tau * advantage
+        clipped = torch.zeros_like(mask)
+    else:
+        objective = advantage * logp
+        clipped = torch.zeros_like(mask)
+    kl = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+    valid = mask & torch.tensor(included.reshape(-1))[:, None]
+    token_objective = torch.where(valid, objective - variant.kl.beta * kl, torch.zeros_like(objective))
+    if variant.names()["normaliser"] == "token_mean":
+        loss = -token_objective.sum() / valid.sum()
+    else:
+        loss = -(token_objective.sum(dim=1) / mask.sum(dim=1)).mean()
+    loss.backward()
+    autograd = np.concatenate([leaves[0].grad.numpy(), [leaves[1].grad.item(), leaves[2].grad.item()]])
+    np.testing.assert_allclose(closed_form[0], autograd, rtol=1e-10, atol=1e-15)
+    acting = (clipped & valid).sum().item()
+    assert clip_fraction[0] == pytest.approx(acting / valid.sum().item())
+    if name == "cispo":
+        assert 0 < acting < valid.sum().item()  # the clip acts on some tokens, not all

@@ -52,7 +52,7 @@ def test_results_of_another_version_warn_and_mismatched_pairs_are_refused(tmp_pa
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path, sig: signal.Signals) -> None:
-    args = ["run", "--seeds", "120", "--steps", "400", "-q", "--out", "r.csv"]
+    args = ["run", "--seeds", "60", "--steps", "400", "-q", "--out", "r.csv"]
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
     process = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -312,7 +312,9 @@ def test_dynamic_sampling_keeps_mixed_groups_and_draws_from_its_own_stream() -> 
     theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
     noise = next(train.step_noise(streams, config))
     drawn = sample_batch(theta, *noise, config.cap)
-    batch = plan.sampled(drawn, theta, config, [run[5] for run in streams])
+    batch, tokens = plan.sampled(drawn, theta, config, [run[5] for run in streams])
+    generated = (drawn.length + 1).sum(axis=(1, 2))  # every token of the step's own draw
+    assert tokens[0] > generated[0] and tokens[1] == generated[1] and tokens[2] == generated[2]
     counts = correct(batch, config).sum(axis=-1)
     first_counts = correct(drawn, config).sum(axis=-1)[0]
     mixed_first = np.flatnonzero((first_counts > 0) & (first_counts < 4))
@@ -329,6 +331,41 @@ def test_dynamic_sampling_keeps_mixed_groups_and_draws_from_its_own_stream() -> 
     np.testing.assert_array_equal(batch.prompt_index[2], drawn.prompt_index[2])
     untouched = np.random.default_rng(np.random.SeedSequence(3).spawn(6)[5]).random()
     assert streams[2][5].random() == untouched and streams[0][5].random() != untouched
+
+
+def test_gfpo_keeps_the_shortest_of_its_draws_and_counts_them_all() -> None:
+    """gfpo: the step's own G draws of a prompt and G' - G more from the run's refill stream; the G
+    kept are the shortest (ties: the earlier draw), in draw order; tokens_sampled counts all G'
+    draws (tests/test_enumeration.py checks both keep rules against every possible batch). A run
+    that does not over-draw takes nothing from its stream."""
+    config = Config(prompts=10, batch_prompts=3, group_size=4, cap=40, min_length=4, stop_prob_right=0.1)
+    shortest = parse_variant("advantage=none,aggregation=token_mean,sampler=gfpo,draws=7")
+    efficient = parse_variant(
+        "advantage=none,aggregation=token_mean,sampler=gfpo,draws=7,keep=reward_per_token"
+    )
+    plan = Plan.of([shortest, efficient, VARIANTS["dr_grpo"]])
+    streams = [train.run_streams(seed) for seed in (5, 5, 5)]
+    theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
+    noise = next(train.step_noise(streams, config))
+    drawn = sample_batch(theta, *noise, config.cap)
+    refill = [run[5] for run in streams]
+    batch, tokens = plan.sampled(drawn, theta, config, refill)
+    replay = np.random.default_rng(np.random.SeedSequence(5).spawn(6)[5])
+    extra = sample_batch(
+        theta[:1],
+        drawn.prompt_index[:1],
+        replay.random((1, 3, 3)),
+        replay.standard_exponential((1, 3, 3)),
+        config.cap,
+    )
+    length = np.concatenate([drawn.length[0], extra.length[0]], axis=-1)  # [B, G'] in draw order
+    kept = np.sort(np.argsort(length, axis=-1, kind="stable")[:, :4], axis=-1)
+    np.testing.assert_array_equal(batch.length[0], np.take_along_axis(length, kept, axis=-1))
+    assert tokens[0] == (length + 1).sum() and tokens[2] == (drawn.length[2] + 1).sum()
+    np.testing.assert_array_equal(batch.prompt_index, drawn.prompt_index)  # the same prompts
+    np.testing.assert_array_equal(batch.length[2], drawn.length[2])
+    untouched = np.random.default_rng(np.random.SeedSequence(5).spawn(6)[5]).random()
+    assert refill[2].random() == untouched and refill[0].random() != untouched
 
 
 def test_soft_overlong_reward_by_hand() -> None:

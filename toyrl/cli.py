@@ -148,6 +148,38 @@ def with_config_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def with_plugins(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command a repeatable `--plugin PATH` option: each file is loaded
+    (`toyrl.plugins.load_plugin`) before the command runs, so that its variants may name the
+    plugin's stages (`advantage=custom:NAME`)."""
+    signature = inspect.signature(command, eval_str=True)
+    annotation = Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A plugin: a Python file registering stages, reachable as custom:NAME (repeatable; "
+            "docs/plugins.md)."
+        ),
+    ]
+    option = inspect.Parameter("plugin", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+
+    def wrapper(plugin: list[Path] | None = None, **options: Any) -> None:
+        from toyrl.plugins import load_plugin
+
+        for path in plugin or []:
+            load_plugin(path)
+        command(**options)
+
+    wrapper.__name__ = command.__name__
+    wrapper.__doc__ = command.__doc__
+    wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {
+        "plugin": annotation
+    }
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), option]
+    )
+    return wrapper
+
+
 MAX_SEEDS = 1_000_000
 
 
@@ -170,6 +202,7 @@ def _progress(label: str) -> Callable[[int, int], None]:
 
 
 @app.command()
+@with_plugins
 @with_config_options
 def run(
     config: Config,
@@ -350,6 +383,7 @@ def reproduce(
 
 
 @app.command()
+@with_plugins
 def plot(
     results: Annotated[Path, typer.Argument(help="A results CSV written by toyrl run or reproduce.")],
     out: Annotated[Path, typer.Option(help="Folder for the figures (made if missing).")] = Path("figures"),
@@ -398,6 +432,7 @@ def explore(
 
 
 @app.command()
+@with_plugins
 def bias(
     variant: Annotated[
         list[str] | None,
@@ -498,6 +533,7 @@ def bias(
 
 
 @app.command()
+@with_plugins
 @with_config_options
 def sweep(
     config: Config,
@@ -560,12 +596,14 @@ def sweep(
 
 
 @app.command()
+@with_plugins
 def variants(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List every named variant (its spec and the trainer setting it stands for) and every stage."""
     from toyrl.expected import exact_support
     from toyrl.objective import spec_keys
+    from toyrl.plugins import LOADED
     from toyrl.stages import REGISTRY, simulated_only
     from toyrl.variants import SOURCES, VARIANTS
 
@@ -588,6 +626,13 @@ def variants(
     for kind, stages in REGISTRY.items():
         names = [name + ("*" if simulated_only(stage) else "") for name, stage in stages.items()]
         typer.echo(f"  {'aggregation' if kind == 'normaliser' else kind}: {', '.join(names)}")
+    for plugin in LOADED.values():
+        given = ", ".join(
+            f"{'aggregation' if kind == 'normaliser' else kind}={name}" for kind, name in plugin.stages
+        )
+        typer.echo(
+            f"  plugin {plugin.path} ({plugin.name} {plugin.version}, sha256 {plugin.sha256[:12]}): {given}"
+        )
     typer.echo(f"spell any combination as --variant key=value,... over {', '.join(spec_keys())}")
     typer.echo("read from: " + "; ".join(SOURCES.values()))
 

@@ -173,7 +173,14 @@ def _chosen_stages(spec: dict[str, Any]) -> dict[str, Any]:
     for key, kind in KIND_KEYS.items():
         if key in spec:
             if spec[key] not in REGISTRY[kind]:
-                raise InvalidInput(f"{key} must be one of {', '.join(REGISTRY[kind])} (got {spec[key]!r})")
+                hint = (
+                    " (a plugin's stage: pass its file with --plugin)"
+                    if str(spec[key]).startswith("custom:")
+                    else ""
+                )
+                raise InvalidInput(
+                    f"{key} must be one of {', '.join(REGISTRY[kind])} (got {spec[key]!r}){hint}"
+                )
             chosen[kind] = spec[key]
     return {kind: REGISTRY[kind][name] for kind, name in chosen.items()}
 

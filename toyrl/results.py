@@ -30,6 +30,7 @@ import pandas as pd
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, from_spec
+from toyrl.plugins import plugins_used
 from toyrl.policy import FloatArray
 from toyrl.train import EXACT_COLUMNS
 from toyrl.variants import parse_variant
@@ -52,9 +53,13 @@ COLUMN_DOCS = {
     "batch_length_correct": "mean L of its correct responses (NaN if none)",
     "batch_length_incorrect": "mean L of its incorrect responses (NaN if none)",
     "zero_variance_fraction": "fraction of its groups whose rewards are all equal",
+    "tokens_sampled": "tokens generated to make that batch, every draw counted (refills, over-draws)",
     "grad_norm": "L2 norm of the loss gradient that batch gives (all P + 2 parameters), first update",
     "clip_fraction": "share of tokens whose PPO clip was active, mean over the step's updates (0 on-policy)",
 }
+
+# Columns added since the first results of toyrl 0.3.0: a file written before them reads them as NaN.
+LATER_COLUMNS = ("tokens_sampled",)
 
 # Article, "Toy run": final accuracy and tokens of GRPO and length-only (6 seeds). The token figure
 # is E[L | wrong approach] (README, "Which length is the article's 1,410 tokens?").
@@ -146,7 +151,9 @@ def metadata(
     config: Config, variants: Sequence[Variant], seeds: Sequence[int], command: str, mean_field: bool = False
 ) -> dict[str, Any]:
     """Everything needed to remake a results file: version, configuration, variants (each by its
-    canonical spec), seeds, and whether the runs are mean-field ones."""
+    canonical spec), seeds, whether the runs are mean-field ones, and the plugins whose stages
+    the variants use (`toyrl.plugins`: name, version, SHA-256 of the source, path as given), if any."""
+    plugins = plugins_used(variants)
     return {
         "toyrl_version": __version__,
         "command": command,
@@ -162,6 +169,7 @@ def metadata(
             for variant in variants
         },
         "seeds": [int(seed) for seed in seeds],
+        **({"plugins": [plugin.record() for plugin in plugins]} if plugins else {}),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "matplotlib": _installed_version("matplotlib"),
@@ -461,7 +469,8 @@ CSV_ROWS_PER_WRITE = 100_000  # rows formatted at a time: a large table never be
 
 def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
     """Whether a sidecar read from disk records the settings of `meta`: the same configuration (a
-    field the sidecar lacks counts at its default), variants, seeds and kind of run."""
+    field the sidecar lacks counts at its default), variants, seeds, plugins (their hashes) and
+    kind of run."""
     if not isinstance(existing, dict):
         return False
     try:
@@ -470,6 +479,8 @@ def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
     except (InvalidInput, KeyError, TypeError):
         return False
     if _recorded_specs(existing.get("variants")) != _recorded_specs(meta.get("variants")):
+        return False
+    if existing.get("plugins", []) != meta.get("plugins", []):  # another plugin source: other runs
         return False
     mean_field = existing.get("mean_field", existing.get("exact"))  # toyrl 0.2 called it "exact"
     return mean_field == meta.get("mean_field") and existing.get("seeds") == meta.get("seeds")
@@ -565,6 +576,10 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise InvalidInput(f"{path}: not a readable CSV ({reason})") from None
+    for column in LATER_COLUMNS:
+        if column not in frame.columns and set(COLUMN_DOCS) - set(LATER_COLUMNS) <= set(frame.columns):
+            before = list(COLUMN_DOCS)[list(COLUMN_DOCS).index(column) - 1]
+            frame.insert(list(frame.columns).index(before) + 1, column, np.nan)  # not measured then
     missing = [column for column in COLUMN_DOCS if column not in frame.columns]
     if missing:
         raise InvalidInput(f"{path}: missing columns {', '.join(missing)}; is it a toyrl results CSV?")

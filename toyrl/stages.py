@@ -14,13 +14,17 @@ Adding a mode is one registered class (docs/design.md shows how).
 | ---------- | ---------------------------------------------------------------------------- |
 | reward     | `window`: 1 iff right approach, stopped, L >= min_length (the article's);     |
 |            | `soft_overlong`: DAPO's 1 / -1 with its soft overlong punishment              |
+| sampler    | `once` (the article's); `filter_groups` (DAPO's dynamic sampling); `gfpo`       |
+|            | (GFPO: G' draws a prompt, the G shortest or most reward per token kept)        |
 | selector   | `all`; `stopped` (truncated responses masked out of the loss: mask_truncated) |
 | advantage  | `group_std` (ddof 0), `group_std_sample` (ddof 1), `batch_std`, `none`, `rloo`,        |
-|            | `batch_whiten`                                                               |
-| normaliser | the six aggregations: D_i and n of w_i = A_i / D_i, loss -(1/n) sum ...       |
+|            | `batch_whiten`, `token_whiten`(`_sample`), `reinforce_pp`, `opo`, `gpg`         |
+| normaliser | the six aggregations and `length_power`: D_i and n of w_i = A_i / D_i          |
 | objective  | `ppo_clip`: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A), dual_clip |
 |            | `gspo`: the same with the sequence's ratio s_i (geometric mean of its tokens') |
-| kl         | `k3`: beta (pi_ref / pi - 1 - log(pi_ref / pi)), to the initial policy        |
+|            | `cispo`: sg(clip(rho)) A log pi; `sapo`: a soft gate; `gpg`: A log pi          |
+| kl         | `k3`: beta (pi_ref / pi - 1 - log(pi_ref / pi)), to the initial policy;       |
+|            | `k1_reward`: beta k1 in each token's return (OpenRLHF's)                       |
 | schedule   | `epochs`: num_iterations epochs of mini_batches updates on each sampled batch |
 
 Advantages, with eps the std epsilon (the stage's `std_eps`, or the configuration's `std_eps`):
@@ -34,6 +38,8 @@ Advantages, with eps the std epsilon (the stage's `std_eps`, or the configuratio
 | `rloo`             | r_i - mean of the group's other G - 1 rewards  (RLOO)                 |
 | `batch_whiten`     | a_i = r_i - group mean, then (a_i - mean(a)) / (sample std(a) + eps) over the batch |
 | `token_whiten`(`_sample`), `reinforce_pp` | whitened over the batch's tokens (`TokenWhiten`)      |
+| `opo`              | r_i - sum_j abs(o_j) r_j / sum_j abs(o_j) over the group  (OPO)                |
+| `gpg`              | (N / M) (r_i - group mean), M the batch's nonzero rewards  (GPG)      |
 
 Aggregations (N = B G responses, |o_i| the token count of response i, L_norm a constant, by
 default the cap):
@@ -59,7 +65,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl.config import Config, InvalidInput
-from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable, sample_batch
+from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable, expit, sample_batch
 
 KINDS = ("reward", "selector", "advantage", "normaliser", "objective", "kl", "schedule", "sampler")
 REGISTRY: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
@@ -181,8 +187,14 @@ class OneDraw:
 
     def batch(
         self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
-    ) -> Batch:
-        return batch
+    ) -> tuple[Batch, FloatArray]:
+        return batch, generated(batch)
+
+
+def generated(batch: Batch) -> FloatArray:
+    """Every token the batch's responses generated (approach and ramble), per run [R]: what a
+    sampler's draws cost (`tokens_sampled`), whatever `approach_tokens` the loss counts."""
+    return (batch.length + 1).sum(axis=(-2, -1)).astype(np.float64)
 
 
 @register("sampler", "filter_groups")
@@ -210,8 +222,9 @@ class FilterGroups:
 
     def batch(
         self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
-    ) -> Batch:
+    ) -> tuple[Batch, FloatArray]:
         prompts, group = batch.right.shape[-2:]
+        tokens = generated(batch)
         prompt_index, right = batch.prompt_index.copy(), batch.right.copy()
         length, stopped = batch.length.copy(), batch.stopped.copy()
         for run in range(len(theta)):
@@ -232,6 +245,7 @@ class FilterGroups:
                     drawn = sample_batch(
                         theta[run : run + 1], choice[None], approach, exponential, config.cap
                     )
+                    tokens[run] += generated(drawn)[0]
                     used.update(choice.tolist())
                 counts = correct(drawn, config)[0].sum(axis=-1)
                 for j in range(drawn.prompt_index.shape[1]):
@@ -249,7 +263,80 @@ class FilterGroups:
             right[run], length[run], stopped[run] = (
                 np.stack([item[k] for item in chosen]) for k in (1, 2, 3)
             )
-        return Batch(prompt_index, right, length, stopped)
+        return Batch(prompt_index, right, length, stopped), tokens
+
+
+GFPO_KEEPS = ("shortest", "reward_per_token")
+
+
+@register("sampler", "gfpo")
+@dataclass(frozen=True)
+class GroupFilter:
+    """GFPO (Shrivastava et al. 2025, "Sample More to Think Less: Group Filtered Policy
+    Optimization", section 3): each prompt draws `draws` = G' > G responses and keeps G of them,
+    the shortest (`keep='shortest'`) or those with the most reward per token (`'reward_per_token'`:
+    correctness / |o|, |o| every generated token), ties going to the earlier draw. Only the kept
+    ones enter the advantages (their group's statistics) and the loss: GFPO's zero advantage for the
+    others. The first G draws of a prompt are the step's own noise, the other G' - G the run's
+    refill stream's (approach uniforms, then length exponentials, [B, G' - G] each), so with
+    draws = G it would be the article's batch; every draw counts in `tokens_sampled`."""
+
+    draws: int = 16
+    keep: str = "shortest"
+    simulated_only: ClassVar[str] = "GFPO keeps the shortest (or most efficient) of more draws"
+
+    def __post_init__(self) -> None:
+        d = self.draws
+        if isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 4096:
+            raise InvalidInput(f"draws must be an integer in 2..4096 (got {d!r})")
+        if self.keep not in GFPO_KEEPS:
+            raise InvalidInput(f"keep must be one of {', '.join(GFPO_KEEPS)} (got {self.keep!r})")
+
+    def check(self, config: Config) -> None:
+        if self.draws <= config.group_size:
+            raise InvalidInput(
+                f"sampler=gfpo keeps group_size = {config.group_size} of its draws: draws (G') must "
+                f"exceed it (got draws={self.draws})"
+            )
+
+    def batch(
+        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+    ) -> tuple[Batch, FloatArray]:
+        prompts, group = batch.right.shape[-2:]
+        shape = (prompts, self.draws - group)
+        extra = [(rng.random(shape), rng.standard_exponential(shape)) for rng in refill]
+        more = sample_batch(
+            theta,
+            batch.prompt_index,
+            np.stack([u for u, _ in extra]),
+            np.stack([e for _, e in extra]),
+            config.cap,
+        )
+        every = Batch(
+            batch.prompt_index,
+            *(
+                np.concatenate([a, b], axis=-1)
+                for a, b in (
+                    (batch.right, more.right),
+                    (batch.length, more.length),
+                    (batch.stopped, more.stopped),
+                )
+            ),
+        )
+        tokens = (every.length + 1).astype(np.float64)
+        if self.keep == "shortest":
+            key = tokens
+        else:  # the most correctness per token first
+            key = -correct(every, config) / tokens
+        kept = np.sort(np.argsort(key, axis=-1, kind="stable")[..., :group], axis=-1)
+
+        def take(values: NDArray[Any]) -> NDArray[Any]:
+            return np.take_along_axis(values, kept, axis=-1)
+
+        return (
+            Batch(batch.prompt_index, take(every.right), take(every.length), take(every.stopped)),
+            generated(every),
+        )
 
 
 # --- selector: which responses enter the loss -----------------------------------------------
@@ -435,6 +522,40 @@ class TokenWhiten:
         else:
             variance = squares / (total - self.ddof)
         return shifted / np.sqrt(np.maximum(variance + self.var_eps, self.var_floor))
+
+
+@register("advantage", "opo")
+@dataclass(frozen=True)
+class LengthWeightedBaseline:
+    """OPO's optimal baseline (Hao et al. 2025, "On-Policy RL with Optimal Reward Baseline", arXiv
+    2505.23585, eq. 7; verl's `opo` estimator): A_i = r_i - b, b = sum_j |o_j| r_j / sum_j |o_j|
+    over the group, each reward weighed by its response's tokens, so a long wrong answer pulls the
+    baseline down the most."""
+
+    uses_tokens: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "OPO's baseline weighs the group's rewards by their lengths"
+
+    def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray) -> FloatArray:
+        baseline = (tokens * rewards).sum(axis=-1, keepdims=True) / tokens.sum(axis=-1, keepdims=True)
+        return rewards - baseline
+
+
+@register("advantage", "gpg")
+@dataclass(frozen=True)
+class RescaledCentred:
+    """GPG's advantage (Chu et al. 2025, eq. 9; verl's `gpg` estimator at f_norm 1):
+    A_i = alpha (r_i - group mean), alpha = N / M, N the batch's responses and M how many of them
+    have a nonzero reward (at least 1): with 0/1 rewards, the inverse of the batch's accuracy,
+    which scales the gradient up when few answers are right. verl computes N / M in float32 (an
+    int over an int64 tensor), here in float64: up to about 6e-8 relative apart where N / M is not
+    a float32 number (the conformance suite records it)."""
+
+    simulated_only: ClassVar[str] = "GPG's scale N / M counts the whole batch's nonzero rewards"
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        responses = rewards.shape[-2] * rewards.shape[-1]
+        nonzero = np.maximum(np.count_nonzero(rewards, axis=(-2, -1)), 1)[..., None, None]
+        return responses / nonzero * _centred(rewards)
 
 
 def std_eps_of(advantage: Any, config: Config) -> float:
@@ -858,6 +979,134 @@ class GSPO:
         coefficient = update.scale * objective
         clipped_tokens = np.where(clipped & update.included, tokens, 0.0).sum(axis=(1, 2))
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
+
+
+def _plus_kl(objective: FloatArray, update: Update, beta: FloatArray | None) -> FloatArray:
+    """The per-token objective's coefficient plus the KL term's, beta (pi_ref / pi - 1), per kind."""
+    if beta is None:
+        return objective
+    return objective + beta[:, None, None] * update.gather(update.kl_positive, update.kl_negative)
+
+
+def _token_objective(
+    update: Update, positive: FloatArray, negative: FloatArray, beta: FloatArray | None
+) -> Coefficients:
+    """Coefficients by kind from a token's weight on its advantage: `positive` (where A > 0) and
+    `negative` (A <= 0) [3, R, B, G], the same weight for every token of a kind; with per-token
+    advantages (`TokenAdvantage`), the kind's sums of each sign take their weight."""
+    tokens = update.token_advantage
+    if tokens is not None:
+        objective = positive * tokens.positive + negative * tokens.negative
+        if beta is not None:
+            objective = objective + _plus_kl(np.zeros_like(objective), update, beta) * update.counts
+        coefficient = update.scale * objective
+    else:
+        advantage = update.advantage
+        weight = np.where(advantage > 0, positive, negative)
+        coefficient = update.scale * _plus_kl(weight * advantage, update, beta) * update.counts
+    return Coefficients(coefficient[0], coefficient[1], coefficient[2])
+
+
+@register("objective", "cispo")
+@dataclass(frozen=True)
+class CISPO:
+    """CISPO (MiniMax-M1, Chen et al. 2025, eq. 4; verl's `cispo` policy loss, TRL's
+    loss_type='cispo'): per token -sg(clip(rho, 1 - epsilon, 1 + epsilon_high)) A log pi, the
+    importance weight clipped and detached. A token's coefficient is that weight times A: where
+    PPO's clip zeroes a token's gradient, CISPO keeps the clipped weight's. `epsilon` None: no
+    lower bound (the paper's; TRL's clamp(max=epsilon_high), whose epsilon_high is the cap itself,
+    1 + epsilon_high here: its recommended 5.0 is epsilon_high = 4). verl's clip_ratio_low and
+    clip_ratio_high are epsilon and epsilon_high. At ratio 1 the weight is 1: the on-policy update."""
+
+    epsilon: float | None = None
+    epsilon_high: float = 4.0
+
+    def __post_init__(self) -> None:
+        _check_clip_range(self)
+        if self.epsilon is not None and self.epsilon > 1:
+            raise InvalidInput(f"epsilon must be in (0, 1] for objective=cispo (got {self.epsilon!r})")
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon_high
+
+    @staticmethod
+    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        low = [1 - o.epsilon if isinstance(o, CISPO) and o.epsilon is not None else 0.0 for o in objectives]
+        return {"low": np.array(low), "high": 1 + _clip_ranges(CISPO, objectives)["high"]}
+
+    @staticmethod
+    def coefficients(
+        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
+    ) -> tuple[Coefficients, FloatArray]:
+        """(coefficients, clipped tokens [R]): clip(rho) A per token (a clipped token: its weight
+        moved to a bound), plus the KL term as PPOClip adds it."""
+        ratio = update.gather(update.ratio_positive, update.ratio_negative)
+        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        weight = np.minimum(np.maximum(ratio, low), high)
+        clipped = np.where(update.included & ((ratio < low) | (ratio > high)), update.counts, 0.0)
+        return _token_objective(update, weight, weight, beta), clipped.sum(axis=(0, 2, 3))
+
+
+@register("objective", "sapo")
+@dataclass(frozen=True)
+class SAPO:
+    """SAPO (Gao et al. 2025, "Soft Adaptive Policy Optimization", arXiv 2511.20347; TRL's
+    loss_type='sapo', verl's `sapo` policy loss): a soft gate in place of the clip, per token
+    -f(rho) A with f(rho) = sigmoid(tau (rho - 1)) 4 / tau, tau = tau_pos where A > 0, else
+    tau_neg. A token's coefficient d f / d log pi times A is 4 sigma (1 - sigma) rho A, sigma =
+    sigmoid(tau (rho - 1)): A at rho = 1 (the on-policy update), fading smoothly as rho leaves 1,
+    faster for negative advantages (tau_neg > tau_pos). verl averages it per response
+    (seq-mean-token-mean, whatever loss_agg_mode says); TRL's sapo likewise. No token is clipped."""
+
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
+
+    def __post_init__(self) -> None:
+        for name in ("tau_pos", "tau_neg"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1000):
+                raise InvalidInput(f"{name} must be a number in (0, 1000] (got {value!r})")
+
+    @staticmethod
+    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        def values(name: str) -> FloatArray:
+            return np.array([getattr(o, name) if isinstance(o, SAPO) else np.nan for o in objectives])
+
+        return {"tau_pos": values("tau_pos"), "tau_neg": values("tau_neg")}
+
+    @staticmethod
+    def coefficients(
+        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
+    ) -> tuple[Coefficients, FloatArray]:
+        ratio = update.gather(update.ratio_positive, update.ratio_negative)
+
+        def gate_slope(tau: FloatArray) -> FloatArray:  # d f / d log pi = 4 sigma(x) sigma(-x) rho
+            x = tau[:, None, None] * (ratio - 1)
+            return 4 * expit(x) * expit(-x) * ratio
+
+        positive, negative = gate_slope(parameters["tau_pos"]), gate_slope(parameters["tau_neg"])
+        return _token_objective(update, positive, negative, beta), np.zeros(ratio.shape[1])
+
+
+@register("objective", "gpg")
+@dataclass(frozen=True)
+class PlainPolicyGradient:
+    """GPG's loss (Chu et al. 2025, "GPG: A Simple and Strong Reinforcement Learning Baseline";
+    verl's `gpg` policy loss): -A log pi per token, no importance ratio and no clip. A token's
+    coefficient is A at every update, whatever the ratio: later epochs repeat the on-policy
+    gradient at the moved policy."""
+
+    @staticmethod
+    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        return {}
+
+    @staticmethod
+    def coefficients(
+        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
+    ) -> tuple[Coefficients, FloatArray]:
+        ones = np.ones(update.counts.shape)
+        return _token_objective(update, ones, ones, beta), np.zeros(len(update.advantage))
 
 
 # --- schedule -------------------------------------------------------------------------------

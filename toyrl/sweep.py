@@ -2,8 +2,9 @@
 
 A sweep lives in one folder:
 
-- `sweep.json`, the manifest: the grid, the seeds, the base configuration and the toyrl version.
-  Running the same command again resumes; a different grid in the same folder is refused unless
+- `sweep.json`, the manifest: the grid, the seeds, the base configuration and the toyrl version
+  (and the plugins the variants use, by source hash: `toyrl.plugins`). Running the same command
+  again resumes; a different grid (or a changed plugin) in the same folder is refused unless
   `force`, which starts it afresh.
 - `runs/`, one CSV per finished run, written atomically the moment its chunk finishes: a sweep
   stopped at any moment loses no finished run, and a resumed one does only what is missing.
@@ -53,6 +54,7 @@ from toyrl.experiment import (
     worker_count,
 )
 from toyrl.objective import Variant
+from toyrl.plugins import plugins_used
 from toyrl.results import check_writable, claim, write_atomic
 from toyrl.train import COLUMNS
 
@@ -120,8 +122,11 @@ def points(grid: dict[str, list[Any]], base: Config) -> list[Point]:
 
 
 def run_id(variant: Variant, point: Point, seed: int) -> str:
-    """A file name for one run, stable across sessions: a digest of what defines it."""
-    key = json.dumps([variant.name, variant.spec_text(), point.config.to_dict(), seed], sort_keys=True)
+    """A file name for one run, stable across sessions: a digest of what defines it (with the
+    source hashes of the plugins whose stages it uses, if any)."""
+    defined = [variant.name, variant.spec_text(), point.config.to_dict(), seed]
+    plugins = [plugin.sha256 for plugin in plugins_used([variant])]
+    key = json.dumps([*defined, plugins] if plugins else defined, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
@@ -158,6 +163,9 @@ def run_sweep(
         "seeds": [int(s) for s in seeds],
         "base_config": base.to_dict(),
     }
+    plugins = plugins_used(variants)
+    if plugins:  # by name, version and source hash: a path spelled otherwise resumes the same sweep
+        manifest["plugins"] = [{k: v for k, v in p.record().items() if k != "path"} for p in plugins]
     grid_points = points(grid, base)
     runs_folder = folder / "runs"
     with claim(folder.resolve(), "the sweep"):

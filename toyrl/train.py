@@ -43,7 +43,17 @@ from toyrl.policy import (
     policy_gradient,
     sample_batch,
 )
-from toyrl.stages import K3, K1Reward, OneDraw, TokenAdvantage, Update, correct, std_eps_of, weights
+from toyrl.stages import (
+    K3,
+    K1Reward,
+    OneDraw,
+    TokenAdvantage,
+    Update,
+    correct,
+    generated,
+    std_eps_of,
+    weights,
+)
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn at most this many steps at a time ...
 VALUES_PER_BLOCK = 2**22  # ... and at most about this many values per array (32 MB), to bound memory
@@ -67,6 +77,7 @@ SAMPLED_COLUMNS = [  # statistics of the sampled batch: NaN for mean-field runs,
     "batch_length_correct",
     "batch_length_incorrect",
     "zero_variance_fraction",
+    "tokens_sampled",
 ]
 BATCH_COLUMNS = [*SAMPLED_COLUMNS, "grad_norm", "clip_fraction"]
 COLUMNS = ["variant", "seed", "step", *EXACT_COLUMNS, *BATCH_COLUMNS]
@@ -168,11 +179,13 @@ class Plan:
 
     def sampled(
         self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator] | None
-    ) -> Batch:
+    ) -> tuple[Batch, FloatArray]:
         """The batch every run trains on (its sampler's, from the batch drawn with the step's noise;
-        `refill` is each run's refill stream, for samplers that draw more)."""
+        `refill` is each run's refill stream, for samplers that draw more) and the tokens every
+        run's sampler generated [R]."""
+        tokens = generated(batch)
         if all(isinstance(stage, OneDraw) for stage, _ in self.samplers_by):
-            return batch
+            return batch, tokens
         assert refill is not None, "a sampler that draws more needs the runs' refill streams"
         prompt_index, right = batch.prompt_index.copy(), batch.right.copy()
         length, stopped = batch.length.copy(), batch.stopped.copy()
@@ -180,10 +193,12 @@ class Plan:
             if isinstance(stage, OneDraw):
                 continue
             index = np.arange(len(theta))[rows]
-            chosen = stage.batch(batch.rows(index), theta[index], config, [refill[i] for i in index])
+            chosen, tokens[index] = stage.batch(
+                batch.rows(index), theta[index], config, [refill[i] for i in index]
+            )
             prompt_index[index], right[index] = chosen.prompt_index, chosen.right
             length[index], stopped[index] = chosen.length, chosen.stopped
-        return Batch(prompt_index, right, length, stopped)
+        return Batch(prompt_index, right, length, stopped), tokens
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
         return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
@@ -425,12 +440,14 @@ def step_orders(
 
 class Step(NamedTuple):
     """What one step leaves to the recorder, for every run: the batch, its rewards, the gradient of
-    the first update [R, P + 2] and the fraction of tokens clipped, averaged over the updates [R]."""
+    the first update [R, P + 2], the fraction of tokens clipped, averaged over the updates [R], and
+    the tokens the step's sampler generated [R]."""
 
     batch: Batch
     rewards: FloatArray
     grad: FloatArray
     clip_fraction: FloatArray
+    tokens_sampled: FloatArray
 
 
 @dataclass(frozen=True)
@@ -581,7 +598,7 @@ def train_step(
     (prompt_index, approach uniforms, length exponentials); `theta_ref` the KL term's reference
     policy (the initial one); `positions` the step's orders of the responses (`step_orders`; None:
     the batch's own order); `refill` each run's refill stream (for a sampler that draws more)."""
-    batch = plan.sampled(sample_batch(theta, *noise, config.cap), theta, config, refill)
+    batch, tokens_sampled = plan.sampled(sample_batch(theta, *noise, config.cap), theta, config, refill)
     rewards = plan.rewards(batch, config)
     selected = plan.included(batch)
     advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))  # once a batch
@@ -616,7 +633,7 @@ def train_step(
             if _any(rows):
                 grad[rows], _ = epoch.gradient(objective, rows, theta[rows], plan, first)
     if not apply:
-        return Step(batch, rewards, grad, clip_sum)
+        return Step(batch, rewards, grad, clip_sum, tokens_sampled)
     adam.step(theta, plan.clipped(grad, slice(None)), slice(None))
     for update in range(1, int(plan.updates.max())):  # later updates: ratios move from 1
         active = plan.updates > update
@@ -628,7 +645,7 @@ def train_step(
             later_grad, clip_fraction = epoch.gradient(objective, rows, theta[rows], plan, current)
             clip_sum[rows] += clip_fraction
             adam.step(theta, plan.clipped(later_grad, rows), rows)
-    return Step(batch, rewards, grad, clip_sum / plan.updates)
+    return Step(batch, rewards, grad, clip_sum / plan.updates, tokens_sampled)
 
 
 class Trajectory(NamedTuple):
@@ -654,6 +671,7 @@ class Recorder:
         shape = (self.block, n_runs, config.batch_prompts, config.group_size)
         self.lengths, self.correct = np.zeros(shape), np.zeros(shape)  # batch statistics count correctness
         self.clip_fractions = np.zeros((self.block, n_runs))
+        self.tokens_sampled = np.zeros((self.block, n_runs))
         self.columns = {name: np.empty((n_runs, self.steps + 1)) for name in EXACT_COLUMNS + BATCH_COLUMNS}
 
     def policy(self, step: int, theta: FloatArray) -> None:
@@ -667,11 +685,13 @@ class Recorder:
         if sampled is not None:
             self.lengths[slot], self.correct[slot] = sampled.batch.length, correct(sampled.batch, self.config)
             self.clip_fractions[slot] = sampled.clip_fraction
+            self.tokens_sampled[slot] = sampled.tokens_sampled
         if slot == self.block - 1 or step == self.steps:
             first, used = step - slot, slot + 1
             metrics = exact_metrics(self.states[:used], self.config.cap, self.config.min_length)
             metrics |= batch_statistics(self.lengths[:used], self.correct[:used], self.grads[:used])
             metrics["clip_fraction"] = self.clip_fractions[:used]
+            metrics["tokens_sampled"] = self.tokens_sampled[:used]
             if not self.sampled:
                 metrics |= {name: np.full((used, len(self.names)), np.nan) for name in SAMPLED_COLUMNS}
             for name, values in metrics.items():

@@ -23,6 +23,10 @@ SOURCES = {
     "oat": "oat-llm 0.2.4, oat/algorithms/ppo.py (PPOLearner.learning_step, critic_type)",
     "openrlhf": "OpenRLHF 0.11.2, openrlhf/trainer/ppo_utils/experience_maker.py (advantage estimators), "
     "openrlhf/models/loss.py and openrlhf/utils/loss_utils.py (the loss and its token normalisation)",
+    "families": "the newer length-aware objectives, each from its paper and the trainer code named in its "
+    "preset (verl 0.9.1 verl/trainer/ppo/core_algos.py: compute_policy_loss_cispo, _sapo, _gpg, "
+    "compute_opo_outcome_advantage, compute_gpg_outcome_advantage, compute_reinforce_plus_plus(_baseline); "
+    "TRL 1.16.0 grpo_trainer.py: loss_type 'cispo', 'sapo', importance_sampling_level='sequence')",
     "dapo": "the DAPO paper's recipe (Yu et al., 2025) as verl's DAPO recipe runs it: token-level mean, "
     "clip-higher, the soft overlong punishment (verl/workers/reward_manager/dapo.py), dynamic sampling "
     "(filter_groups)",
@@ -207,6 +211,93 @@ VARIANTS: dict[str, Variant] = {
             "DAPO's overlong filtering ablation: token mean, clip-higher, truncated responses masked",
             "the DAPO paper's overlong filtering (truncated responses out of the loss), which its "
             "best-performing run does not use; the 0/1 reward, no dynamic sampling",
+        ),
+        # The newer families (SOURCES["families"]). The objectives that differ from PPO's only off
+        # policy (gspo, cispo, sapo) take four mini-batches per batch, as GSPO's paper does: at one
+        # update per batch they are the on-policy update, the same numbers as their advantage and
+        # aggregation with PPO's clip.
+        _named(
+            "gspo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,objective=gspo,mini_batches=4,"
+            "std_eps=1e-06",
+            "GSPO: the sequence's ratio, clipped at 3e-4 / 4e-4, four mini-batches",
+            "GSPO (Zheng et al. 2025, eq. 5-7; TRL importance_sampling_level='sequence', verl "
+            "policy_loss.loss_mode='gspo' with loss_agg_mode='seq-mean-token-mean'): each batch in four "
+            "mini-batches, as the paper trains",
+        ),
+        _named(
+            "cispo",
+            "advantage=group_std_sample,aggregation=token_mean,objective=cispo,mini_batches=4,std_eps=1e-06",
+            "CISPO: a detached importance weight capped at 5, token mean, four mini-batches",
+            "CISPO (MiniMax-M1, Chen et al. 2025, eq. 4-5: the token-level mean; verl "
+            "policy_loss.loss_mode='cispo' with clip_ratio_low=1.0, clip_ratio_high=4.0; TRL "
+            "loss_type='cispo' with epsilon_high=5.0, ScaleRL's cap, is this loss with TRL's std "
+            "epsilon 1e-4 and schedule, as toyrl check maps it)",
+        ),
+        _named(
+            "sapo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,objective=sapo,mini_batches=4,"
+            "std_eps=1e-06",
+            "SAPO: a soft gate (tau 1 / 1.05) for the clip, per-response mean, four mini-batches",
+            "SAPO (Gao et al. 2025; verl policy_loss.loss_mode='sapo' at tau_pos=1.0, tau_neg=1.05, which "
+            "aggregates seq-mean-token-mean; TRL loss_type='sapo' is this loss with TRL's std epsilon "
+            "1e-4 and schedule, as toyrl check maps it)",
+        ),
+        _named(
+            "opo",
+            "advantage=opo,aggregation=token_mean",
+            "OPO: a length-weighted group baseline, on-policy",
+            "OPO (Hao et al. 2025, eq. 7: b = sum |o| r / sum |o|, one update per batch; verl "
+            "adv_estimator='opo' with its default loss_agg_mode='token-mean')",
+        ),
+        _named(
+            "gpg",
+            "advantage=gpg,aggregation=token_mean,objective=gpg",
+            "GPG: centred advantage scaled by N / (nonzero rewards), no ratio or clip",
+            "GPG (Chu et al. 2025; verl adv_estimator='gpg' and policy_loss.loss_mode='gpg', "
+            "loss_agg_mode='token-mean')",
+        ),
+        _named(
+            "reinforce_pp",
+            "advantage=reinforce_pp,aggregation=token_mean",
+            "REINFORCE++: rewards whitened over the batch's tokens, no group mean",
+            "REINFORCE++ (Hu 2025; verl adv_estimator='reinforce_plus_plus' at gamma 1, "
+            "loss_agg_mode='token-mean'), without its KL term",
+        ),
+        _named(
+            "reinforce_pp_baseline",
+            "advantage=token_whiten_sample,aggregation=token_mean",
+            "REINFORCE++-baseline: group mean, then whitened over the batch's tokens",
+            "verl adv_estimator='reinforce_plus_plus_baseline' (masked_whiten, Bessel-corrected), "
+            "loss_agg_mode='token-mean'",
+        ),
+        _named(
+            "dapo_overlong",
+            "advantage=group_std_sample,aggregation=token_mean,reward=soft_overlong,std_eps=1e-06",
+            "DAPO's soft overlong punishment alone, token mean",
+            "DAPO (Yu et al. 2025, eq. 13) reward 1 / -1 with its overlong buffer (verl "
+            "reward_manager='dapo', overlong_buffer.len a fifth of the cap, penalty_factor 1)",
+        ),
+        _named(
+            "dynamic_sampling",
+            "advantage=group_std_sample,aggregation=token_mean,sampler=filter_groups,std_eps=1e-06",
+            "DAPO's dynamic sampling alone, token mean",
+            "DAPO (Yu et al. 2025, section 3.2) groups all right or all wrong dropped and refilled (verl "
+            "algorithm.filter_groups.enable=True, metric 'acc', max_num_gen_batches 10)",
+        ),
+        _named(
+            "gfpo",
+            "advantage=group_std_sample,aggregation=token_mean,sampler=gfpo,std_eps=1e-06",
+            "GFPO: 16 draws a prompt, the 8 shortest kept, token mean",
+            "GFPO (Shrivastava et al. 2025, section 3: sample G' = 16, keep k = 8 by length, advantages "
+            "over the kept, DAPO's token-level mean)",
+        ),
+        _named(
+            "gfpo_token_efficiency",
+            "advantage=group_std_sample,aggregation=token_mean,sampler=gfpo,keep=reward_per_token,"
+            "std_eps=1e-06",
+            "GFPO by reward per token: 16 draws, the 8 most efficient kept",
+            "GFPO's token-efficiency metric (Shrivastava et al. 2025: reward / length), G' = 16, k = 8",
         ),
     )
 }

@@ -113,7 +113,9 @@ fi
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 
 # torch first and alone: the CPU wheel on this machine's disk (no CUDA download).
-"${pip[@]}" torch==2.13.0
+# shellcheck source=scripts/conformance/shared_torch.sh
+. "$(dirname "$0")/shared_torch.sh"
+shared_torch "$venv/bin/python"
 constraints="$venv/torch-constraint.txt"
 echo "torch==2.13.0" > "$constraints"
 

@@ -53,7 +53,9 @@ venv=$(cd "$venv" && pwd)
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 
 # torch first and alone: the CPU build on disk. Every later install keeps it (constraints).
-"${pip[@]}" torch==2.13.0
+# shellcheck source=scripts/conformance/shared_torch.sh
+. "$(dirname "$0")/shared_torch.sh"
+shared_torch "$venv/bin/python"
 constraints="$venv/conformance-constraints.txt"
 echo "torch==2.13.0" > "$constraints"
 

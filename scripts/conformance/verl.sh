@@ -133,7 +133,9 @@ psutil==7.2.2
 PINS
 pip=("$python" -m pip install --quiet --disable-pip-version-check -c "$constraints")
 
-"${pip[@]}" torch==2.13.0
+# shellcheck source=scripts/conformance/shared_torch.sh
+. "$(dirname "$0")/shared_torch.sh"
+shared_torch "$python"
 # toyrl from this checkout, by a .pth onto its source: no build in the tree, which another
 # install of the checkout may be using at the same time
 site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")

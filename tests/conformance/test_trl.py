@@ -53,6 +53,12 @@ further, and accelerate's backward only under DeepSpeed):
 TRL's `delta` (two-sided clipping: the ratio clamped at delta before PPO's min) is dual-clip
 PPO with c = delta when delta >= 1 + epsilon_high (`test_dual_clip`).
 
+loss_type cispo and sapo (the newer families, at the end): cispo's detached weight
+clamp(coef_1, max=epsilon_high) is toyrl's cispo with epsilon_high = TRL's - 1 and no lower bound,
+aggregated as dapo; sapo's gate is toyrl's sapo (tau_pos / tau_neg = sapo_temperature_pos / _neg),
+aggregated as grpo; their later updates are compared at `toy.stop_pushed`'s policy, where a cap
+of 5 acts (TRL logs cispo_clip_ratio for cispo, no clip metric for sapo).
+
 Later optimiser steps are compared at a moved policy (`toy.moved`), not at the one TRL's optimiser
 would reach: the leaf holds the log-probs of whatever policy is under test, against TRL's
 old_per_token_logps at theta_old (which TRL computes whenever gradient_accumulation_steps is not a
@@ -182,9 +188,10 @@ class Run:
         """The toy rows each optimiser step saw, sorted."""
         return [sorted(row for part in step for row in part) for step in self.micro]
 
-    def clipped(self, step: int, micro_batches: int) -> float:
-        """TRL's clip_ratio/region_mean at optimiser step `step` (the largest of its micro-batches)."""
-        values = self.metrics["clip_ratio/region_mean"]
+    def clipped(self, step: int, micro_batches: int, metric: str = "clip_ratio/region_mean") -> float:
+        """TRL's clip_ratio/region_mean (or another clip `metric`: loss_type='cispo' logs
+        cispo_clip_ratio) at optimiser step `step` (the largest of its micro-batches)."""
+        values = self.metrics[metric]
         return max(values[step * micro_batches : (step + 1) * micro_batches])
 
 
@@ -606,17 +613,25 @@ class Trial:
 
 
 def trials(
-    env: Environment, schedule: Schedule, variant: Any, scale: float = 1.0, **grpo: Any
+    env: Environment,
+    schedule: Schedule,
+    variant: Any,
+    scale: float = 1.0,
+    metric: str | None = "clip_ratio/region_mean",
+    move: Any = toy.moved,
+    **grpo: Any,
 ) -> list[Trial]:
     """TRL's optimiser steps on every batch: the first at ratio 1, later ones each at its own moved
-    policy. Checks TRL's split: step u holds mini-batch u % k of the order its one shuffle drew (the
-    same order at every epoch), cut into c consecutive micro-batches; the first step is at ratio 1."""
+    policy (`move`: toy.moved, or toy.stop_pushed). Checks TRL's split: step u holds mini-batch u % k
+    of the order its one shuffle drew (the same order at every epoch), cut into c consecutive
+    micro-batches; the first step is at ratio 1 (TRL's clip `metric` 0 there; None: the loss type
+    logs none)."""
     out = []
     k, c = schedule.mini_batches, schedule.micro_batches
     for seed, make in enumerate(BATCHES.values()):
         batch = make()
         thetas = [None] + [
-            toy.moved(batch, MOVED + 10 * seed + u, scale=scale) for u in range(1, schedule.updates)
+            move(batch, MOVED + 10 * seed + u, scale=scale) for u in range(1, schedule.updates)
         ]
         run = run_trl(env, batch, batch.rewards(variant), thetas, seed=seed, **schedule.grpo, **grpo)
         order, size = run.order, batch.responses // k
@@ -626,7 +641,7 @@ def trials(
             assert run.micro[u] == [
                 order[start + j * size // c : start + (j + 1) * size // c] for j in range(c)
             ]
-        assert run.clipped(0, c) == 0
+        assert metric is None or run.clipped(0, c, metric) == 0
         out.append(Trial(batch, thetas, run))
     return out
 
@@ -654,10 +669,12 @@ def toyrl(variant: Any, order: bool = True) -> Any:
     )
 
 
-def least_clipped(found: list[Trial], schedule: Schedule) -> list[float]:
+def least_clipped(
+    found: list[Trial], schedule: Schedule, metric: str = "clip_ratio/region_mean"
+) -> list[float]:
     """Per later update, the smallest fraction of its tokens TRL clipped over the batches."""
     micro = schedule.micro_batches
-    return [min(t.run.clipped(u, micro) for t in found) for u in range(1, schedule.updates)]
+    return [min(t.run.clipped(u, micro, metric) for t in found) for u in range(1, schedule.updates)]
 
 
 def record(
@@ -668,12 +685,19 @@ def record(
     schedule: Schedule,
     worst: list[float],
     expected: bool = True,
+    metric: str | None = "clip_ratio/region_mean",
 ) -> None:
     """One row per update: its max relative difference over the batches and, past the first, the
-    smallest fraction of its tokens TRL clipped (clip_ratio/region_mean)."""
-    clipped = [0.0, *least_clipped(found, schedule)]
+    smallest fraction of its tokens TRL clipped (clip_ratio/region_mean, or `metric`; None: the loss
+    type clips nothing, SAPO's gate)."""
+    if metric is None:
+        clipped = [0.0] * len(worst)
+    else:
+        clipped = [0.0, *least_clipped(found, schedule, metric)]
     for u, difference in enumerate(worst):
-        where = f"moved theta, clip >= {clipped[u]:.1%}" if u else "ratio 1"
+        where = (
+            ("moved theta" + ("" if metric is None else f", clip >= {clipped[u]:.1%}")) if u else "ratio 1"
+        )
         conform(
             "trl", f"{setting}: {schedule.describe(u)}, {where}", variant_text, difference, expected=expected
         )
@@ -878,3 +902,342 @@ def test_sequence_level_is_gspo(trl_env: Environment, conform: Any) -> None:
         control,
         expected=False,
     )
+
+
+# --- the newer families: loss_type cispo and sapo ------------------------------------------------
+#
+# cispo: per token -clamp(coef_1, max=epsilon_high).detach() A log pi, aggregated as dapo (the
+# token sum over num_items_in_batch): toyrl's objective=cispo with no lower bound (epsilon None)
+# and epsilon_high = TRL's epsilon_high - 1 (TRL's is the cap itself). sapo: per token
+# -sigmoid(tau (coef_1 - 1)) 4 / tau A, tau = sapo_temperature_pos where A > 0, else _neg,
+# aggregated as grpo (per sequence): toyrl's objective=sapo, tau_pos / tau_neg. TRL also runs cispo
+# with importance_sampling_level="sequence" (a warning only: one detached sequence ratio per
+# completion as every token's weight); toyrl's cispo is token-level (its sequence-level objective,
+# gspo, is PPO's clip), so that setting is not compared.
+
+CISPO_CLIPPED = "cispo_clip_ratio"  # TRL's cispo metric: tokens with A > 0 and coef_1 > epsilon_high
+
+
+def grpo_defaults(env: Environment) -> Any:
+    """GRPOConfig() as the runs build it, its other fields left at their defaults."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' deprecations
+        return env.trl.GRPOConfig(output_dir=os.path.join(env.model_dir, "out"), use_cpu=True, report_to=[])
+
+
+def respec(preset: str, **keys: Any) -> str:
+    """The canonical spec text of a preset with some of its keys replaced or added."""
+    merged = parse_variant(preset).spec() | keys
+    return parse_variant(",".join(f"{key}={value}" for key, value in merged.items())).spec_text()
+
+
+@dataclass
+class Iterated:
+    """TRL with num_iterations=2 on a batch: its first pass at ratio 1, its second at `theta`."""
+
+    batch: toy.ToyBatch
+    theta: np.ndarray
+    run: Run
+
+
+def iterated(env: Environment, variant: Any, **grpo: Any) -> list[Iterated]:
+    """TRL with num_iterations=2 on every batch, the second pass at `toy.stop_pushed`'s policy
+    (right responses' stop tokens at ratio 9, their other ramble tokens at 0.27, the rest moved at
+    scale 1): CISPO's cap 5 acts on tokens with A > 0, a lower bound 0.8 would act below."""
+    out = []
+    for seed, make in enumerate(BATCHES.values()):
+        batch = make()
+        theta = toy.stop_pushed(batch, seed)
+        run = run_trl(env, batch, batch.rewards(variant), [None, theta], seed=seed, num_iterations=2, **grpo)
+        assert run.seen == [list(range(batch.responses))] * 2  # each iteration saw every response once
+        out.append(Iterated(batch, theta, run))
+    return out
+
+
+def iterated_differences(found: list[Iterated], variant: Any) -> tuple[float, float, float]:
+    """Max relative differences over the batches of TRL's advantages and its 1st and 2nd
+    iteration's weights from the variant's (its micro-batches in TRL's shuffled order)."""
+    worst = np.zeros(3)
+    for it in found:
+        got = (it.run.advantages, it.run.weights[0], it.run.weights[1])
+        want = (
+            toy.advantages(variant, it.batch),
+            toy.token_weights(variant, it.batch, order=it.run.order),
+            toy.token_weights(variant, it.batch, it.theta, order=it.run.order),
+        )
+        assert all(np.abs(w).max() > 0 for w in want)
+        worst = np.maximum(worst, [toy.relative_difference(g, w) for g, w in zip(got, want, strict=True)])
+    return worst[0], worst[1], worst[2]
+
+
+# setting, GRPOConfig arguments, toyrl's spec, TRL's clip metric (None: sapo logs none), and
+# controls: (note, spec, agrees at the 1st iteration, agrees at the 2nd)
+FAMILY_LATER = [
+    (
+        "loss_type=cispo, epsilon_high=5.0",
+        {"loss_type": "cispo", "epsilon_high": 5.0},
+        spec("trl_default", objective="cispo", epsilon_high=4.0, num_iterations=2),
+        CISPO_CLIPPED,
+        [
+            (
+                "TRL's 5.0 as toyrl's epsilon_high",
+                spec("trl_default", objective="cispo", epsilon_high=5.0, num_iterations=2),
+                True,
+                False,
+            ),
+            ("PPO's clip", spec("trl_default", num_iterations=2), True, False),
+        ],
+    ),
+    (
+        "loss_type=cispo, epsilon_high=1.28",
+        {"loss_type": "cispo", "epsilon_high": 1.28},
+        spec("trl_default", objective="cispo", epsilon_high=0.28, num_iterations=2),
+        CISPO_CLIPPED,
+        [
+            (
+                "a lower bound 1 - 0.2",
+                spec("trl_default", objective="cispo", epsilon=0.2, epsilon_high=0.28, num_iterations=2),
+                True,
+                False,
+            ),
+        ],
+    ),
+    # two micro-batches: every one divided by num_items_in_batch (the generation batch's tokens)
+    (
+        "loss_type=cispo, epsilon_high=5.0, gradient_accumulation_steps=2",
+        {"loss_type": "cispo", "epsilon_high": 5.0, "gradient_accumulation_steps": 2},
+        spec(
+            "trl_default",
+            objective="cispo",
+            epsilon_high=4.0,
+            num_iterations=2,
+            micro_batches=2,
+            shuffle="once",
+        ),
+        CISPO_CLIPPED,
+        [
+            (
+                "each micro-batch's token mean",
+                spec(
+                    "trl_default",
+                    objective="cispo",
+                    epsilon_high=4.0,
+                    num_iterations=2,
+                    micro_batches=2,
+                    shuffle="once",
+                    per_micro_batch=True,
+                ),
+                False,
+                False,
+            ),
+        ],
+    ),
+    (
+        "loss_type=sapo (sapo_temperature_pos=1.0, sapo_temperature_neg=1.05, the defaults)",
+        {"loss_type": "sapo"},
+        spec("trl_grpo", objective="sapo", num_iterations=2),
+        None,
+        [
+            (
+                "temperatures swapped",
+                spec("trl_grpo", objective="sapo", tau_pos=1.05, tau_neg=1.0, num_iterations=2),
+                True,
+                False,
+            ),
+            ("the token mean", spec("trl_default", objective="sapo", num_iterations=2), False, False),
+        ],
+    ),
+    (
+        "loss_type=sapo, sapo_temperature_pos=2.0, sapo_temperature_neg=5.0",
+        {"loss_type": "sapo", "sapo_temperature_pos": 2.0, "sapo_temperature_neg": 5.0},
+        spec("trl_grpo", objective="sapo", tau_pos=2.0, tau_neg=5.0, num_iterations=2),
+        None,
+        [
+            (
+                "temperatures swapped",
+                spec("trl_grpo", objective="sapo", tau_pos=5.0, tau_neg=2.0, num_iterations=2),
+                True,
+                False,
+            ),
+            ("PPO's clip", spec("trl_grpo", num_iterations=2), True, False),
+        ],
+    ),
+    (
+        "loss_type=sapo, gradient_accumulation_steps=2",
+        {"loss_type": "sapo", "gradient_accumulation_steps": 2},
+        spec("trl_grpo", objective="sapo", num_iterations=2, micro_batches=2, shuffle="once"),
+        None,
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "grpo", "variant_text", "metric", "controls"), FAMILY_LATER, ids=[s for s, *_ in FAMILY_LATER]
+)
+def test_family_later_update(
+    trl_env: Environment,
+    conform: Any,
+    setting: str,
+    grpo: dict,
+    variant_text: str,
+    metric: str | None,
+    controls: list[tuple[str, str, bool, bool]],
+) -> None:
+    """loss_type cispo and sapo with num_iterations=2: the first pass at ratio 1 (every objective
+    the on-policy gradient), the second at a policy where CISPO's cap acts (TRL's cispo_clip_ratio
+    > 0 in every batch) and SAPO's gate moves every weight off A rho; each against toyrl's objective,
+    and controls that tell the parameters apart (the taus swapped, the cap misread, PPO's clip)."""
+    variant = parse_variant(variant_text)
+    found = iterated(trl_env, variant, **grpo)
+    micro = grpo.get("gradient_accumulation_steps", 1)
+    if metric is None:  # sapo logs no clip metric: it clips nothing
+        assert not any(key.startswith("clip_ratio") for key in found[0].run.metrics)
+        where = "2nd iteration (stop-pushed policy)"
+    else:
+        assert all(it.run.clipped(0, micro, metric) == 0 for it in found)
+        clipped = min(it.run.clipped(1, micro, metric) for it in found)
+        assert clipped > 0
+        where = f"2nd iteration (stop-pushed policy, {metric} >= {clipped:.1%})"
+    advantage, first, second = iterated_differences(found, variant)
+    conform("trl", f"{setting}: advantages", variant_text, advantage)
+    conform("trl", f"{setting}: weights, 1st iteration", variant_text, first)
+    conform("trl", f"{setting}: weights, {where}", variant_text, second)
+    for note, control_text, first_agrees, second_agrees in controls:
+        _, control_first, control_second = iterated_differences(found, parse_variant(control_text))
+        label = f"{setting}: weights, %s (control: {note})"
+        conform("trl", label % "1st iteration", control_text, control_first, first_agrees)
+        conform("trl", label % where, control_text, control_second, second_agrees)
+
+
+def test_cispo_default_cap(trl_env: Environment, conform: Any) -> None:
+    """GRPOConfig(loss_type='cispo') with epsilon_high unset: TRL's epsilon_high falls back to
+    epsilon = 0.2, and cispo's clamp(coef_1, max=epsilon_high) takes it as the cap itself, so every
+    weight is capped at 0.2 on policy too: TRL's first update is 0.2 times toyrl's on-policy cispo
+    (to 1e-14). toyrl's cap is 1 + epsilon_high > 1, so no toyrl spec is this setting: recorded as a
+    known difference from toyrl's cispo (the weight 1 at ratio 1)."""
+    assert grpo_defaults(trl_env).epsilon_high is None
+    variant_text = spec("trl_default", objective="cispo")
+    variant = parse_variant(variant_text)
+    worst = 0.0
+    for seed, make in enumerate(BATCHES.values()):
+        batch = make()
+        run = run_trl(trl_env, batch, batch.rewards(variant), [None], seed=seed, loss_type="cispo")
+        want = toy.token_weights(variant, batch, order=run.order)
+        assert np.abs(want).max() > 0
+        assert toy.relative_difference(run.weights[0], 0.2 * want) <= 1e-14
+        worst = max(worst, toy.relative_difference(run.weights[0], want))
+    setting = "loss_type=cispo, epsilon_high unset (the cap = epsilon = 0.2): weights, ratio 1"
+    conform("trl", setting, variant_text, worst, expected=False)
+
+
+# loss types of the newer families over several optimiser steps per generation batch: setting,
+# GRPOConfig arguments, preset, spec keys, TRL's clip metric
+FAMILY_SCHEDULED = [
+    ("loss_type=sapo", {"loss_type": "sapo"}, "trl_grpo", {"objective": "sapo"}, None),
+    (
+        "loss_type=cispo, epsilon_high=5.0",
+        {"loss_type": "cispo", "epsilon_high": 5.0},
+        "trl_default",
+        {"objective": "cispo", "epsilon_high": 4.0},
+        CISPO_CLIPPED,
+    ),
+]
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize(
+    ("setting", "grpo", "preset", "extra", "metric"), FAMILY_SCHEDULED, ids=[s for s, *_ in FAMILY_SCHEDULED]
+)
+def test_family_schedule(
+    trl_env: Environment,
+    conform: Any,
+    setting: str,
+    grpo: dict,
+    preset: str,
+    extra: dict,
+    metric: str | None,
+    schedule: str,
+) -> None:
+    """Several optimiser steps per generation batch in TRL's shuffled order, the later ones at
+    stop-pushed policies. sapo is aggregated as grpo (per sequence, / c): toyrl's
+    seq_mean_token_mean at any mini-batch size (as test_schedule's grpo). cispo is aggregated as
+    dapo (num_items_in_batch x c / steps_per_generation): toyrl's token_mean with one step per pass,
+    token_mean,batch_tokens=True with k > 1 (as test_schedule_dapo), the step's own tokens being the
+    control that differs; the taus swapped are sapo's control at the later updates."""
+    plan = SCHEDULES[schedule]
+    k = plan.mini_batches
+    batch_tokens = {"batch_tokens": True} if grpo["loss_type"] == "cispo" and k > 1 else {}
+    variant_text = plan.spec(preset, **extra, **batch_tokens)
+    variant = parse_variant(variant_text)
+    found = trials(trl_env, plan, variant, metric=metric, move=toy.stop_pushed, **grpo)
+    if metric is not None:  # the cap acts at some later update of every batch
+        micro = plan.micro_batches
+        assert all(max(t.run.clipped(u, micro, metric) for u in range(1, plan.updates)) > 0 for t in found)
+    advantage = max(
+        toy.relative_difference(t.run.advantages, toy.advantages(variant, t.batch)) for t in found
+    )
+    setting = f"{setting}, {schedule}"
+    conform("trl", f"{setting}: advantages", variant_text, advantage)
+    worst = differences(found, toyrl(variant))
+    record(conform, setting, variant_text, found, plan, worst, metric=metric)
+    if batch_tokens:  # control: each step's own tokens
+        own_text = plan.spec(preset, **extra)
+        own = differences(found, toyrl(parse_variant(own_text)))
+        record(conform, f"{setting} (control: the step's tokens)", own_text, found, plan, own, False, None)
+    if grpo["loss_type"] == "sapo":  # control: the taus swapped, at the later updates
+        swapped_text = plan.spec(preset, **extra, tau_pos=1.05, tau_neg=1.0)
+        swapped = max(differences(found, toyrl(parse_variant(swapped_text)))[1:])
+        label = f"{setting}: later updates (control: temperatures swapped)"
+        conform("trl", label, swapped_text, swapped, expected=False)
+
+
+# The presets cispo and sapo name TRL's loss types at TRL's recommended epsilon_high 5.0 (toyrl's
+# 4) and default temperatures, in four mini-batches: TRL's steps_per_generation=4.
+PRESET_SCHEDULE = Schedule({"steps_per_generation": 4}, 4, 1, 1)
+FAMILY_PRESETS = [
+    ("cispo", {"loss_type": "cispo", "epsilon_high": 5.0}, {"batch_tokens": True}, CISPO_CLIPPED),
+    ("sapo", {"loss_type": "sapo"}, {}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("preset", "grpo", "extra", "metric"), FAMILY_PRESETS, ids=[p for p, *_ in FAMILY_PRESETS]
+)
+def test_family_presets(
+    trl_env: Environment, conform: Any, preset: str, grpo: dict, extra: dict, metric: str | None
+) -> None:
+    """The presets cispo and sapo against the TRL settings they name (steps_per_generation=4: four
+    optimiser steps of one micro-batch, the later ones at stop-pushed policies). TRL's schedule
+    shuffles the generation batch once (shuffle=once) and cispo's normaliser is dapo's
+    (batch_tokens=True, test_family_schedule); with those keys the presets differ from TRL by their
+    std_eps only: theirs is verl's 1e-6, TRL's scale_rewards='group' divides by std + 1e-4. The
+    preset with TRL's schedule keys is recorded as a known difference, and with std_eps=1e-4 too as
+    agreeing; the preset's fields that are TRL's defaults (the temperatures) are checked."""
+    plan = PRESET_SCHEDULE
+    named = parse_variant(preset)
+    assert named.stage("schedule").mini_batches == plan.mini_batches
+    config = grpo_defaults(trl_env)
+    if preset == "sapo":
+        objective = named.stage("objective")
+        assert (objective.tau_pos, objective.tau_neg) == (
+            config.sapo_temperature_pos,
+            config.sapo_temperature_neg,
+        )
+    else:
+        assert named.stage("objective").epsilon is None and named.stage("objective").epsilon_high == 5.0 - 1
+    matching_text = respec(preset, std_eps=0.0001, shuffle="once", **extra)
+    found = trials(trl_env, plan, parse_variant(matching_text), metric=metric, move=toy.stop_pushed, **grpo)
+    setting = f"preset {preset}: loss_type={preset}, steps_per_generation=4"
+    record(
+        conform,
+        setting,
+        matching_text,
+        found,
+        plan,
+        differences(found, toyrl(parse_variant(matching_text))),
+        metric=metric,
+    )
+    schedule_text = respec(preset, shuffle="once", **extra)  # std_eps 1e-6, verl's
+    worst = differences(found, toyrl(parse_variant(schedule_text)))
+    record(conform, f"{setting} (preset's std_eps 1e-6)", schedule_text, found, plan, worst, False, None)

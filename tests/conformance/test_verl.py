@@ -38,6 +38,14 @@ batch's prompt-major parts: `balanced_order` runs `RayPPOTrainer._balance_batch`
 from the installed ray_trainer.py's source (that module does not import here: it needs torchdata
 and ray's cluster API). verl's dual clip (clip_ratio_c = 3, on by default) is toyrl's dual_clip=3.0.
 
+The newer families (`FAMILIES`, `FAMILY_PRESETS`): the registered "cispo", "sapo" and "gpg"
+policy losses through the same ppo_loss path (verl's clip_ratio_low / clip_ratio_high, tau_pos /
+tau_neg, loss_agg_mode; sapo aggregates seq-mean-token-mean whatever loss_agg_mode says), at ratio
+1 and at moved policies where CISPO's bounds act, and the "opo" and "gpg" estimators (gpg's scale
+N / M is computed in float32: `test_gpg_advantages`); and each new toyrl preset (opo, gpg,
+reinforce_pp, reinforce_pp_baseline, cispo, sapo, gspo) against the verl settings it names, every
+optimiser step of its schedule.
+
 In a release that still has `verl.workers.actor` (<= 0.7.0, built with `scripts/conformance/verl.sh
 .trainers/verl-0.7.0 0.7.0`), the engine tests skip and `test_legacy_update_policy` and
 `test_legacy_mini_batches` record what its default actor, `DataParallelPPOActor.update_policy`,
@@ -259,7 +267,14 @@ def actor_config(
 ) -> Any:
     """verl's FSDPActorConfig, its defaults but for the batch sizes and `overrides`;
     ppo_mini_batch_size = `mini_batch_prompts` (default the batch's B prompts: one mini-batch),
-    checked with the config's own validate(n_gpus, train_batch_size) as the trainer does."""
+    checked with the config's own validate(n_gpus, train_batch_size) as the trainer does. A
+    `policy_loss` override given as a dict (`{"loss_mode": "cispo"}`) becomes verl's
+    PolicyLossConfig, as the trainer's config builds it from actor.policy_loss.*."""
+    if isinstance(overrides.get("policy_loss"), dict):
+        overrides = {
+            **overrides,
+            "policy_loss": verl.workers_config.PolicyLossConfig(**overrides["policy_loss"]),
+        }
     prompts, group = batch.shape
     sizes: dict[str, object] = {"ppo_mini_batch_size": mini_batch_prompts or prompts, "rollout_n": group}
     if layout.micro_batch_size is None:
@@ -400,8 +415,10 @@ def verl_updates(
             for micro_batch in micro_batches:
                 loss, metrics = verl.losses.ppo_loss(actor, model_output(micro_batch, leaf), micro_batch)
                 loss.backward()
-                clipfrac = max(clipfrac, metrics["actor/pg_clipfrac"].aggregate())
-                clipfrac_lower = max(clipfrac_lower, metrics["actor/pg_clipfrac_lower"].aggregate())
+                # (the gpg policy loss reports no clip metrics: it has no ratio to clip)
+                if "actor/pg_clipfrac" in metrics:
+                    clipfrac = max(clipfrac, metrics["actor/pg_clipfrac"].aggregate())
+                    clipfrac_lower = max(clipfrac_lower, metrics["actor/pg_clipfrac_lower"].aggregate())
             count = len(micro_batches)
         assert leaf.grad is not None
         weights = leaf.grad.numpy() / layout.dp  # FSDP averages the ranks' gradients
@@ -487,6 +504,10 @@ ESTIMATORS = [
         "advantage=batch_whiten,aggregation=token_mean,std_eps=1e-08",
         expected=False,
     ),
+    # OPO's length-weighted baseline, b = sum |o| r / sum |o| over the group (|o| the response
+    # mask's tokens: approach and ramble): toyrl's preset opo (advantage=opo). GPG's estimator:
+    # test_gpg_advantages (its scale is computed in float32)
+    Estimator("opo", "opo"),
 ]
 
 
@@ -584,6 +605,13 @@ class Setting:
     norm: bool = True  # algorithm.norm_adv_by_std_in_grpo
     checks: tuple[tuple[str, bool], ...] = (("verl_default", True),)  # (preset or spec, expected)
     length_norm: float = CONFIG.length_norm
+    estimator: str = "grpo"  # algorithm.adv_estimator
+    # the policy loss reports pg_clipfrac > 0 at the moved policy (PPO's clip, CISPO's); False: it
+    # reports 0 or nothing (SAPO's soft gate, GPG's loss without a ratio)
+    clips: bool = True
+    # checks at the moved policy only: controls that agree at ratio 1, where every objective here
+    # is the on-policy gradient
+    moved_checks: tuple[tuple[str, bool], ...] = ()
 
 
 # verl 0.9.1's agg_loss divides seq-mean-token-sum-norm's token sums by global_batch_size and then by
@@ -653,22 +681,22 @@ def variant_of(preset: str) -> Variant:
 
 def check_update(
     verl: Verl, conform: Conform, batch_name: str, setting: Setting, layout: Layout, theta_name: str
-) -> None:
-    """verl's weights for the setting against each of its presets / specs."""
+) -> Update:
+    """verl's weights for the setting against each of its presets / specs (its update returned)."""
     batch = BATCHES[batch_name]()
     batch = dataclasses.replace(batch, config=batch.config.replace(length_norm=setting.length_norm))
     theta = theta_of(batch, batch_name, theta_name)
-    advantages = verl_advantages(verl, batch, "grpo", setting.norm)
+    advantages = verl_advantages(verl, batch, setting.estimator, setting.norm)
     actor = actor_config(verl, batch, layout, **setting.overrides)
     update = verl_update(verl, batch, advantages, actor, layout, theta)
     assert update.micro_batches >= (1 if layout is ONE else 2)
     if theta is not None:
         rho = ratios(batch, theta)
-        assert update.clipfrac > 0  # the PPO clip acts
+        assert (update.clipfrac > 0) == setting.clips  # the PPO (or CISPO) clip acts
         assert update.clipfrac_lower == 0 and not ((advantages < 0) & (rho > 3)).any()  # the dual clip not
         assert ((advantages > 0) & (rho > 1.2) & (rho <= 1 + CLIP_HIGH)).any()  # clip_ratio_high matters
         assert ((advantages > 0) & (rho > 1 + CLIP_HIGH)).any()
-    for preset, expected in setting.checks:
+    for preset, expected in setting.checks + (setting.moved_checks if theta is not None else ()):
         variant = variant_of(preset)
         if not variant.stage("selector").keeps_truncated:
             assert not batch.stopped.all()  # mask_truncated has something to mask
@@ -677,6 +705,7 @@ def check_update(
         difference = toy.relative_difference(update.weights, want)
         label = f"{setting.name} | {batch_name} | {theta_name} | {layout.name}"
         conform(TRAINER, label, preset, difference, expected)
+    return update
 
 
 @pytest.mark.parametrize("theta_name", THETAS)
@@ -924,6 +953,245 @@ def test_dual_clip(
             TRAINER, f"{label} | step {step}", plain, toy.relative_difference(update.weights, without), False
         )
         assert toy.relative_difference(update.weights[~dual], without[~dual]) <= 1e-10
+
+
+# --- the newer families: cispo, sapo and gpg policy losses; opo and gpg advantages --------------
+
+
+def gpg_alpha(batch: toy.ToyBatch) -> tuple[float, float]:
+    """GPG's scale alpha = N / max(1, M), M the batch's nonzero rewards: exactly (toyrl's) and as
+    compute_gpg_outcome_advantage computes it, `bsz / m.clamp(min=1)`, a Python int over an int64
+    tensor, which torch's true division returns in the default dtype, float32."""
+    n = batch.responses
+    m = max(1, int(np.count_nonzero(batch.rewards(parse_variant("verl_default")))))
+    return n / m, float(np.float32(n) / np.float32(m))
+
+
+@pytest.mark.parametrize("batch_name", list(BATCHES))
+def test_gpg_advantages(verl: Verl, conform: Conform, batch_name: str) -> None:
+    """verl's gpg estimator (compute_gpg_outcome_advantage, f_norm 1) is alpha (r - group mean)
+    with alpha = N / M rounded to float32 (`gpg_alpha`; the rewards and the centring stay float64):
+    restated so, verl's advantages agree to 1e-14 on every batch. toyrl's `gpg` advantage computes
+    N / M in float64, so the two agree to 1e-10 where N / M is a float32 number (the sampled batches:
+    16 / 4) and differ by float32's rounding where it is not (the corner batch: 16 / 7, relative
+    4.5e-8): a known difference, verl's, recorded as such (toyrl has no float32 variant of it, as it
+    has for reinforce_plus_plus_baseline's Bessel factor)."""
+    assert (torch.tensor(16) / torch.tensor(7)).dtype == torch.float32  # the promotion verl relies on
+    assert inspect.signature(verl.core.compute_gpg_outcome_advantage).parameters["f_norm"].default == 1.0
+    batch = BATCHES[batch_name]()
+    got = verl_advantages(verl, batch, "gpg")
+    want = broadcast(toy.advantages(parse_variant("gpg"), batch), batch)
+    assert np.abs(want).max() > 0
+    exact, rounded = gpg_alpha(batch)
+    assert (exact != rounded) == (batch_name == "corners")  # both cases are covered
+    assert toy.relative_difference(got, want * (rounded / exact)) <= 1e-14  # verl: toyrl's, alpha in float32
+    difference = toy.relative_difference(got, want)
+    assert difference < 1e-6
+    setting = (
+        f"adv gpg (alpha = {batch.responses} / M in float32: {'inexact' if exact != rounded else 'exact'})"
+    )
+    conform(TRAINER, f"{setting} | {batch_name}", "gpg", difference, exact == rounded)
+
+
+# CISPO's clipped, detached weight; SAPO's soft gate; GPG's plain -A log pi (grpo's advantages)
+CISPO = "advantage=group_std_sample,aggregation=token_mean,objective=cispo,std_eps=1e-06"
+SAPO = "advantage=group_std_sample,aggregation=seq_mean_token_mean,objective=sapo,std_eps=1e-06"
+SAPO_TOKEN_MEAN = "advantage=group_std_sample,aggregation=token_mean,objective=sapo,std_eps=1e-06"
+GPG = "advantage=group_std_sample,aggregation=token_mean,objective=gpg,std_eps=1e-06"
+GPG_SEQ = "advantage=group_std_sample,aggregation=seq_mean_token_mean,objective=gpg,std_eps=1e-06"
+
+FAMILIES = [
+    # compute_policy_loss_cispo: clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high), detached,
+    # times -A log pi: toyrl's cispo with epsilon = clip_ratio_low, epsilon_high = clip_ratio_high;
+    # the same cap without the lower bound (and PPO's clip) are the controls
+    Setting(
+        "cispo (clip_ratio_low = clip_ratio_high = 0.2, the defaults)",
+        {"policy_loss": {"loss_mode": "cispo"}},
+        checks=((f"{CISPO},epsilon=0.2,epsilon_high=0.2", True),),
+        moved_checks=((f"{CISPO},epsilon_high=0.2", False), ("verl_default", False)),
+    ),
+    # clip_ratio_low = 1: the lower bound 0, no bound at all (ratios are positive): toyrl's
+    # epsilon None (CISPO's paper, TRL's clamp(max=...))
+    Setting(
+        "cispo, clip_ratio_low=1.0 (no lower bound), clip_ratio_high=0.28",
+        {"policy_loss": {"loss_mode": "cispo"}, "clip_ratio_low": 1.0, "clip_ratio_high": CLIP_HIGH},
+        checks=((f"{CISPO},epsilon_high={CLIP_HIGH}", True),),
+        moved_checks=((f"{CISPO},epsilon=0.2,epsilon_high={CLIP_HIGH}", False),),
+    ),
+    # clip_ratio_low None: compute_policy_loss_cispo falls back to clip_ratio for it
+    Setting(
+        "cispo, clip_ratio_low=None (clip_ratio=0.3's)",
+        {"policy_loss": {"loss_mode": "cispo"}, "clip_ratio_low": None, "clip_ratio": 0.3},
+        checks=((f"{CISPO},epsilon=0.3,epsilon_high=0.2", True),),
+        moved_checks=((f"{CISPO},epsilon=0.2,epsilon_high=0.2", False),),
+    ),
+    # compute_policy_loss_sapo: -sigmoid(tau (ratio - 1)) 4 / tau A, tau = tau_pos where A > 0, else
+    # tau_neg, aggregated seq-mean-token-mean whatever loss_agg_mode says (the default token-mean
+    # here); the taus swapped and the token mean are the controls
+    Setting(
+        "sapo (tau_pos=1.0, tau_neg=1.05, the defaults; loss_agg_mode=token-mean, ignored)",
+        {"policy_loss": {"loss_mode": "sapo"}},
+        checks=((SAPO, True), (SAPO_TOKEN_MEAN, False)),
+        clips=False,
+        moved_checks=((f"{SAPO},tau_pos=1.05,tau_neg=1.0", False),),
+    ),
+    Setting(
+        "sapo, tau_pos=2.0, tau_neg=5.0, loss_agg_mode=seq-mean-token-sum-norm (ignored)",
+        {
+            "policy_loss": {"loss_mode": "sapo"},
+            "tau_pos": 2.0,
+            "tau_neg": 5.0,
+            "loss_agg_mode": "seq-mean-token-sum-norm",
+        },
+        checks=((f"{SAPO},tau_pos=2.0,tau_neg=5.0", True),),
+        clips=False,
+        moved_checks=((f"{SAPO},tau_pos=5.0,tau_neg=2.0", False), (SAPO, False)),
+    ),
+    # compute_policy_loss_gpg: -A log pi, no ratio, aggregated by loss_agg_mode; PPO's clipped
+    # objective (verl's vanilla) is the control
+    Setting(
+        "gpg (token-mean)",
+        {"policy_loss": {"loss_mode": "gpg"}},
+        checks=((GPG, True),),
+        clips=False,
+        moved_checks=(("verl_default", False),),
+    ),
+    Setting(
+        "gpg, loss_agg_mode=seq-mean-token-mean",
+        {"policy_loss": {"loss_mode": "gpg"}, "loss_agg_mode": "seq-mean-token-mean"},
+        checks=((GPG_SEQ, True), (GPG, False)),
+        clips=False,
+        moved_checks=(("verl_seq_mean_token_mean", False),),
+    ),
+]
+
+
+@pytest.mark.parametrize("theta_name", THETAS)
+@pytest.mark.parametrize("batch_name", LOSS_BATCHES)
+@pytest.mark.parametrize("setting", FAMILIES, ids=lambda s: s.name)
+def test_family_policy_loss(
+    engine: Verl, conform: Conform, setting: Setting, batch_name: str, theta_name: str
+) -> None:
+    """verl's cispo, sapo and gpg policy losses (ppo_loss on 4 micro-batches) against toyrl's
+    objectives, at ratio 1 (all of them the on-policy gradient) and at a moved policy, where CISPO's
+    bounds act on tokens with A != 0 (both of them, or the cap alone, as the setting has it; verl's
+    pg_clipfrac > 0), SAPO's gate moves every weight off A rho (pg_clipfrac 0: verl reports none)
+    and GPG's ignores the ratio."""
+    check_update(engine, conform, batch_name, setting, FOUR, theta_name)
+    if theta_name == "ratio 1" or setting.overrides["policy_loss"]["loss_mode"] != "cispo":
+        return
+    batch = BATCHES[batch_name]()
+    rho = ratios(batch, theta_of(batch, batch_name, theta_name))
+    acting = batch.mask & (verl_advantages(engine, batch, "grpo") != 0)
+    objective = variant_of(setting.checks[0][0]).stage("objective")
+    assert (acting & (rho > 1 + objective.epsilon_high)).any()  # the cap acts
+    low = 1 - (0.2 if objective.epsilon is None else objective.epsilon)  # no bound: where the control's acts
+    assert (acting & (rho < low)).any()
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilyPreset:
+    """A toyrl preset of the newer families and the verl settings it stands for."""
+
+    preset: str
+    estimator: str  # algorithm.adv_estimator
+    overrides: dict[str, Any]  # FSDPActorConfig fields
+    mini_batch_prompts: int | None = None  # actor.ppo_mini_batch_size (None: the batch, one step)
+
+
+FAMILY_PRESETS = [
+    FamilyPreset("opo", "opo", {}),
+    FamilyPreset("gpg", "gpg", {"policy_loss": {"loss_mode": "gpg"}}),
+    FamilyPreset("reinforce_pp", "reinforce_plus_plus", {}),
+    FamilyPreset("reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}),
+    # the objectives that differ from PPO's only off policy, in four mini-batches of one prompt
+    FamilyPreset(
+        "cispo",
+        "grpo",
+        {"policy_loss": {"loss_mode": "cispo"}, "clip_ratio_low": 1.0, "clip_ratio_high": 4.0},
+        1,
+    ),
+    FamilyPreset("sapo", "grpo", {"policy_loss": {"loss_mode": "sapo"}}, 1),
+    FamilyPreset(
+        "gspo",
+        "grpo",
+        {
+            "policy_loss": {"loss_mode": "gspo"},
+            "loss_agg_mode": "seq-mean-token-mean",
+            "clip_ratio_low": 3e-4,
+            "clip_ratio_high": 4e-4,
+        },
+        1,
+    ),
+]
+
+
+def preset_setting(preset: FamilyPreset) -> str:
+    keys = [f"adv_estimator={preset.estimator}"]
+    keys += [f"{k}={v['loss_mode'] if k == 'policy_loss' else v}" for k, v in preset.overrides.items()]
+    keys += [] if preset.mini_batch_prompts is None else [f"ppo_mini_batch_size={preset.mini_batch_prompts}"]
+    return ", ".join(keys)
+
+
+@pytest.mark.parametrize("batch_name", list(BATCHES))
+@pytest.mark.parametrize("preset", FAMILY_PRESETS, ids=lambda p: p.preset)
+def test_family_presets(engine: Verl, conform: Conform, preset: FamilyPreset, batch_name: str) -> None:
+    """Each preset of the newer families is verl with its settings: every optimiser step of verl's
+    actor (4 micro-batches of 1 response per mini-batch of 4 where the preset has four, else one
+    step of 4 micro-batches) against toyrl's update of the preset, the first at theta_old and the
+    later ones at `toy.stop_pushed`'s policy (CISPO's cap 1 + 4 and GSPO's clip act there: verl's
+    pg_clipfrac > 0). The gpg preset on the corner batch differs by verl's float32 scale
+    (test_gpg_advantages), and agrees to 1e-6."""
+    batch = BATCHES[batch_name]()
+    variant = parse_variant(preset.preset)
+    k = variant.stage("schedule").mini_batches
+    layout = FOUR if preset.mini_batch_prompts is None else Layout("micro-batches of 1", micro_batch_size=1)
+    assert k == (1 if preset.mini_batch_prompts is None else batch.shape[0] // preset.mini_batch_prompts)
+    pushed = toy.stop_pushed(batch, MOVES[batch_name])
+    advantages = verl_advantages(engine, batch, preset.estimator)
+    actor = actor_config(engine, batch, layout, preset.mini_batch_prompts, **preset.overrides)
+    updates = verl_updates(engine, batch, advantages, actor, layout, lambda step: pushed if step else None)
+    assert len(updates) == k
+    if k > 1:
+        loss_mode = preset.overrides["policy_loss"]["loss_mode"]
+        assert (max(u.clipfrac for u in updates[1:]) > 0) == (loss_mode != "sapo")
+    exact = preset.preset != "gpg" or np.subtract(*gpg_alpha(batch)) == 0
+    for step, update in enumerate(updates):
+        assert np.array_equal(
+            update.rows, np.arange(step * batch.responses // k, (step + 1) * batch.responses // k)
+        )
+        want = toy.token_weights(variant, batch, None if step == 0 else pushed, update=step)
+        assert np.abs(want).max() > 0 or not advantages[update.rows].any()
+        difference = toy.relative_difference(update.weights, want)
+        if not exact:
+            assert difference < 1e-6
+        where = "ratio 1" if step == 0 else "stop-pushed policy"
+        label = f"preset {preset.preset}: {preset_setting(preset)} | {batch_name} | step {step}, {where}"
+        conform(TRAINER, label, preset.preset, difference, exact)
+
+
+def test_family_defaults_are_the_presets(engine: Verl) -> None:
+    """The presets' fields that verl's defaults set: sapo's taus are ActorConfig's tau_pos, tau_neg;
+    opo, gpg and the REINFORCE++ presets aggregate with the actor's default loss_agg_mode
+    (token-mean); gpg's advantage is the estimator's at its default f_norm = 1; and the REINFORCE++
+    presets are the specs test_advantages checks."""
+    verl = engine
+    actor = actor_config(verl, corners(), ONE)
+    sapo = parse_variant("sapo").stage("objective")
+    assert (sapo.tau_pos, sapo.tau_neg) == (actor.tau_pos, actor.tau_neg) == (1.0, 1.05)
+    assert actor.loss_agg_mode == "token-mean"
+    for preset in ("opo", "gpg", "reinforce_pp", "reinforce_pp_baseline", "cispo"):
+        assert parse_variant(preset).spec()["aggregation"] == "token_mean"
+    assert parse_variant("sapo").spec()["aggregation"] == "seq_mean_token_mean"  # verl's forced mode
+    assert inspect.signature(verl.core.compute_gpg_outcome_advantage).parameters["f_norm"].default == 1.0
+    specs = {e.name: e.preset for e in ESTIMATORS if e.expected}
+    assert (
+        parse_variant("reinforce_pp").spec_text() == parse_variant(specs["reinforce_plus_plus"]).spec_text()
+    )
+    assert (
+        parse_variant("reinforce_pp_baseline").spec_text()
+        == parse_variant(specs["reinforce_plus_plus_baseline"]).spec_text()
+    )
 
 
 # --- verl <= 0.7.0: dp_actor's update_policy ------------------------------------------------------

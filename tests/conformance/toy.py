@@ -151,6 +151,16 @@ def moved(toy: ToyBatch, seed: int, scale: float = 0.3) -> np.ndarray:
     return toy.theta_old + np.random.default_rng(seed).normal(0.0, scale, size=toy.theta_old.shape)
 
 
+def stop_pushed(toy: ToyBatch, seed: int, shift: float = 3.5, scale: float = 1.0) -> np.ndarray:
+    """`moved`'s policy but for the right-approach stop logit, theta_old's + `shift`: the stop tokens
+    of right responses several times likelier (at the configuration's stop probability 1/12, ratio
+    9: above 5 on tokens with A > 0, where a cap such as CISPO's 1 + 4 acts) and their other ramble
+    tokens less likely (ratio 0.27)."""
+    theta = moved(toy, seed, scale)
+    theta[0, -2] = toy.theta_old[0, -2] + shift  # the stop logit of right-approach responses (logp's phi)
+    return theta
+
+
 def advantages(variant: Variant, toy: ToyBatch) -> np.ndarray:
     """toyrl's advantages [N] of the variant on the batch (its advantage stage, through `Plan`)."""
     plan = Plan.of([variant])

@@ -18,6 +18,9 @@ What the mapping follows, per setting:
   accumulates gradient_accumulation_steps micro-batches (micro_batches, for bnpo);
   `mask_truncated_completions`: truncated completions out of the loss;
 - `importance_sampling_level="sequence"`: GSPO's sequence ratio (objective=gspo, TRL's clip range);
+- `loss_type="cispo"`: the weight clamp(rho, max=epsilon_high), detached, normalised as dapo
+  (objective=cispo with no lower bound, epsilon_high one less than TRL's cap); `"sapo"`: the soft
+  gate at sapo_temperature_pos / _neg, normalised as grpo (objective=sapo);
 - `num_generations`: the group size G.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from toyrl.config import InvalidInput
 from toyrl.trainers import (
     Release,
     Setting,
@@ -43,7 +47,10 @@ AGGREGATION = {
     "dr_grpo": "seq_mean_token_sum_norm",
     "dapo": "token_mean",
     "bnpo": "token_mean",
+    "cispo": "token_mean",  # normalised as dapo: the generation batch's tokens
+    "sapo": "seq_mean_token_mean",  # as grpo: each completion's mean
 }
+OWN_OBJECTIVE = ("cispo", "sapo")  # their own per-token objective, not PPO's clip (nor delta)
 ADVANTAGE = {"group": "group_std_sample", "batch": "batch_std", "none": "none"}
 
 SETTINGS_1_16_0 = {
@@ -65,13 +72,15 @@ SETTINGS_1_16_0 = {
     "steps_per_generation": Setting(None, kind=int, low=1, optional=True),
     "max_grad_norm": Setting(1.0, kind=float, low=0.0),
     "per_device_train_batch_size": Setting(8, kind=int, low=1),
+    "sapo_temperature_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
+    "sapo_temperature_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
 }
 
 
 SETTINGS_0_22 = {
     key: setting
     for key, setting in SETTINGS_1_16_0.items()
-    if key not in ("use_bias_correction_kl", "entropy_coef")
+    if key not in ("use_bias_correction_kl", "entropy_coef", "sapo_temperature_pos", "sapo_temperature_neg")
 } | {"loss_type": Setting("dapo", ("grpo", "bnpo", "dr_grpo", "dapo"))}
 
 # TRL 0.22.0 and 0.22.1 swap scale_rewards in `_generate_and_score_completions`: "group" (the
@@ -97,6 +106,33 @@ def _mapping_0_22(s: dict[str, Any]) -> ToyMapping:
     return mapped
 
 
+def _own_objective(s: dict[str, Any]) -> list[str]:
+    """The spec items of loss_type cispo (its weight clamp(rho, max=epsilon_high), detached: toyrl's
+    cispo with no lower bound and cap 1 + epsilon_high) or sapo (its gate's temperatures)."""
+    loss = s["loss_type"]
+    if s["importance_sampling_level"] == "sequence":
+        raise not_modelled(
+            "importance_sampling_level",
+            "sequence",
+            ["token"],
+            f"with loss_type={loss!r}: toyrl's {loss} is per token",
+        )
+    if loss == "sapo":
+        spec = ["objective=sapo"]
+        for key, field in (("sapo_temperature_pos", "tau_pos"), ("sapo_temperature_neg", "tau_neg")):
+            if s[key] != SETTINGS_1_16_0[key].default:
+                spec.append(f"{field}={s[key]}")
+        return spec
+    cap = s["epsilon"] if s["epsilon_high"] is None else s["epsilon_high"]
+    if cap <= 1:
+        raise InvalidInput(
+            f"loss_type='cispo' caps each token's weight at epsilon_high (or epsilon when it is None) = "
+            f"{cap:g}, not above the on-policy ratio 1: even the first update's weights are {cap:g}, which "
+            "toyrl's cispo does not model; set epsilon_high above 1 (TRL recommends 5.0)"
+        )
+    return ["objective=cispo", f"epsilon_high={cap - 1:g}"]
+
+
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     loss = s["loss_type"]
     if loss not in AGGREGATION:
@@ -106,9 +142,13 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     spec = [f"advantage={ADVANTAGE[scale]}", f"aggregation={AGGREGATION[loss]}"]
     if scale != "none":
         spec.append("std_eps=0.0001")
-    spec += ppo_spec(
+    ppo = ppo_spec(
         s["epsilon"], s["epsilon_high"], s["num_iterations"], s["beta"], s["mask_truncated_completions"]
     )
+    if loss in OWN_OBJECTIVE:
+        spec += [item for item in ppo if not item.startswith("epsilon")] + _own_objective(s)
+    else:
+        spec += ppo
     if sequence:
         spec.append("objective=gspo")
         if s["epsilon_high"] is None:  # gspo's own default is not epsilon: spell TRL's
@@ -135,11 +175,13 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     unmodelled += notes_of_schedule
     if loss == "bnpo" and accumulation > 1:
         spec.append("per_micro_batch=True")
-    if loss == "dapo" and steps // accumulation > 1:
+    if loss in ("dapo", "cispo") and steps // accumulation > 1:
         # num_items_in_batch counts the generation batch's tokens: each step divides by its share
         spec.append("batch_tokens=True")
     delta, high = s["delta"], s["epsilon_high"] if s["epsilon_high"] is not None else s["epsilon"]
-    if delta is not None and sequence:
+    if delta is not None and loss in OWN_OBJECTIVE:
+        unmodelled.append(f"delta={delta}: TRL applies it to PPO's clip only, not to {loss}; left out")
+    elif delta is not None and sequence:
         unmodelled.append(f"delta={delta} with the sequence ratio: the toy's gspo has no cap; left out")
     elif delta is not None and delta >= 1 + high:  # ratios capped at delta: dual-clip PPO's c
         spec.append(f"dual_clip={delta}")

@@ -7,7 +7,10 @@ What the mapping follows:
   unless `algorithm.norm_adv_by_std_in_grpo` is false), "rloo" (leave-one-out), and
   "reinforce_plus_plus_baseline" (group mean, then whitened over the batch's tokens with a
   Bessel-corrected variance + 1e-8: `token_whiten_sample`), "reinforce_plus_plus" (at gamma 1: the
-  rewards themselves whitened so, `reinforce_pp`); the default "gae" needs a value model;
+  rewards themselves whitened so, `reinforce_pp`), "opo" (the length-weighted group baseline) and
+  "gpg" (the centred reward times N / nonzero rewards); the default "gae" needs a value model;
+- `actor_rollout_ref.actor.policy_loss.loss_mode`: "vanilla" (PPO, dual clip), "gspo", "cispo",
+  "sapo" (`policy_loss.tau_pos` / `tau_neg`; always seq-mean-token-mean) and "gpg";
 - `actor_rollout_ref.actor.loss_agg_mode`: "token-mean" (the batch's tokens), "seq-mean-token-mean",
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
   "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
@@ -67,7 +70,10 @@ MODELLED_ESTIMATORS = (
     "rloo_vectorized",
     "reinforce_plus_plus_baseline",
     "reinforce_plus_plus",
+    "opo",
+    "gpg",
 )
+MODELLED_LOSS_MODES = ("vanilla", "gspo", "cispo", "sapo", "gpg")
 AGGREGATION = {
     "token-mean": "token_mean",
     "token-sum": "token_sum",
@@ -121,6 +127,8 @@ SETTINGS_0_9_1 = {
     "algorithm.filter_groups.max_num_gen_batches": Setting(0, kind=int, low=0, high=100_000),
     "trainer.balance_batch": Setting(True, kind=bool),
     ACTOR + "optim.clip_grad": Setting(1.0, kind=float, low=0.0),
+    ACTOR + "policy_loss.tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
+    ACTOR + "policy_loss.tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
 }
 
 # 0.7.0: the legacy actor (dp_actor.update_policy) normalises each micro-batch on its own and
@@ -172,14 +180,34 @@ def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
     return spec
 
 
+def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, beta: float) -> list[str]:
+    """The policy loss: "vanilla" PPO with the dual clip clip_ratio_c; "gspo" (the sequence ratio,
+    clipped at clip_ratio_low / _high, no dual clip); "cispo" (the weight clip(rho, 1 - low,
+    1 + high), detached); "sapo" (the gate at policy_loss.tau_pos / tau_neg); "gpg" (-A log pi)."""
+    mode = s[ACTOR + "policy_loss.loss_mode"]
+    if mode == "vanilla":
+        return ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
+    spec = [item for item in ppo_spec(low, high, epochs, beta) if not item.startswith("epsilon")]
+    if mode in ("gspo", "cispo"):
+        spec += [f"objective={mode}", f"epsilon={low}", f"epsilon_high={high}"]
+    elif mode == "sapo":
+        spec.append("objective=sapo")
+        for key, field in (("tau_pos", 1.0), ("tau_neg", 1.05)):
+            if s[ACTOR + "policy_loss." + key] != field:
+                spec.append(f"{key}={s[ACTOR + 'policy_loss.' + key]}")
+    else:
+        spec.append("objective=gpg")
+    return spec
+
+
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     estimator = s["algorithm.adv_estimator"]
     if estimator not in MODELLED_ESTIMATORS:
         why = "PPO's GAE needs a value model" if estimator == "gae" else ""
         raise not_modelled("algorithm.adv_estimator", estimator, MODELLED_ESTIMATORS, why)
     mode = s[ACTOR + "policy_loss.loss_mode"]
-    if mode != "vanilla":
-        raise not_modelled(ACTOR + "policy_loss.loss_mode", mode, ["vanilla"])
+    if mode not in MODELLED_LOSS_MODES:
+        raise not_modelled(ACTOR + "policy_loss.loss_mode", mode, MODELLED_LOSS_MODES)
     notes = []
     if estimator == "grpo_vectorized":
         advantage = "group_std_sample,std_eps=1e-06"  # its code never reads the flag
@@ -195,9 +223,17 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         if s["algorithm.gamma"] != 1:
             raise not_modelled("algorithm.gamma", s["algorithm.gamma"], [1.0], "discounted per-token returns")
         advantage = "reinforce_pp"
+    elif estimator in ("opo", "gpg"):
+        advantage = estimator
     else:
         advantage = "token_whiten_sample"
-    spec = [f"advantage={advantage}", f"aggregation={AGGREGATION[s[ACTOR + 'loss_agg_mode']]}"]
+    aggregation = s[ACTOR + "loss_agg_mode"]
+    if mode == "sapo" and aggregation != "seq-mean-token-mean":
+        notes.append(
+            "policy_loss.loss_mode='sapo' aggregates seq-mean-token-mean, whatever loss_agg_mode says"
+        )
+        aggregation = "seq-mean-token-mean"
+    spec = [f"advantage={advantage}", f"aggregation={AGGREGATION[aggregation]}"]
     low = s[ACTOR + "clip_ratio_low"] if s[ACTOR + "clip_ratio_low"] is not None else s[ACTOR + "clip_ratio"]
     high = (
         s[ACTOR + "clip_ratio_high"] if s[ACTOR + "clip_ratio_high"] is not None else s[ACTOR + "clip_ratio"]
@@ -211,7 +247,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             beta = s[ACTOR + "kl_loss_coef"]
         else:
             unmodelled.append(f"kl_loss_type={kl_type!r}: toyrl's KL term is k3 (low_var_kl); left out")
-    spec += ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
+    spec += _objective_spec(s, low, high, epochs, beta)
     if s["algorithm.use_kl_in_reward"]:
         unmodelled.append("algorithm.use_kl_in_reward=True: a KL penalty in the reward; left out")
     # data.train_batch_size prompts a step, ppo_mini_batch_size prompts an optimiser step (both

@@ -1,0 +1,383 @@
+"""Plugins: docs/plugins.md run as written, loading errors and contract probes answered in one line,
+exact hooks or simulated only, sidecars and sweeps that follow a plugin's source, and workers.
+
+docs/plugins.md's conventions: a fenced block right after `<!-- plugin: FILE -->` is written to
+FILE; one after `<!-- json: FILE -->` holds keys that FILE must have with those values; a python
+block after `<!-- run -->` is executed; a `console` block's `$` lines are run (`toyrl ...` through
+typer's CliRunner, anything else by the shell), each followed by its output (`...` stands for text
+left out; a `toyrl: error:` line is a refusal: exit 2, that one line on stderr, no file changed).
+Everything runs in order, in one fresh folder.
+"""
+
+import hashlib
+import json
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from toyrl.cli import app
+from toyrl.config import Config, InvalidInput
+from toyrl.expected import expected_update
+from toyrl.experiment import run_experiment
+from toyrl.objective import parse_spec
+from toyrl.plugins import LOADED, PLUGIN_KINDS, load_plugin, plugins_used, probe, probe_inputs, unload
+from toyrl.stages import REGISTRY, simulated_only
+from toyrl.sweep import Point, run_id, run_sweep
+from toyrl.train import initial_theta, run_streams
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "plugins.md"
+BLOCK = re.compile(r"(?:<!-- (plugin|json|run)(?:: (\S+))? -->\n)?```(\w+)\n(.*?)```", re.DOTALL)
+TINY = Config(steps=5, prompts=8, batch_prompts=4)
+
+
+@pytest.fixture(autouse=True)
+def no_plugin_stays_loaded() -> Iterator[None]:
+    """Other tests check the registries exactly: every plugin a test loads is unloaded after it."""
+    before = {kind: list(stages) for kind, stages in REGISTRY.items()}
+    yield
+    for plugin in list(LOADED.values()):
+        unload(plugin)
+    assert {kind: list(stages) for kind, stages in REGISTRY.items()} == before
+
+
+def blocks() -> list[tuple[str, str, str, str]]:
+    """(mark, file, language, body) of every fenced block of docs/plugins.md, in order."""
+    return [
+        (m.group(1) or "", m.group(2) or "", m.group(3), m.group(4)) for m in BLOCK.finditer(DOC.read_text())
+    ]
+
+
+def plugin_source(name: str) -> str:
+    return next(body for mark, file, _, body in blocks() if mark == "plugin" and file == name)
+
+
+def console(body: str) -> list[tuple[str, str]]:
+    """(command, expected output) of each `$` line of a console block, continuation lines joined."""
+    steps: list[tuple[str, list[str]]] = []
+    lines = iter(body.rstrip("\n").splitlines())
+    for line in lines:
+        if line.startswith("$ "):
+            command = line[2:]
+            while command.endswith("\\"):
+                command = command[:-1] + next(lines).strip()
+            steps.append((command, []))
+        else:
+            steps[-1][1].append(line)
+    return [(command, "\n".join(expected)) for command, expected in steps]
+
+
+def matches(expected: str, output: str) -> bool:
+    """Whether `output` is `expected`, each `...` standing for any text (across lines too)."""
+    pattern = ".*?".join(re.escape(piece) for piece in expected.strip().split("..."))
+    return re.fullmatch(pattern, output.strip(), re.DOTALL) is not None
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_documented_walk_through_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = {"plugin": 0, "json": 0, "run": 0, "console": 0, "refused": 0}
+    for mark, name, language, body in blocks():
+        if mark == "plugin":
+            (tmp_path / name).write_text(body)
+        elif mark == "json":
+            recorded = json.loads((tmp_path / name).read_text())
+            for key, value in json.loads(body).items():
+                assert recorded[key] == value, f"{name}: {key} is {recorded.get(key)!r}"
+        elif mark == "run":
+            exec(compile(body, str(DOC), "exec"), {"__name__": "docs_plugins"})
+        elif language == "console":
+            for command, expected in console(body):
+                if not command.startswith("toyrl "):
+                    subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+                    continue
+                before = files(tmp_path)
+                result = CliRunner().invoke(app, shlex.split(command)[1:])
+                if expected.startswith("toyrl: error:"):
+                    assert result.exit_code == 2 and result.stdout == "", command
+                    assert result.stderr.count("\n") == 1 and matches(expected, result.stderr), result.stderr
+                    assert files(tmp_path) == before, f"{command} changed files"
+                    done["refused"] += 1
+                else:
+                    assert result.exit_code == 0, f"{command}: {result.output}"
+                    assert matches(expected, result.output), f"{command}:\n{result.output}"
+        else:
+            continue
+        done[mark or language] += 1
+    assert done == {"plugin": 4, "json": 2, "run": 1, "console": 9, "refused": 5}, done
+    sha = hashlib.sha256(plugin_source("smoothing.py").encode()).hexdigest()
+    assert sha in DOC.read_text() and sha[:12] in DOC.read_text()  # the hashes shown are the file's
+    longest = pd.read_csv(tmp_path / "longest.csv")
+    assert longest["seed"].nunique() == 4 and np.isfinite(longest["accuracy"]).all()
+
+
+def write(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(source)
+    return path
+
+
+HEADER = "from dataclasses import dataclass\nimport numpy as np\nfrom toyrl.stages import register\n"
+SHIFT = """
+@register("advantage", "shift")
+@dataclass(frozen=True)
+class Shift:
+    def advantages(self, rewards, std_eps):
+        return rewards - 0.5
+"""
+
+LOADING_ERRORS = {
+    "no such file": (None, "plugin {path}: no such file"),
+    "not python": ("x = 1\n", "plugin {path}: a plugin is a Python file, ending in .py"),
+    "a syntax error": ("x = (\n", "plugin {path}, line 1: syntax error: '(' was never closed"),
+    "an import error": (
+        "import no_such_module_for_toyrl\n",
+        "plugin {path}, line 1: ModuleNotFoundError: No module named 'no_such_module_for_toyrl'",
+    ),
+    "an exception": (
+        HEADER + "\n\nraise RuntimeError('not today')\n",
+        "plugin {path}, line 6: RuntimeError: not today",
+    ),
+    "nothing registered": ("x = 1\n", "plugin {path}: registers no stage (decorate a frozen dataclass"),
+    "a built-in name": (
+        HEADER + SHIFT.replace('"shift"', '"rloo"'),
+        "plugin {path}, line 5: ValueError: a advantage named 'rloo' is registered already",
+    ),
+    "another kind": (
+        HEADER + SHIFT.replace('"advantage"', '"kl"'),
+        "plugin {path}: registers a kl ('shift'); a plugin's stages are of the kinds reward, selector",
+    ),
+    "not frozen": (
+        HEADER + SHIFT.replace("(frozen=True)", ""),
+        "plugin {path}: advantage custom:shift: Shift is not a frozen dataclass",
+    ),
+    "a bad name": (
+        HEADER + SHIFT.replace('"shift"', '"my-shift"'),
+        "plugin {path}: advantage custom:my-shift: a stage's name is letters, digits and underscores",
+    ),
+    "an empty simulated_only without its hook": (
+        HEADER + SHIFT.replace("class Shift:", "class Shift:\n    simulated_only = ''"),
+        "plugin {path}: advantage custom:shift: has no conditional (its exact hook) but an empty "
+        "simulated_only",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(LOADING_ERRORS))
+def test_a_plugin_that_cannot_load_is_one_line_and_registers_nothing(case: str, tmp_path: Path) -> None:
+    source, message = LOADING_ERRORS[case]
+    path = tmp_path / ("plugin.txt" if case == "not python" else "plugin.py")
+    if source is not None:
+        path.write_text(source)
+    with pytest.raises(InvalidInput) as error:
+        load_plugin(path)
+    assert "\n" not in str(error.value)
+    assert str(error.value).startswith(message.format(path=path)), str(error.value)
+    assert not LOADED and not any(
+        name.startswith("custom:") for stages in REGISTRY.values() for name in stages
+    )
+
+
+def test_two_plugins_cannot_register_one_name(tmp_path: Path) -> None:
+    first = load_plugin(write(tmp_path, "first.py", HEADER + SHIFT))
+    second = write(tmp_path, "second.py", HEADER + SHIFT + "\n__version__ = '2'\n")
+    with pytest.raises(
+        InvalidInput, match=f"^plugin {second}: advantage custom:shift: that name is registered "
+    ):
+        load_plugin(second)
+    assert (
+        list(LOADED.values()) == [first]
+        and type(REGISTRY["advantage"]["custom:shift"]).__module__ == first.module
+    )
+
+
+BROKEN = {
+    "a reward of another shape": (
+        "reward",
+        "def rewards(self, batch, config):\n        return batch.length[..., 0] * 1.0",
+        "returns shape (3, 3) for a batch of shape (3, 3, 4) (the contract: [runs, prompts, group]",
+    ),
+    "a selector of floats": (
+        "selector",
+        "def included(self, batch):\n        return batch.stopped * 1.0",
+        "returns float64 values for a batch of shape (3, 3, 4) (the contract: bool [runs, prompts, group]",
+    ),
+    "an advantage against run 0": (
+        "advantage",
+        "def advantages(self, rewards, std_eps):\n        return rewards - rewards[:1]",
+        "mixes runs: permuting the runs of its input does not permute its output the same way",
+    ),
+    "an advantage that raises": (
+        "advantage",
+        "def advantages(self, rewards, std_eps):\n        raise KeyError('std')",
+        "raises KeyError: 'std' for rewards of shape (3, 3, 4)",
+    ),
+    "a denominator of 0": (
+        "normaliser",
+        "def denominators(self, tokens, included, length_norm, members=None):\n"
+        "        return tokens - tokens.min(), 1.0",
+        "returns 0.0 at (0, 1, 0) in D for tokens of shape (3, 3, 4) (the contract: "
+        "D [runs, prompts, group], positive where a response is in the loss)",
+    ),
+    "n per prompt": (
+        "normaliser",
+        "def denominators(self, tokens, included, length_norm, members=None):\n"
+        "        return tokens, np.ones(tokens.shape[:2])",
+        "returns n of shape (3, 3) for tokens of shape (3, 3, 4) (the contract: n [runs] or one number",
+    ),
+    "a normaliser over the runs' tokens": (
+        "normaliser",
+        "def denominators(self, tokens, included, length_norm, members=None):\n"
+        "        return tokens / tokens.max(), np.ones(len(tokens))",
+        "mixes runs: a run's output changes with another run's input (D)",
+    ),
+    "coefficients of one kind": (
+        "objective",
+        "@staticmethod\n    def stack(objectives):\n        return {}\n\n"
+        "    @staticmethod\n    def coefficients(update, parameters, beta):\n"
+        "        from toyrl.policy import Coefficients\n"
+        "        return Coefficients(update.advantage[..., 0]), np.zeros(len(update.advantage))",
+        "returns approach coefficients of shape (3, 3) for an update of shape (3, 3, 4)",
+    ),
+    "a stack of one value": (
+        "objective",
+        "@staticmethod\n    def stack(objectives):\n        return {'clip': np.array(0.2)}\n\n"
+        "    @staticmethod\n    def coefficients(update, parameters, beta):\n        raise AssertionError",
+        "stack returns clip of shape () for 3 runs (the contract: {key: [runs]})",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_the_probes_refuse_a_broken_stage_naming_it_and_the_problem(case: str, tmp_path: Path) -> None:
+    kind, method, problem = BROKEN[case]
+    source = (
+        f'{HEADER}\n@register("{kind}", "broken")\n@dataclass(frozen=True)\nclass Broken:\n    {method}\n'
+    )
+    path = write(tmp_path, "broken.py", source)
+    with pytest.raises(InvalidInput) as error:
+        load_plugin(path)
+    assert str(error.value).startswith(f"plugin {path}: {kind} custom:broken {problem}"), str(error.value)
+    assert "\n" not in str(error.value) and not LOADED and "custom:broken" not in REGISTRY[kind]
+
+
+@pytest.mark.parametrize("kind", PLUGIN_KINDS)
+def test_every_built_in_stage_keeps_the_contract_the_probes_check(kind: str) -> None:
+    for name, stage in REGISTRY[kind].items():
+        assert probe(kind, stage) == "", f"{kind} {name}: {probe(kind, stage)}"
+
+
+def test_the_probe_batch_has_what_the_probes_need() -> None:
+    """Runs that differ, groups all wrong and mixed, truncated and stopped responses: what lets a
+    probe see a stage mix runs or divide by a group's zero std."""
+    from toyrl.plugins import PROBE_CONFIG
+    from toyrl.stages import correct
+
+    batch, theta, moved = probe_inputs()
+    rewards = correct(batch, PROBE_CONFIG).sum(axis=-1)
+    assert ((rewards == 0) | (rewards == 4)).any() and ((rewards > 0) & (rewards < 4)).any()
+    assert batch.stopped.any() and not batch.stopped.all()
+    assert len({batch.length[run].tobytes() for run in range(3)}) == 3 and not np.allclose(theta, moved)
+
+
+def test_a_stage_with_its_exact_hook_is_exact_and_one_without_is_simulated_only(tmp_path: Path) -> None:
+    (tmp_path / "smoothing.py").write_text(plugin_source("smoothing.py"))
+    load_plugin(tmp_path / "smoothing.py")
+    assert simulated_only(REGISTRY["normaliser"]["custom:group_longest"]) == (
+        "normaliser custom:group_longest has no exact hook: it lacks response_denominator and averaged"
+    )
+    assert not simulated_only(REGISTRY["advantage"]["custom:shrunk_baseline"])
+    config = Config(prompts=8, batch_prompts=4, group_size=4, cap=60, min_length=5)
+    theta = initial_theta(config, run_streams(2)[0])[None]
+    shrunk = "advantage=custom:shrunk_baseline,aggregation=seq_mean_token_mean"
+    # m = 0: the group mean exactly (Dr. GRPO's advantage); m > 0 moves the update.
+    none = expected_update(theta, config, [parse_spec("advantage=none,aggregation=seq_mean_token_mean")])
+    assert np.array_equal(expected_update(theta, config, [parse_spec(f"{shrunk},prior_weight=0")]), none)
+    assert not np.allclose(expected_update(theta, config, [parse_spec(shrunk)]), none)
+    with pytest.raises(InvalidInput, match="custom:group_longest has no exact hook"):
+        expected_update(theta, config, [parse_spec("advantage=none,aggregation=custom:group_longest")])
+
+
+def test_loading_again_is_a_no_op_and_a_changed_file_replaces_its_stages(tmp_path: Path) -> None:
+    path = write(tmp_path, "shift.py", HEADER + SHIFT)
+    plugin = load_plugin(path)
+    assert load_plugin(path) is plugin and plugin.version == "unversioned" and plugin.name == "shift"
+    assert plugin.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    old = REGISTRY["advantage"]["custom:shift"]
+    path.write_text(HEADER + SHIFT.replace("0.5", "0.25") + "\n__version__ = '2.0'\n")
+    changed = load_plugin(path)
+    assert changed.version == "2.0" and changed.sha256 != plugin.sha256 and list(LOADED.values()) == [changed]
+    new = REGISTRY["advantage"]["custom:shift"]
+    assert type(new) is not type(old) and new.advantages(np.ones((1, 1, 2)), 0.0).tolist() == [[[0.75, 0.75]]]
+
+
+def test_sidecars_run_ids_and_manifests_follow_the_plugin_source(tmp_path: Path) -> None:
+    from toyrl.results import metadata
+
+    path = write(tmp_path, "shift.py", HEADER + SHIFT)
+    plugin = load_plugin(path)
+    spec = "advantage=custom:shift,aggregation=token_mean"
+    mine, plain = parse_spec(spec), parse_spec("advantage=rloo,aggregation=token_mean")
+    assert plugins_used([plain, mine, mine]) == [plugin] and plugins_used([plain]) == []
+    meta = metadata(TINY, [plain, mine], [0], "toyrl run")
+    assert meta["plugins"] == [
+        {"name": "shift", "version": "unversioned", "sha256": plugin.sha256, "path": str(path)}
+    ]
+    assert "plugins" not in metadata(TINY, [plain], [0], "toyrl run")
+    point = Point((), TINY)
+    # A run without plugin stages keeps the id it always had.
+    old = hashlib.sha256(
+        json.dumps([plain.name, plain.spec_text(), TINY.to_dict(), 0], sort_keys=True).encode()
+    ).hexdigest()[:20]
+    assert run_id(plain, point, 0) == old
+    before = run_id(mine, point, 0)
+    path.write_text(HEADER + SHIFT + "# another version\n")
+    load_plugin(path)
+    assert run_id(parse_spec(spec), point, 0) != before and run_id(plain, point, 0) == old
+
+
+def test_workers_run_plugin_stages_to_the_same_numbers(tmp_path: Path) -> None:
+    """The stages reach loky and Dask workers with their plugin's source; a run's numbers do not
+    depend on the workers (toyrl's noise contract), plugin or not."""
+    (tmp_path / "smoothing.py").write_text(plugin_source("smoothing.py"))
+    load_plugin(tmp_path / "smoothing.py")
+    variants = [
+        parse_spec("advantage=custom:shrunk_baseline,aggregation=custom:group_longest"),
+        parse_spec("advantage=custom:shrunk_baseline,aggregation=token_mean,prior=0.2"),
+    ]
+    alone = run_experiment(TINY, variants, [0, 1, 2], n_jobs=1)
+    pd.testing.assert_frame_equal(
+        run_experiment(TINY, variants, [0, 1, 2], n_jobs=2), alone, check_exact=True
+    )
+    pytest.importorskip("dask.distributed")
+    last = run_sweep(tmp_path / "sweep", variants, {}, [0, 1, 2], TINY, n_jobs=2, backend="dask")
+    expected = alone[alone["step"] == TINY.steps].reset_index(drop=True)
+    pd.testing.assert_frame_equal(last.reset_index(drop=True), expected, check_exact=True, check_dtype=False)
+
+
+def test_toyrl_run_refuses_to_overwrite_results_of_another_plugin_source(tmp_path: Path) -> None:
+    """`toyrl run --out` onto results of the same variant made with another source of its plugin is
+    refused (exit 2, one line), and the file is untouched; with the same source it is kept."""
+    path = write(tmp_path, "shift.py", HEADER + SHIFT)
+    out = tmp_path / "runs.csv"
+    args = ["run", "--plugin", str(path), "--variant", "advantage=custom:shift,aggregation=token_mean"]
+    args += ["--steps", "3", "--prompts", "8", "--batch-prompts", "4", "--seeds", "1", "--out", str(out)]
+    runner = CliRunner()
+    assert runner.invoke(app, args).exit_code == 0
+    before = out.read_bytes()
+    assert runner.invoke(app, args).exit_code == 0 and out.read_bytes() == before
+    path.write_text(HEADER + SHIFT + "# another version\n")  # loading it again replaces the stage
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and out.read_bytes() == before
+    message = refused.output.strip()
+    assert "holds results made with other settings" in message and len(message.splitlines()) == 1

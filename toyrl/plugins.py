@@ -1,0 +1,497 @@
+"""User-defined stages: a Python file whose stages every command can run (`toyrl run --plugin FILE`).
+
+A plugin is one Python file that registers stages as toyrl registers its own, with
+`toyrl.stages.register(kind, name)` on a frozen dataclass (docs/plugins.md walks through one).
+`load_plugin` runs it and files each stage it registered as `custom:NAME`, so a spec names it
+`advantage=custom:NAME` and no plugin can shadow a built-in stage or another plugin's. Its
+kinds are the five a training step calls through their interface (R runs, B prompts, G members):
+
+| kind       | interface                                                                     |
+| ---------- | ----------------------------------------------------------------------------- |
+| reward     | `rewards(batch, config)` -> [R, B, G]                                         |
+| selector   | `included(batch)` -> bool [R, B, G]                                           |
+| advantage  | `advantages(rewards [R, B, G], std_eps)` -> [R, B, G]                          |
+|            | (with `uses_tokens`, a third argument: the token counts |o| [R, B, G])         |
+| normaliser | `denominators(tokens, included, length_norm, members=None)`                   |
+|            | -> (D [R, B, G], n [R] or one number)                                         |
+| objective  | `stack(objectives)` -> {key: [R]};                                            |
+|            | `coefficients(update, parameters, beta)` -> (`Coefficients` of [R, B, G]      |
+|            | arrays, clipped tokens [R])                                                   |
+
+(toyrl.train reads the kl, the schedule and the sampler by their own classes: a plugin cannot
+replace those.) Each stage is probed when its plugin loads (`probe`): its outputs must have the
+contract's shape and finite values, and each run's output must depend on that run's input alone,
+or the plugin is refused with one line naming the stage and the problem. A stage without its
+kind's exact hooks (`EXACT_HOOKS`) that does not say why (`simulated_only`) is marked simulated
+only: `toyrl.expected` then refuses it with that reason instead of failing on the missing hook.
+
+Worker processes (joblib's loky, Dask) receive variants pickled: a plugin stage pickles as its
+file's path, source and field values, and unpickling it loads that source (once per process)
+before rebuilding the stage, so a worker runs exactly the code its parent loaded and probed.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import functools
+import hashlib
+import os
+import re
+import sys
+import traceback
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toyrl.config import Config, InvalidInput
+from toyrl.objective import Variant
+from toyrl.policy import Batch, Coefficients, FloatArray, OwnLogits, sample_batch
+from toyrl.stages import KINDS, REGISTRY, correct, simulated_only, std_eps_of
+from toyrl.train import Epoch, Part, Plan, initial_theta, run_streams
+
+PREFIX = "custom:"
+PLUGIN_KINDS = ("reward", "selector", "advantage", "normaliser", "objective")
+# The attributes `toyrl.expected` asks a stage of each kind for (an objective needs none: the exact
+# update is one on-policy update, which no objective changes).
+EXACT_HOOKS = {
+    "reward": ("window",),
+    "selector": ("keeps_truncated",),
+    "advantage": ("conditional",),
+    "normaliser": ("response_denominator", "averaged"),
+    "objective": (),
+}
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A loaded plugin file: its name (the file's stem), the path it was given as, its `__version__`
+    ("unversioned" without one), the SHA-256 of its source bytes, and the (kind, name) of each
+    stage it registered (names "custom:...")."""
+
+    name: str
+    path: str
+    version: str
+    sha256: str
+    stages: tuple[tuple[str, str], ...]
+    source: bytes = field(repr=False, compare=False)
+    module: str = field(repr=False, compare=False)  # its name in sys.modules
+
+    def record(self) -> dict[str, str]:
+        """What a results sidecar records of it."""
+        return {"name": self.name, "version": self.version, "sha256": self.sha256, "path": self.path}
+
+
+LOADED: dict[str, Plugin] = {}  # by the file's resolved path
+
+
+def load_plugin(path: str | os.PathLike[str]) -> Plugin:
+    """Run the plugin file at `path`, register its stages as custom:NAME and probe them.
+
+    Loading a file again is a no-op while its source is unchanged; a changed file replaces its
+    earlier version. InvalidInput, one line naming the file and the problem, for a missing or
+    unreadable file, a syntax error, an exception while it runs, a plugin that registers nothing
+    (or a stage of another kind, or a name taken by another plugin), or a stage that breaks its
+    contract; nothing of a refused plugin stays registered.
+    """
+    given = str(path)
+    if Path(given).suffix != ".py":
+        raise InvalidInput(f"plugin {given}: a plugin is a Python file, ending in .py")
+    try:
+        source = Path(given).read_bytes()
+    except FileNotFoundError:
+        raise InvalidInput(f"plugin {given}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"plugin {given}: a folder, not a file") from None
+    except OSError as error:
+        raise InvalidInput(f"plugin {given}: cannot be read ({error.strerror or error})") from None
+    return _load(given, str(Path(given).resolve()), source)
+
+
+def unload(plugin: Plugin) -> None:
+    """Unregister a loaded plugin's stages and forget its module."""
+    for kind, name in plugin.stages:
+        stage = REGISTRY[kind].get(name)
+        if type(stage).__module__ == plugin.module:  # not another plugin's (a refused one's names)
+            del REGISTRY[kind][name]
+            copyreg.dispatch_table.pop(type(stage), None)
+    sys.modules.pop(plugin.module, None)
+    for key in [key for key, loaded in LOADED.items() if loaded.module == plugin.module]:
+        del LOADED[key]
+
+
+def plugins_used(variants: Sequence[Variant]) -> list[Plugin]:
+    """The loaded plugins whose stages the variants use, in order of first use."""
+    owners = {stage: plugin for plugin in LOADED.values() for stage in plugin.stages}
+    used = [owners.get(stage) for variant in variants for stage in variant.names().items()]
+    return list(dict.fromkeys(plugin for plugin in used if plugin is not None))
+
+
+def _load(given: str, key: str, source: bytes, evict: bool = False) -> Plugin:
+    """The plugin of `source` (the file at resolved path `key`, given as `given`), loaded once.
+
+    `evict` (in a worker process): a plugin loaded earlier whose stage names this one registers is
+    unloaded first, as its parent loaded this one alone.
+    """
+    sha256 = hashlib.sha256(source).hexdigest()
+    existing = LOADED.get(key)
+    if existing is not None:
+        if existing.sha256 == sha256:
+            if existing.path != given:
+                LOADED[key] = replace(existing, path=given)
+            return LOADED[key]
+        unload(existing)
+    stem = Path(given).stem
+    digest = hashlib.sha256(f"{key}:{sha256}".encode()).hexdigest()[:12]
+    module = f"_toyrl_plugin_{re.sub(r'[^0-9A-Za-z_]', '_', stem)}_{digest}"
+    namespace, added = _execute(given, key, source, module)
+    if not added:
+        sys.modules.pop(module, None)
+        raise InvalidInput(
+            f"plugin {given}: registers no stage (decorate a frozen dataclass with "
+            "@register(kind, name) from toyrl.stages)"
+        )
+    version = namespace.get("__version__", "unversioned")
+    plugin = Plugin(
+        stem, given, str(version), sha256, tuple((k, PREFIX + n) for k, n, _ in added), source, module
+    )
+    try:
+        for kind, name, stage in added:
+            _install(plugin, kind, name, stage, evict)
+        for kind, name in plugin.stages:
+            problem = probe(kind, REGISTRY[kind][name])
+            if problem:
+                raise InvalidInput(f"plugin {given}: {kind} {name} {problem}")
+    except BaseException:
+        unload(plugin)
+        raise
+    LOADED[key] = plugin
+    return plugin
+
+
+def _execute(
+    given: str, key: str, source: bytes, module: str
+) -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+    """Run the plugin's source as module `module`; (its namespace, the (kind, name, stage) it
+    registered), those taken back out of the registry (they go in again as custom:NAME)."""
+    before = {kind: set(REGISTRY[kind]) for kind in KINDS}
+    namespace = types.ModuleType(module)
+    namespace.__file__ = key
+    sys.modules[module] = namespace  # dataclasses look their class's module up there
+    ran = False
+    try:
+        exec(compile(source, key, "exec"), namespace.__dict__)
+        ran = True
+    except Exception as error:
+        raise InvalidInput(f"plugin {given}{_line(error, key)}: {_describe(error)}") from None
+    finally:
+        added = [
+            (kind, name, REGISTRY[kind].pop(name))
+            for kind in KINDS
+            for name in [name for name in REGISTRY[kind] if name not in before[kind]]
+        ]
+        if not ran:
+            sys.modules.pop(module, None)
+    return namespace.__dict__, added
+
+
+def _line(error: Exception, key: str) -> str:
+    """', line N': where in the plugin's file `error` arose ('' if not in it)."""
+    if isinstance(error, SyntaxError) and error.filename == key:
+        return f", line {error.lineno}"
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if frame.filename == key]
+    return f", line {lines[-1]}" if lines else ""
+
+
+def _describe(error: BaseException) -> str:
+    """An exception as one line: its type and message."""
+    if isinstance(error, SyntaxError):
+        return f"syntax error: {error.msg}"
+    message = " ".join(str(error).split())
+    if isinstance(error, InvalidInput):
+        return message
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _install(plugin: Plugin, kind: str, name: str, stage: Any, evict: bool) -> None:
+    """Register `stage` as custom:`name` of `kind`, after checking what a registry needs of it;
+    mark it simulated only if it lacks an exact hook and does not say why."""
+    where = f"plugin {plugin.path}: {kind} {PREFIX}{name}"
+    if kind not in PLUGIN_KINDS:
+        raise InvalidInput(
+            f"plugin {plugin.path}: registers a {kind} ({name!r}); a plugin's stages are of the "
+            f"kinds {', '.join(PLUGIN_KINDS)}"
+        )
+    if not (name.isidentifier() and name.isascii()):
+        raise InvalidInput(f"{where}: a stage's name is letters, digits and underscores (got {name!r})")
+    params = getattr(type(stage), "__dataclass_params__", None)
+    if not is_dataclass(stage) or params is None or not params.frozen:
+        raise InvalidInput(
+            f"{where}: {type(stage).__name__} is not a frozen dataclass (@dataclass(frozen=True))"
+        )
+    taken = next((p for p in LOADED.values() if (kind, PREFIX + name) in p.stages), None)
+    if taken is not None and evict:
+        unload(taken)
+    elif taken is not None or PREFIX + name in REGISTRY[kind]:
+        by = f" by plugin {taken.path}" if taken is not None else ""
+        raise InvalidInput(f"{where}: that name is registered already{by}")
+    missing = [hook for hook in EXACT_HOOKS[kind] if not hasattr(stage, hook)]
+    if missing and hasattr(stage, "simulated_only") and not simulated_only(stage):
+        raise InvalidInput(
+            f"{where}: has no {', '.join(missing)} (its exact hook) but an empty simulated_only: "
+            "give the hook, or say in simulated_only why there is none"
+        )
+    if missing and not hasattr(stage, "simulated_only"):
+        stage_class: Any = type(stage)  # a class attribute, as the built-in stages declare it
+        stage_class.simulated_only = (
+            f"{kind} {PREFIX}{name} has no exact hook: it lacks {' and '.join(missing)}"
+        )
+    REGISTRY[kind][PREFIX + name] = stage
+    copyreg.pickle(type(stage), functools.partial(_reduce, plugin.module))
+
+
+def _reduce(module: str, stage: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """How a stage of the plugin loaded as `module` pickles: the plugin's path and source, the
+    stage's kind and name, its field values."""
+    key, plugin = next((key, p) for key, p in LOADED.items() if p.module == module)
+    kind, name = next((k, n) for k, n in plugin.stages if type(REGISTRY[k][n]) is type(stage))
+    values = {f.name: getattr(stage, f.name) for f in fields(stage) if f.init}
+    return _restore, (key, plugin.path, plugin.source, kind, name, values)
+
+
+def _restore(key: str, given: str, source: bytes, kind: str, name: str, values: dict[str, Any]) -> Any:
+    """A plugin stage unpickled (in a worker): its plugin loaded from the source, then the stage."""
+    _load(given, key, source, evict=True)
+    return type(REGISTRY[kind][name])(**values)
+
+
+# --- contract probes ------------------------------------------------------------------------------
+
+RUNS = 3
+PROBE_CONFIG = Config(
+    prompts=6, batch_prompts=3, group_size=4, steps=1, cap=20, min_length=3, stop_prob_right=1 / 6,
+    stop_prob_wrong=1 / 10,
+)  # fmt: skip
+PERMUTED = np.array([2, 0, 1])  # every run moves
+# One run's input replaced by another's, each run in turn: a statistic over the runs (a max, a
+# sum) changes when the run it comes from does, even where a permutation leaves it as it was.
+REPLACED = (np.array([1, 1, 2]), np.array([0, 2, 2]), np.array([0, 1, 0]))
+
+
+@functools.cache
+def probe_inputs() -> tuple[Batch, FloatArray, FloatArray]:
+    """The probes' input, three runs: a batch [3, B, G] sampled from the runs' policies theta
+    [3, P + 2] (each its seed's initial one), and a later policy, theta moved by 0.3 N(0, 1) (so
+    that ratios differ from 1 and clipping acts). Its groups include mixed and all-wrong ones, its
+    responses truncated ones, and its runs differ in their rewards, their longest response and
+    their truncations, so that a statistic over the runs changes when one run does."""
+    config = PROBE_CONFIG
+    theta = np.stack([initial_theta(config, run_streams(seed)[0]) for seed in range(RUNS)])
+    rng = np.random.default_rng(39)  # a draw whose runs differ in every statistic over them
+    prompt_index = rng.random((RUNS, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
+    shape = (RUNS, config.batch_prompts, config.group_size)
+    batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap)
+    return batch, theta, theta + 0.3 * rng.standard_normal(theta.shape)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a probed stage, and what its kind's contract says of it."""
+
+    name: str  # what it is ("D", "n", "clipped tokens", ...); "" for a stage's one output
+    value: Any
+    shape: tuple[int, ...]
+    contract: str
+    boolean: bool = False
+    positive: NDArray[np.bool_] | None = None  # where the values must also be > 0 (None: nowhere)
+
+
+def probe(kind: str, stage: Any) -> str:
+    """The first way `stage` breaks the contract of `kind` on `probe_inputs` ('' if none): an
+    exception, an output of the wrong shape or type, a value not finite (or not positive where it
+    must be), or mixing runs: permuting the runs of its input must permute its output the same
+    way, and replacing one run's input by another's must leave the other runs' outputs as they
+    were."""
+    with np.errstate(all="ignore"):  # what a stage's arithmetic gives is checked, not warned of
+        return _probed(kind, stage)
+
+
+def _probed(kind: str, stage: Any) -> str:
+    batch, theta, moved = probe_inputs()
+    outputs_of = PROBES[kind]
+    given = f"for {INPUTS[kind]} of shape {batch.right.shape}"
+    try:
+        if kind == "objective":
+            problem = _stacked(stage, given)
+            if problem:
+                return problem
+        outputs = outputs_of(stage, batch, theta, moved)
+    except Exception as error:
+        return f"raises {_describe(error)} {given}"
+    for output in outputs:
+        problem = _checked(output, given)
+        if problem:
+            return problem
+    for rows, change in (
+        (PERMUTED, "permuting the runs of its input does not permute its output the same way"),
+        *((rows, "a run's output changes with another run's input") for rows in REPLACED),
+    ):
+        try:
+            again = outputs_of(stage, batch.rows(rows), theta[rows], moved[rows])
+        except Exception as error:
+            return f"raises {_describe(error)} {given}, its runs reordered"
+        for output, other in zip(outputs, again, strict=True):
+            expected = np.asarray(output.value)[rows]
+            if np.shape(other.value) != expected.shape or not np.allclose(
+                expected, other.value, rtol=1e-9, atol=1e-12, equal_nan=True
+            ):
+                return f"mixes runs: {change}" + (f" ({output.name})" if output.name else "")
+    return ""
+
+
+INPUTS = {
+    "reward": "a batch",
+    "selector": "a batch",
+    "advantage": "rewards",
+    "normaliser": "tokens",
+    "objective": "an update",
+}
+
+
+def _checked(output: Output, given: str) -> str:
+    """What is wrong with one output ('' if nothing)."""
+    named = f"{output.name} of " if output.name else ""
+    contract = f"(the contract: {output.contract})"
+    try:
+        array = np.asarray(output.value)
+    except (TypeError, ValueError):
+        return f"returns {named}a {type(output.value).__name__}, not an array, {given} {contract}"
+    if array.shape != output.shape:
+        return f"returns {named}shape {array.shape} {given} {contract}"
+    numeric = array.dtype != bool and np.issubdtype(array.dtype, np.number)
+    if not (array.dtype == bool if output.boolean else numeric):
+        return f"returns {named}{array.dtype} values {given} {contract}"
+    if output.boolean:
+        return ""
+    bad = ~np.isfinite(array)
+    if output.positive is not None:
+        bad |= output.positive & ~(array > 0)
+    if not bad.any():
+        return ""
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    value = float(array[index])
+    where = (f" at {index}" if index else "") + (f" in {output.name}" if output.name else "")
+    need = "finite values" if not np.isfinite(value) else output.contract
+    return f"returns {value}{where} {given} (the contract: {need})"
+
+
+def _stacked(stage: Any, given: str) -> str:
+    """What is wrong with an objective's `stack` of three runs, the second of another objective
+    (PPO's clip), as a chunk mixing objectives has them ('' if nothing)."""
+    stacked = type(stage).stack([stage, REGISTRY["objective"]["ppo_clip"], stage])
+    if not isinstance(stacked, dict):
+        return f"stack returns a {type(stacked).__name__} for 3 runs (the contract: {{key: [runs]}})"
+    for key, value in stacked.items():
+        if np.shape(value) != (RUNS,):
+            return (
+                f"stack returns {key} of shape {np.shape(value)} for 3 runs (the contract: {{key: [runs]}})"
+            )
+    return ""
+
+
+def _reward(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+    contract = "[runs, prompts, group], one reward a response"
+    return [Output("", stage.rewards(batch, PROBE_CONFIG), batch.right.shape, contract)]
+
+
+def _selector(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+    contract = "bool [runs, prompts, group], True where a response is in the loss"
+    return [Output("", stage.included(batch), batch.right.shape, contract, boolean=True)]
+
+
+def _advantage(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+    """The advantages of the batch's 0/1 rewards (with its token counts, for `uses_tokens`)."""
+    rewards = correct(batch, PROBE_CONFIG)
+    std_eps = std_eps_of(stage, PROBE_CONFIG)
+    if getattr(stage, "uses_tokens", False):
+        advantage = stage.advantages(rewards, std_eps, batch.token_count(PROBE_CONFIG.approach_tokens))
+    else:
+        advantage = stage.advantages(rewards, std_eps)
+    return [Output("", advantage, rewards.shape, "the rewards' shape [runs, prompts, group]")]
+
+
+def _normaliser(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+    """D and n on the whole batch, truncated responses out of the loss, then on a mini-batch (the
+    first prompts' groups) unless the stage refuses mini-batches (InvalidInput: its own message)."""
+    tokens = batch.token_count(PROBE_CONFIG.approach_tokens)
+    length_norm, runs = PROBE_CONFIG.length_norm_value, len(tokens)
+    members = np.zeros(tokens.shape, dtype=bool)
+    members[:, : tokens.shape[1] // 2 + 1] = True
+    outputs = []
+    for scope, part in (("", None), (" on a mini-batch", members)):
+        included = batch.stopped if part is None else batch.stopped & part
+        try:
+            if part is None:
+                denominator, n = stage.denominators(tokens, included, length_norm)
+            else:
+                denominator, n = stage.denominators(tokens, included, length_norm, part)
+        except InvalidInput:
+            if part is None:
+                raise
+            continue
+        d_contract = "D [runs, prompts, group], positive where a response is in the loss"
+        outputs += [
+            Output(f"D{scope}", denominator, tokens.shape, d_contract, positive=included),
+            Output(
+                f"n{scope}",
+                np.broadcast_to(n, (runs,)) if np.ndim(n) == 0 else n,
+                (runs,),
+                "n [runs] or one number, positive",
+                positive=np.ones(runs, dtype=bool),
+            ),
+        ]
+    return outputs
+
+
+def _objective(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+    """The coefficients of a later update (at `moved`: ratios away from 1) with centred advantages,
+    Dr. GRPO's normaliser and truncated responses masked, the update built as `toyrl.train` does."""
+    runs = len(theta)
+    plan = Plan.of([Variant("probe", objective=stage)] * runs)
+    included = batch.stopped
+    advantage = plan.advantages(correct(batch, PROBE_CONFIG), PROBE_CONFIG)
+    part = Part.of(batch, included, *plan.denominators(batch, included, PROBE_CONFIG))
+    own = OwnLogits.of(batch, theta.shape[-1])
+    epoch = Epoch.of(own, advantage, own.table(theta), None)
+    coefficients, clipped, _ = epoch.coefficients(type(stage), slice(None), moved, plan, part)
+    if not isinstance(coefficients, Coefficients):
+        raise TypeError(
+            f"coefficients returned a {type(coefficients).__name__} first, not toyrl.policy.Coefficients"
+        )
+    shape, contract = batch.right.shape, "Coefficients of [runs, prompts, group] arrays"
+    by_kind = {
+        "approach": coefficients.approach,
+        "non_stop": coefficients.non_stop,
+        "stop": coefficients.stop,
+    }
+    return [
+        *(
+            Output(f"{kind} coefficients", value, shape, contract)
+            for kind, value in by_kind.items()
+            if value is not None
+        ),
+        Output("clipped tokens", clipped, (runs,), "clipped tokens [runs]"),
+    ]
+
+
+PROBES: dict[str, Callable[[Any, Batch, FloatArray, FloatArray], list[Output]]] = {
+    "reward": _reward,
+    "selector": _selector,
+    "advantage": _advantage,
+    "normaliser": _normaliser,
+    "objective": _objective,
+}
