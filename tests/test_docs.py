@@ -4,7 +4,8 @@ Each fragment below is a phrase of the README with `{file.key:format}` in place 
 `s.` keys come from results/seed_study.json (`python scripts/seed_study.py`), `i.` keys from
 results/init_sensitivity.json (`python scripts/init_sensitivity.py`), `p.` keys from
 results/presets.json (`python scripts/presets_study.py`), `t.` keys from results/trainer_defaults.json
-(`python scripts/trainer_defaults_study.py`). A fragment whose rendering is
+(`python scripts/trainer_defaults_study.py`), `f.` keys from results/families.json
+(`python scripts/families_study.py`). A fragment whose rendering is
 not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
 """
 
@@ -26,12 +27,20 @@ def flatten(value: Any, prefix: str) -> dict[str, Any]:
     return {prefix: value}
 
 
+@functools.cache
 def claims() -> dict[str, Any]:
     study = json.loads((ROOT / "results" / "seed_study.json").read_text())
     sensitivity = json.loads((ROOT / "results" / "init_sensitivity.json").read_text())
     presets = json.loads((ROOT / "results" / "presets.json").read_text())
     defaults = json.loads((ROOT / "results" / "trainer_defaults.json").read_text())
-    return flatten(study, "s") | flatten(sensitivity, "i") | flatten(presets, "p") | flatten(defaults, "t")
+    families = json.loads((ROOT / "results" / "families.json").read_text())
+    return (
+        flatten(study, "s")
+        | flatten(sensitivity, "i")
+        | flatten(presets, "p")
+        | flatten(defaults, "t")
+        | flatten(families, "f")
+    )
 
 
 def render(fragment: str, values: dict[str, Any]) -> str:
@@ -133,6 +142,33 @@ README_FRAGMENTS = [
     "GRPO \u2212 Dr. GRPO is {s.pairing.six.grpo_minus_dr_grpo.accuracy_pct.paired_mean:+.1f}",
     "probability down from 1/700 to 1 in {s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
     "under Dr. GRPO it ends at 1 in {s.stops.six.dr_grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
+    # The length-aware families (results/families.json, scripts/families_study.py).
+    "mean, wrong answers end at {f.variants.gspo.length_incorrect.mean:.0f}",
+    "tokens under GSPO and {f.variants.sapo.length_incorrect.mean:.0f}",
+    "under SAPO, against {f.variants.seq_mean_mb4.length_incorrect.mean:.0f}",
+    "are PPO's to the bit, at {f.variants.cispo.length_incorrect.mean:.0f}",
+    "0 to 1, wrong answers end at {f.variants.alpha_0.0.length_incorrect.mean:.0f}",
+    "down to {f.variants.alpha_1.0.length_incorrect.mean:.0f}",
+    "tokens, accuracy rises from {f.variants.alpha_0.0.accuracy_pct.mean:.1f}",
+    "% to {f.variants.alpha_1.0.accuracy_pct.mean:.1f}",
+    "along training, goes from {f.variants.alpha_0.0.cosine_along_mean.mean:.2f}",
+    "to {f.variants.alpha_1.0.cosine_along_mean.mean:.2f}",
+    "wrong answers still end at {f.variants.alpha_0.9.length_incorrect.mean:.0f}",
+    "logit: wrong answers end at {f.variants.gfpo.length_incorrect.mean:.0f}",
+    "tokens, at {f.variants.gfpo.accuracy_pct.mean:.1f}",
+    "first update's E[g] to ∇J at {f.variants.gfpo.cosine_initial.mean:.2f}",
+    "at the start, for {f.variants.gfpo.tokens_per_step.mean:.0f}",
+    "a step against Dr. GRPO's {f.variants.dr_grpo.tokens_per_step.mean:.0f}",
+    "correct short answers too: {f.variants.gfpo_token_efficiency.length_incorrect.mean:.0f}",
+    "wrong answers shortest**, at {f.variants.dapo_overlong.length_incorrect.mean:.0f}",
+    "below its correct ones ({f.variants.dapo_overlong.length_correct.mean:.0f}",
+    "cosine to ∇J of accuracy is {f.variants.dapo_overlong.cosine_initial.mean:.2f}",
+    "the token mean puts it ({f.variants.dynamic_sampling.length_incorrect.mean:.0f}",
+    "against {f.variants.token_mean.length_incorrect.mean:.0f}",
+    "and costs {f.variants.dynamic_sampling.tokens_per_step.mean:.0f}",
+    "tokens a step against {f.variants.token_mean.tokens_per_step.mean:.0f}",
+    "the plain token mean**, to {f.variants.opo.length_incorrect.mean:.0f}",
+    "the mean of {f.meta.mc_draws:,} sampled first updates",
 ]
 
 VARIANTS_DOC_FRAGMENTS = [
@@ -334,6 +370,29 @@ def test_every_number_docs_variants_quotes_comes_from_a_generated_file(fragment:
 def test_every_number_docs_trainers_quotes_comes_from_a_generated_file(fragment: str) -> None:
     rendered = render(fragment, claims())
     assert rendered in normalised(ROOT / "docs" / "trainers.md"), rendered
+
+
+def test_docs_variants_includes_the_families_study_and_each_family_s_spec() -> None:
+    import dataclasses
+
+    from toyrl.expected import exact_support
+    from toyrl.stages import REGISTRY
+    from toyrl.variants import VARIANTS
+
+    doc = (ROOT / "docs" / "variants.md").read_text(encoding="utf-8")
+    for table in (ROOT / "results" / "families.md").read_text(encoding="utf-8").split("\n\n")[1::2]:
+        assert table.strip() in doc
+    families = doc.split("## The length-aware families", 1)[1].split("### One study", 1)[0]
+    rows = [line for line in families.splitlines() if line.startswith("| `")]
+    assert len(rows) == 12
+    for row in rows[:-1]:
+        name = row.split("`")[1]
+        variant = VARIANTS[name]
+        assert f"| `{variant.spec_text()}` |" in row, name
+        first = dataclasses.replace(
+            variant, objective=REGISTRY["objective"]["ppo_clip"], schedule=REGISTRY["schedule"]["epochs"]
+        )
+        assert row.endswith("| exact |") == (exact_support(first) == ""), name
 
 
 def test_docs_variants_includes_the_generated_presets_table() -> None:

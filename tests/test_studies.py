@@ -1,5 +1,5 @@
 """The committed studies (scripts/seed_study.py, scripts/init_sensitivity.py, scripts/presets_study.py,
-scripts/trainer_defaults_study.py),
+scripts/trainer_defaults_study.py, scripts/families_study.py),
 their files under results/, and docs/initialisation.md, which quotes them (tests/test_docs.py ties
 the README, docs/bias.md and docs/variants.md to the same files).
 
@@ -23,9 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from toyrl.config import Config
 from toyrl.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,21 +329,30 @@ def csv_values(path: Path) -> dict[str, Any]:
     }
 
 
+# Each study and the files it writes (one test each, so that they run on different workers).
+STUDY_FILES = {
+    "seed_study": ("seed_study.json", "seed_study_curves.csv"),
+    "init_sensitivity": ("init_sensitivity.json", "init_sensitivity.csv"),
+    "presets_study": ("presets.json",),
+}
+
+
 @pytest.mark.slow
-def test_the_studies_regenerate_the_committed_numbers(tmp_path: Path) -> None:
-    for script in ("seed_study", "init_sensitivity", "presets_study"):
-        subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--out-dir", str(tmp_path)],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            timeout=280,
-        )
-    for name in ("seed_study.json", "init_sensitivity.json", "presets.json"):
-        saved, fresh = (json.loads((folder / name).read_text()) for folder in (RESULTS, tmp_path))
-        assert_same_numbers(flatten(saved), flatten(fresh), name)
-    for name in ("seed_study_curves.csv", "init_sensitivity.csv"):
-        assert_same_numbers(csv_values(RESULTS / name), csv_values(tmp_path / name), name)
+@pytest.mark.parametrize("script", list(STUDY_FILES))
+def test_the_studies_regenerate_the_committed_numbers(script: str, tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=280,
+    )
+    for name in STUDY_FILES[script]:
+        if name.endswith(".json"):
+            saved, fresh = (json.loads((folder / name).read_text()) for folder in (RESULTS, tmp_path))
+            assert_same_numbers(flatten(saved), flatten(fresh), name)
+        else:
+            assert_same_numbers(csv_values(RESULTS / name), csv_values(tmp_path / name), name)
 
 
 def test_the_trainer_defaults_are_what_toyrl_check_maps_today() -> None:
@@ -377,3 +388,63 @@ def test_the_trainer_defaults_study_regenerates_the_committed_numbers(tmp_path: 
     name = "trainer_defaults.json"
     saved, fresh = (json.loads((folder / name).read_text()) for folder in (RESULTS, tmp_path))
     assert_same_numbers(flatten(saved), flatten(fresh), name)
+
+
+# The families study (scripts/families_study.py, 100 seeds: about 15 minutes on 2 cores) keeps every
+# seed's values; these tests regenerate a few seeds of a few variants and check the rest is derived.
+FAMILIES_REGENERATED = ("grpo", "gspo", "gfpo", "dynamic_sampling", "opo", "alpha_0.5")
+
+
+def families() -> tuple[ModuleType, dict[str, Any]]:
+    return load_script("families_study"), json.loads((RESULTS / "families.json").read_text())
+
+
+def test_the_families_summaries_and_table_are_made_from_the_kept_seeds() -> None:
+    study, data = families()
+    rows = [row for row, _, _ in study.FAMILIES] + [f"alpha_{a:.1f}" for a in study.ALPHAS]
+    assert list(data["variants"]) == rows and data["meta"]["seeds"] == list(range(100))
+    for row, entry in data["variants"].items():
+        per_seed = entry["per_seed"]
+        for key, column, scale in (
+            ("accuracy_pct", "accuracy", 100.0),
+            ("length_incorrect", "length_incorrect", 1.0),
+            ("length_correct", "length_correct", 1.0),
+            ("tokens_per_step", "tokens_sampled", 1.0),
+        ):
+            assert len(per_seed[column]) == 100, (row, column)
+            assert entry[key] == study.summary(np.array(per_seed[column]), scale), (row, key)
+        if entry["exact"]:
+            along = np.array(per_seed["cosine_along"])
+            assert along.shape == (100, len(data["meta"]["checkpoints"]))
+            assert entry["cosine_along"] == [study.summary(along[:, k]) for k in range(along.shape[1])]
+            assert entry["cosine_initial"] == study.summary(along[:10, 0])
+            assert entry["cosine_along_mean"] == study.summary(along.mean(axis=1))
+        else:
+            assert entry["cosine_initial"] == study.summary(np.array(per_seed["cosine_initial"]))
+            assert entry["simulated_only"] and entry["cosine_initial_mc_error"] < 0.01
+    assert study.markdown(data) == (RESULTS / "families.md").read_text()
+    # What the README says of them: at the toy's learning rate no ratio leaves PPO's clip range in
+    # four mini-batches, so CISPO's runs are PPO's to the bit, and SAPO's gate keeps them close.
+    rows = data["variants"]
+    assert rows["cispo"]["per_seed"] == rows["token_mean_mb4"]["per_seed"]
+    assert rows["sapo"]["per_seed"] != rows["seq_mean_mb4"]["per_seed"]
+
+
+@pytest.mark.slow
+def test_the_families_study_regenerates_its_committed_seeds() -> None:
+    study, data = families()
+    config = Config()
+    for row in FAMILIES_REGENERATED:
+        spec = dict((r, s) for r, s, _ in study.FAMILIES).get(row)
+        variant = study.power_variant(0.5) if spec is None else study.variant_of(row, spec)
+        assert variant.spec_text() == data["variants"][row]["spec"]
+        fresh = study.train(variant, [0, 57], config)
+        kept = data["variants"][row]["per_seed"]
+        for column in study.PER_SEED:
+            saved = [kept[column][0], kept[column][57]]
+            assert np.allclose(fresh[column], saved, rtol=RELATIVE, atol=0), (row, column)
+        if "cosine_along" in fresh:
+            saved = np.array(kept["cosine_along"])[[0, 57]]
+            assert np.allclose(fresh["cosine_along"], saved, rtol=RELATIVE, atol=ABSOLUTE), row
+    cosine, _ = study.sampled_mean_update(study.variant_of("opo", "opo"), 3, config)
+    assert math.isclose(cosine, data["variants"]["opo"]["per_seed"]["cosine_initial"][3], rel_tol=RELATIVE)

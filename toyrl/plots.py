@@ -419,3 +419,71 @@ def figure_size_pixels(name: str, variants: int) -> tuple[int, int]:
         }[name]
     width = WIDTH * 0.6 if name in ("accuracy", "token_weights") else WIDTH
     return round(width * DPI), round(height * DPI)
+
+
+def plot_families(data: dict[str, Any]) -> Figure:
+    """The families study (`scripts/families_study.py`, its results/families.json): per variant,
+    the final accuracy, E[L | correct] and E[L | incorrect], and the tokens generated per step,
+    mean +- SE over seeds."""
+    entries = {row: e for row, e in data["variants"].items() if not row.startswith("alpha_")}
+    rows = list(entries)[::-1]  # the first row on top
+    y = np.arange(len(rows))
+    fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 0.26 * len(rows) + 1.4), sharey=True)
+
+    def bars(ax: Axes, key: str, scale: float, **style: Any) -> None:
+        mean = np.array([entries[r][key]["mean"] for r in rows]) * scale
+        se = np.array([entries[r][key]["se"] for r in rows]) * scale
+        ax.errorbar(mean, y, xerr=se, fmt="o", markersize=4, capsize=2, linewidth=1, **style)
+
+    bars(axes[0], "accuracy_pct", 1.0, color="0.2")
+    axes[0].set_xlabel("final accuracy (%)")
+    bars(axes[1], "length_incorrect", 1.0, color=VARIANT_COLOURS["grpo"], label="incorrect")
+    bars(axes[1], "length_correct", 1.0, color=VARIANT_COLOURS["dr_grpo"], label="correct")
+    axes[1].set_xlabel("final E[L] (ramble tokens)")
+    axes[1].legend(loc="lower right", fontsize=8)
+    bars(axes[2], "tokens_per_step", 1e-3, color="0.2")
+    axes[2].set_xlabel("tokens per step (1000s)")
+    axes[0].set_yticks(y, [entries[r]["label"] for r in rows], fontsize=8)
+    seeds = len(data["meta"]["seeds"])
+    fig.suptitle(f"The families at the article's settings: mean ± SE over {seeds} seeds", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_length_power(data: dict[str, Any]) -> Figure:
+    """The power family D_i = |o_i|^(1 - alpha) L^alpha against alpha (results/families.json):
+    the final E[L | incorrect] and E[L | correct], and the exact cosine of E[g] to grad J at the
+    initial policies and along training (each seed's mean over the checkpoints), mean +- SE over
+    seeds."""
+    alphas = np.array(data["meta"]["alphas"])
+    entries = [data["variants"][f"alpha_{a:.1f}"] for a in alphas]
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.6))
+
+    def curve(ax: Axes, values: list[dict[str, float]], colour: str, label: str, **style: Any) -> None:
+        mean, se = np.array([v["mean"] for v in values]), np.array([v["se"] for v in values])
+        ax.errorbar(
+            alphas, mean, yerr=se, color=colour, label=label, marker="o", markersize=3, capsize=2, **style
+        )
+
+    curve(axes[0], [e["length_incorrect"] for e in entries], VARIANT_COLOURS["grpo"], "incorrect")
+    curve(axes[0], [e["length_correct"] for e in entries], VARIANT_COLOURS["dr_grpo"], "correct")
+    axes[0].set_xlabel("alpha (0: per-response mean, 1: Dr. GRPO's constant)")
+    axes[0].set_ylabel("final E[L | ...] (ramble tokens)")
+    axes[0].legend(fontsize=8)
+    curve(axes[1], [e["cosine_initial"] for e in entries], "0.2", "at the initial policy")
+    curve(
+        axes[1],
+        [e["cosine_along_mean"] for e in entries],
+        "#009E73",
+        "along training (mean of checkpoints)",
+        linestyle="--",
+    )
+    axes[1].set_xlabel("alpha")
+    axes[1].set_ylabel("cos(E[g], grad J), exact")
+    axes[1].legend(fontsize=8)
+    seeds = len(data["meta"]["seeds"])
+    fig.suptitle(
+        f"The power family: the drift of wrong answers against the bias ({seeds} seeds)", fontsize=10
+    )
+    fig.tight_layout()
+    return fig
