@@ -207,7 +207,7 @@ def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
 def test_a_second_writer_of_the_same_results_is_refused_at_once(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", "run", "-q", "--out", str(out)]
-    first = subprocess.Popen([*command, "--seeds", "200"], stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen([*command, "--seeds", "60"], stderr=subprocess.PIPE, text=True)
     lock = tmp_path / ".r.csv.lock"
     deadline = time.monotonic() + 30
     while not lock.exists() and time.monotonic() < deadline:
@@ -218,7 +218,7 @@ def test_a_second_writer_of_the_same_results_is_refused_at_once(tmp_path: Path) 
     assert second.returncode == 2 and second.stderr.count("\n") == 1
     assert "another toyrl command is writing results" in second.stderr
     _, meta = load_results(out)
-    assert meta is not None and meta["config"]["lr"] == 0.02 and len(meta["seeds"]) == 200
+    assert meta is not None and meta["config"]["lr"] == 0.02 and len(meta["seeds"]) == 60
     assert not lock.exists()  # released and removed
 
 
