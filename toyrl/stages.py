@@ -194,7 +194,7 @@ class OneDraw:
 def generated(batch: Batch) -> FloatArray:
     """Every token the batch's responses generated (approach and ramble), per run [R]: what a
     sampler's draws cost (`tokens_sampled`), whatever `approach_tokens` the loss counts."""
-    return (batch.length + 1).sum(axis=(-2, -1)).astype(np.float64)
+    return batch.token_count(1).sum(axis=(-2, -1))
 
 
 @register("sampler", "filter_groups")
@@ -323,7 +323,7 @@ class GroupFilter:
                 )
             ),
         )
-        tokens = (every.length + 1).astype(np.float64)
+        tokens = every.token_count(1)
         if self.keep == "shortest":
             key = tokens
         else:  # the most correctness per token first
@@ -829,13 +829,20 @@ def _check_clip_range(objective: Any) -> None:
             raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
 
 
+def _of_runs(kind: type, objectives: Sequence[Any], name: str) -> FloatArray:
+    """A parameter `name` of a chunk's runs whose objective is a `kind` [R] (NaN for the others)."""
+    return np.array([getattr(o, name) if isinstance(o, kind) else np.nan for o in objectives])
+
+
 def _clip_ranges(kind: type, objectives: Sequence[Any]) -> dict[str, FloatArray]:
     """The clip ranges [R] of a chunk's runs whose objective is a `kind` (NaN for the others)."""
+    return {"low": _of_runs(kind, objectives, "epsilon"), "high": _of_runs(kind, objectives, "clip_high")}
 
-    def values(name: str) -> FloatArray:
-        return np.array([getattr(o, name) if isinstance(o, kind) else np.nan for o in objectives])
 
-    return {"low": values("epsilon"), "high": values("clip_high")}
+def _kl(update: Update, beta: FloatArray) -> FloatArray:
+    """The KL term's coefficient on each token of a kind, beta (pi_ref / pi - 1) [3, R, B, G]
+    (rho log(pi_ref / pi) where the k3 is ratio-weighted: `Update.kl_positive`)."""
+    return beta[:, None, None] * update.gather(update.kl_positive, update.kl_negative)
 
 
 @register("objective", "ppo_clip")
@@ -898,9 +905,7 @@ class PPOClip:
         clipped = (ratio > above) | (ratio < below)
         objective = np.where(clipped, 0.0, advantage * ratio)
         if beta is not None:
-            objective = objective + beta[:, None, None] * update.gather(
-                update.kl_positive, update.kl_negative
-            )
+            objective = objective + _kl(update, beta)
         coefficient = update.scale * objective * update.counts
         clipped_tokens = ((clipped & update.included) * update.counts).sum(axis=(0, 2, 3))  # integers: exact
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
@@ -972,20 +977,10 @@ class GSPO:
         clipped = ((advantage > 0) & (sequence > 1 + high)) | ((advantage < 0) & (sequence < 1 - low))
         objective = np.where(clipped, 0.0, advantage * sequence) * counts
         if beta is not None:
-            objective = (
-                objective
-                + beta[:, None, None] * update.gather(update.kl_positive, update.kl_negative) * counts
-            )
+            objective = objective + _kl(update, beta) * counts
         coefficient = update.scale * objective
         clipped_tokens = np.where(clipped & update.included, tokens, 0.0).sum(axis=(1, 2))
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
-
-
-def _plus_kl(objective: FloatArray, update: Update, beta: FloatArray | None) -> FloatArray:
-    """The per-token objective's coefficient plus the KL term's, beta (pi_ref / pi - 1), per kind."""
-    if beta is None:
-        return objective
-    return objective + beta[:, None, None] * update.gather(update.kl_positive, update.kl_negative)
 
 
 def _token_objective(
@@ -995,15 +990,17 @@ def _token_objective(
     `negative` (A <= 0) [3, R, B, G], the same weight for every token of a kind; with per-token
     advantages (`TokenAdvantage`), the kind's sums of each sign take their weight."""
     tokens = update.token_advantage
-    if tokens is not None:
+    if tokens is not None:  # the sums already count the kind's tokens
         objective = positive * tokens.positive + negative * tokens.negative
         if beta is not None:
-            objective = objective + _plus_kl(np.zeros_like(objective), update, beta) * update.counts
+            objective = objective + _kl(update, beta) * update.counts
         coefficient = update.scale * objective
     else:
-        advantage = update.advantage
-        weight = np.where(advantage > 0, positive, negative)
-        coefficient = update.scale * _plus_kl(weight * advantage, update, beta) * update.counts
+        weight = np.where(update.advantage > 0, positive, negative)
+        objective = weight * update.advantage
+        if beta is not None:
+            objective = objective + _kl(update, beta)
+        coefficient = update.scale * objective * update.counts
     return Coefficients(coefficient[0], coefficient[1], coefficient[2])
 
 
@@ -1070,10 +1067,7 @@ class SAPO:
 
     @staticmethod
     def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        def values(name: str) -> FloatArray:
-            return np.array([getattr(o, name) if isinstance(o, SAPO) else np.nan for o in objectives])
-
-        return {"tau_pos": values("tau_pos"), "tau_neg": values("tau_neg")}
+        return {name: _of_runs(SAPO, objectives, name) for name in ("tau_pos", "tau_neg")}
 
     @staticmethod
     def coefficients(
