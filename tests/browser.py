@@ -70,6 +70,10 @@ class Browser:
         self.send("Network.enable", session=self.session)
         self.send("Runtime.enable", session=self.session)
         self.send("Page.enable", session=self.session)
+        # Downloads (a page's export buttons) go to the profile's folder, which close() removes.
+        self.downloads = Path(self.profile) / "downloads"
+        self.downloads.mkdir()
+        self.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(self.downloads)})
 
     def _message(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self.buffer:
@@ -99,27 +103,60 @@ class Browser:
                 return message.get("result", {})
             self.events.append(message)
 
-    def evaluate(self, expression: str) -> Any:
-        result = self.send(
-            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=self.session
-        )
+    def evaluate(self, expression: str, await_promise: bool = False) -> Any:
+        """The value of a JavaScript expression (of the promise it returns, with `await_promise`)."""
+        params = {"expression": expression, "returnByValue": True, "awaitPromise": await_promise}
+        result = self.send("Runtime.evaluate", params, session=self.session)
         if "exceptionDetails" in result:
             raise RuntimeError(f"page error: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def open(self, path: Path) -> None:
-        """Load a file and wait until the page marks itself ready."""
-        self.send("Page.navigate", {"url": path.resolve().as_uri()}, session=self.session)
-        deadline = time.monotonic() + self.timeout
-        while not self.evaluate("document.body !== null && document.body.dataset.ready === '1'"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{path} never became ready")
-            time.sleep(0.05)
+    def open(self, path: Path, fragment: str = "") -> None:
+        """Load a file (with `#fragment`, if given) afresh and wait until the page marks itself ready.
 
-    def press(self, key: str, code: int) -> None:
-        """A real key press (down and up) on the focused element."""
+        It goes through about:blank first, so that a new fragment is a new load of the page, not a
+        same-document jump, and the previous page's ready mark is never mistaken for this one's."""
+        self.send("Page.navigate", {"url": "about:blank"}, session=self.session)
+        self.wait_for("location.href === 'about:blank'")
+        url = path.resolve().as_uri() + (f"#{fragment}" if fragment else "")
+        self.send("Page.navigate", {"url": url}, session=self.session)
+        try:
+            self.wait_for("location.protocol === 'file:' && document.body?.dataset.ready === '1'")
+        except TimeoutError:
+            errors = [e["exceptionDetails"].get("exception", {}) for e in self.page_errors()]
+            described = [error.get("description") for error in errors]
+            raise TimeoutError(f"{path} never became ready; the page's errors: {described}") from None
+
+    def wait_for(self, expression: str, timeout: float | None = None) -> Any:
+        """Poll a JavaScript expression until it is truthy; returns its value."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while not (value := self.evaluate(expression)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited in vain for {expression}")
+            time.sleep(0.05)
+        return value
+
+    def viewport(self, width: int, height: int) -> None:
+        """Emulate a screen of this size in CSS pixels (scale 1), as a phone or a projector shows it."""
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        self.send("Emulation.setDeviceMetricsOverride", metrics, session=self.session)
+
+    def clear_viewport(self) -> None:
+        self.send("Emulation.clearDeviceMetricsOverride", session=self.session)
+
+    def press(self, key: str, code: int, text: str = "", modifiers: int = 0) -> None:
+        """A real key press (down and up) on the focused element; `text` makes it type (Enter: "\\r")."""
+        key_code = "Space" if key == " " else key
         for kind in ("keyDown", "keyUp"):
-            event = {"type": kind, "key": key, "code": key, "windowsVirtualKeyCode": code}
+            event: dict[str, Any] = {
+                "type": kind,
+                "key": key,
+                "code": key_code,
+                "windowsVirtualKeyCode": code,
+                "modifiers": modifiers,
+            }
+            if text and kind == "keyDown":
+                event["text"] = text
             self.send("Input.dispatchKeyEvent", event, session=self.session)
 
     def requested_urls(self) -> list[str]:
@@ -132,8 +169,9 @@ class Browser:
     def page_errors(self) -> list[dict[str, Any]]:
         return [event["params"] for event in self.events if event.get("method") == "Runtime.exceptionThrown"]
 
-    def screenshot(self, path: Path) -> None:
-        data = self.send("Page.captureScreenshot", {"format": "png"}, session=self.session)["data"]
+    def screenshot(self, path: Path, full_page: bool = False) -> None:
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        data = self.send("Page.captureScreenshot", params, session=self.session)["data"]
         path.write_bytes(base64.b64decode(data))
 
     def close(self) -> None:

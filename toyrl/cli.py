@@ -407,27 +407,25 @@ def explore(
     out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("explorer.html"),
     results: Annotated[
         Path | None,
-        typer.Option(
-            help="Results CSV whose curves the page shows (default: the article's run, simulated now)."
-        ),
+        typer.Option(help="A results CSV whose mean curves the page can overlay on its own runs (optional)."),
     ] = None,
 ) -> None:
-    """Write one self-contained HTML page: token weights, difficulty bias, recorded length curves."""
+    """Write one self-contained HTML page that trains the toy live: token weights, difficulty bias, runs."""
     if out.suffix != ".html":
         raise InvalidInput(f"--out must be a path ending in .html (got '{out}')")
     if not out.parent.is_dir():
         raise InvalidInput(f"--out: folder '{out.parent}' does not exist")
     if results is None:
-        config, seeds = Config(), list(range(ARTICLE_SEEDS))
-        frame = run_experiment(config, article_variants(), seeds)
-        description = f"the article's toy run, {len(article_variants())} variants x {len(seeds)} seeds"
+        from toyrl.explore import build_explorer
+
+        write_atomic(out, build_explorer())
     else:
         frame, meta = load_results(results)
         config = _sidecar_config(meta) or Config()
         description = (
             f"{results.name}, {frame['variant'].nunique()} variants x {frame['seed'].nunique()} seeds"
         )
-    _explorer(frame, config, description, out)
+        _explorer(frame, config, description, out)
     typer.echo(f"wrote {out}; open it in a browser (no network needed)")
 
 

@@ -1,0 +1,1260 @@
+/* toyrl's simulator, in the page: the ramble policy, every registered stage, sampled training and
+   mean-field training on the exact expected update. A port of toyrl.policy, toyrl.stages,
+   toyrl.train and toyrl.expected (the same formulas, in the same order of operations, numpy's
+   pairwise sums included); tests/test_explorer.py checks it against them in headless Chromium.
+
+   window.toyrl:
+     data                 the embedded TOYRL_DATA (toyrl.explore.page_data)
+     presets              data.variants, each with `page` and `page_mean_field`: '' if the page
+                          trains it (sampled / mean-field), else why not
+     resolve(variant)     a preset name, a spec text "advantage=none,aggregation=token_mean" or a
+                          spec object -> {name, spec, stages}; throws InputError (one line)
+     support(variant, meanField)  '' or the reason the page cannot train it
+     start(spec)          a run, trained step by step: {runs, steps, t, done, advance(n), column(name)}
+     simulate(spec)       start(spec) run to the end, as the flat columns of `toyrl run`
+   spec: {variants: [...] (or variant: one), seeds: n (0..n-1) or [seeds], steps, mean_field,
+          any Config field, and, to replay Python's numbers: theta0 [per seed: P + 2 logits],
+          noise [per seed: {prompt_index, approach, exponential}, each per step], orders [per run:
+          per step, the schedule's shuffled positions], refill [per run: a sampler's draws, in
+          order]; gradients: true keeps each step's loss gradient}.
+   Without theta0, seed s starts from Python's initial logits (data.initial_normals[s]); without
+   recorded noise, each (seed, stream) has its own generator (xoshiro128**), shared by the seed's
+   variants (common random numbers, as in toyrl.train), but not numpy's: page runs and Python runs
+   of a seed start alike and then differ by their noise. */
+"use strict";
+(function () {
+  const DATA = TOYRL_DATA;
+  const TINY = 2.2250738585072014e-308; // smallest normal double (toyrl.policy.TINY)
+  const P_INCORRECT_DIRECT = 1e-200;
+  const SCORE_EXACT_ABOVE = 12.0;
+  const EXACT_COLUMNS = [
+    "accuracy", "length_mean", "length_correct", "length_incorrect", "length_right_approach",
+    "length_wrong_approach", "p_right_approach", "stop_prob_right", "stop_prob_wrong",
+  ];
+  const SAMPLED_COLUMNS = [
+    "batch_accuracy", "batch_length_mean", "batch_length_correct", "batch_length_incorrect",
+    "zero_variance_fraction", "tokens_sampled",
+  ];
+  const COLUMNS = [...EXACT_COLUMNS, ...SAMPLED_COLUMNS, "grad_norm", "clip_fraction"];
+
+  class InputError extends Error {}
+  const fail = (message) => { throw new InputError(message); };
+
+  // --- numerics: numpy's and toyrl.policy's formulas -------------------------------------------
+  const expit = (x) => 1 / (1 + Math.exp(-x));
+  function softplus(x) { // numpy's logaddexp(0, x), branch for branch
+    if (x === 0) return Math.LN2;
+    return -x > 0 ? Math.log1p(Math.exp(x)) : x + Math.log1p(Math.exp(-x));
+  }
+  const logExpit = (x) => -softplus(-x);
+  const logContinue = (phi) => -softplus(phi); // log(1 - s)
+  const survival = (n, phi) => Math.exp(n * logContinue(phi)); // P(K > n)
+  const stopWithin = (n, phi) => -Math.expm1(n * logContinue(phi)); // P(K <= n)
+  const clip = (x, low, high) => Math.min(Math.max(x, low), high);
+
+  /* sum(values[start .. start + n)) in numpy's order (its pairwise summation: eight running sums in
+     blocks of up to 128, halves beyond), so that a sum that cancels (a score's expectation, 0 in exact
+     arithmetic) rounds as numpy's does and Adam, which rescales a gradient entry of any size, is not
+     sent elsewhere by the order of the additions alone. */
+  function sum(values, start = 0, n = values.length - start) {
+    if (n < 8) {
+      let total = 0;
+      for (let i = start; i < start + n; i++) total += values[i];
+      return total;
+    }
+    if (n <= 128) {
+      let r0 = values[start], r1 = values[start + 1], r2 = values[start + 2], r3 = values[start + 3];
+      let r4 = values[start + 4], r5 = values[start + 5], r6 = values[start + 6], r7 = values[start + 7];
+      const blocks = n - (n % 8);
+      let i = 8;
+      for (; i < blocks; i += 8) {
+        const k = start + i;
+        r0 += values[k]; r1 += values[k + 1]; r2 += values[k + 2]; r3 += values[k + 3];
+        r4 += values[k + 4]; r5 += values[k + 5]; r6 += values[k + 6]; r7 += values[k + 7];
+      }
+      let total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+      for (; i < n; i++) total += values[start + i];
+      return total;
+    }
+    let half = Math.floor(n / 2);
+    half -= half % 8;
+    return sum(values, start, half) + sum(values, start + half, n - half);
+  }
+  function logStopWithin(n, phi) { // log P(K <= n), finite where P(K <= n) underflows
+    const logY = phi < -40 ? phi : Math.log(softplus(phi));
+    const logX = Math.log(n) + logY;
+    return logX < -40 ? logX : Math.log(stopWithin(n, phi));
+  }
+
+  function expectedLength(phi, cap) { // E[min(K, cap)], in [1, cap]
+    if (softplus(phi) < TINY) return cap;
+    return clip(stopWithin(cap, phi) / stopWithin(1, phi), 1, cap);
+  }
+
+  function truncatedMean(n, phi) { // E[K | K <= n], with its series where the terms cancel
+    const y = softplus(phi);
+    const x = n * y;
+    let value;
+    if (x < 1e-2) {
+      value = (n + 1) / 2 - (n * n - 1) * y / 12 + (Math.pow(n, 4) - 1) * Math.pow(y, 3) / 720;
+    } else {
+      value = 1 / -Math.expm1(-y) - n / Math.expm1(x);
+    }
+    return clip(value, 1, (n + 1) / 2);
+  }
+
+  function logMeanExpit(logits, sign) { // log mean_j sigma(sign logit_j), by logsumexp
+    let top = -Infinity;
+    const logs = logits.map((x) => logExpit(sign * x));
+    for (const v of logs) top = Math.max(top, v);
+    let total = 0;
+    for (const v of logs) total += Math.exp(v - top);
+    return top + Math.log(total) - Math.log(logits.length);
+  }
+
+  function lengthIncorrectTail(psi, phiRight, cap, minLength, lengthWrong, shortMean) {
+    const logWrong = logMeanExpit(psi, -1);
+    const logRight = logMeanExpit(psi, 1);
+    const logTruncated = logRight - cap * softplus(phiRight);
+    const logShort = minLength > 1 ? logRight + logStopWithin(minLength - 1, phiRight) : -Infinity;
+    const top = Math.max(logWrong, logShort, logTruncated);
+    const [w, s, t] = [logWrong, logShort, logTruncated].map((v) => Math.exp(v - top));
+    return (w * lengthWrong + s * shortMean + t * cap) / (w + s + t);
+  }
+
+  /* Exact expectations under the policy theta [P + 2] (toyrl.policy.exact_metrics). */
+  function exactMetrics(theta, cap, minLength) {
+    const P = theta.length - 2;
+    const phiRight = theta[P], phiWrong = theta[P + 1];
+    const right = new Float64Array(P), wrong = new Float64Array(P);
+    for (let j = 0; j < P; j++) { right[j] = expit(theta[j]); wrong[j] = expit(-theta[j]); }
+    const pRight = sum(right) / P, pWrong = sum(wrong) / P;
+    const window = cap - minLength + 1;
+    const stopInWindow = survival(minLength - 1, phiRight) * stopWithin(window, phiRight);
+    const short = stopWithin(minLength - 1, phiRight);
+    const truncated = survival(cap, phiRight);
+    const lengthRight = expectedLength(phiRight, cap);
+    const lengthWrong = expectedLength(phiWrong, cap);
+    const shortMean = truncatedMean(Math.max(minLength - 1, 1), phiRight);
+    const shortLength = minLength > 1 ? short * shortMean : 0;
+    const pIncorrect = pWrong + pRight * (short + truncated);
+    const lengthIncorrect = pIncorrect >= P_INCORRECT_DIRECT
+      ? (pWrong * lengthWrong + pRight * (shortLength + cap * truncated)) / pIncorrect
+      : lengthIncorrectTail(Array.from(theta.subarray(0, P)), phiRight, cap, minLength, lengthWrong, shortMean);
+    return {
+      accuracy: pRight * stopInWindow,
+      length_mean: clip(pRight * lengthRight + pWrong * lengthWrong, 1, cap),
+      length_correct: clip(minLength - 1 + truncatedMean(window, phiRight), minLength, cap),
+      length_incorrect: clip(lengthIncorrect, 1, cap),
+      length_right_approach: lengthRight,
+      length_wrong_approach: lengthWrong,
+      p_right_approach: pRight,
+      stop_prob_right: expit(phiRight),
+      stop_prob_wrong: expit(phiWrong),
+    };
+  }
+
+  // --- randomness: xoshiro128** per (seed, stream), seeded by splitmix32 --------------------------
+  function splitmix32(state) {
+    return () => {
+      state = (state + 0x9e3779b9) | 0;
+      let z = state;
+      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
+      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
+      return (z ^ (z >>> 16)) >>> 0;
+    };
+  }
+
+  class Generator {
+    constructor(seed, stream) {
+      const mix = splitmix32(Math.imul(seed + 1, 0x632be5ab) ^ Math.imul(stream + 1, 0x2545f491));
+      [this.s0, this.s1, this.s2, this.s3] = [mix() | 0, mix() | 0, mix() | 0, mix() | 0];
+    }
+    next() { // xoshiro128** (Blackman and Vigna), on int32 state words
+      const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
+      const t = this.s1 << 9;
+      this.s2 ^= this.s0; this.s3 ^= this.s1; this.s1 ^= this.s2; this.s0 ^= this.s3;
+      this.s2 ^= t; this.s3 = rotl(this.s3, 11);
+      return result;
+    }
+    random() { // uniform on [0, 1), 53 bits
+      return ((this.next() >>> 5) * 67108864 + (this.next() >>> 6)) / 9007199254740992;
+    }
+    exponential() { return -Math.log1p(-this.random()); }
+  }
+  const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+
+  // --- configuration (toyrl.config.Config's fields and checks) ------------------------------------
+  const CONFIG_FIELDS = Object.keys(DATA.config);
+  const MAX_RESPONSES = 1000000;
+
+  function checkInt(c, name, low, high) {
+    const v = c[name];
+    if (!Number.isInteger(v) || v < low || (high !== undefined && v > high)) {
+      const bounds = high === undefined ? `>= ${low}` : `in ${low}..${high.toLocaleString("en")}`;
+      fail(`${name} must be an integer ${bounds} (got ${JSON.stringify(v)})`);
+    }
+  }
+  function checkFloat(c, name, low, high, lowOpen, highOpen) {
+    const v = c[name];
+    let ok = typeof v === "number" && Number.isFinite(v);
+    if (ok && low !== undefined) ok = lowOpen ? v > low : v >= low;
+    if (ok && high !== undefined) ok = highOpen ? v < high : v <= high;
+    if (!ok) {
+      const bounds = [];
+      if (low !== undefined) bounds.push(`${lowOpen ? ">" : ">="} ${low}`);
+      if (high !== undefined) bounds.push(`${highOpen ? "<" : "<="} ${high}`);
+      fail(`${name} must be a finite number ${bounds.join(" and ")}`.trim() + ` (got ${JSON.stringify(v)})`);
+    }
+  }
+
+  function makeConfig(fields) {
+    const c = {};
+    for (const name of CONFIG_FIELDS) c[name] = name in fields ? fields[name] : DATA.config[name].default;
+    checkInt(c, "prompts", 1, 100000);
+    checkInt(c, "batch_prompts", 1);
+    if (c.batch_prompts > c.prompts) fail(`batch_prompts must be at most prompts = ${c.prompts} (got ${c.batch_prompts})`);
+    checkInt(c, "group_size", 2, 10000);
+    if (c.batch_prompts * c.group_size > MAX_RESPONSES) fail(`group_size times batch_prompts must be at most ${MAX_RESPONSES} responses per step (got ${c.group_size})`);
+    checkInt(c, "steps", 1, 10000000);
+    checkInt(c, "cap", 1, 10000000);
+    checkInt(c, "min_length", 1);
+    if (c.min_length > c.cap) fail(`cap must be at least min_length = ${c.min_length} (got ${c.cap})`);
+    checkFloat(c, "lr", 0, undefined, true);
+    checkFloat(c, "adam_beta1", 0, 1, false, true);
+    checkFloat(c, "adam_beta2", 0, 1, false, true);
+    checkFloat(c, "adam_eps", 0, undefined, true);
+    checkFloat(c, "stop_prob_right", 0, 1, true, true);
+    checkFloat(c, "stop_prob_wrong", 0, 1, true, true);
+    checkFloat(c, "prompt_logit_mean");
+    checkFloat(c, "prompt_logit_std", 0);
+    checkFloat(c, "std_eps", 0);
+    checkFloat(c, "length_norm", 0);
+    if (typeof c.count_approach_token !== "boolean") fail(`count_approach_token must be true or false (got ${JSON.stringify(c.count_approach_token)})`);
+    c.length_norm_value = c.length_norm > 0 ? c.length_norm : c.cap;
+    c.approach_tokens = c.count_approach_token ? 1 : 0;
+    return c;
+  }
+
+  // --- variants: specs resolved against the Python registry ---------------------------------------
+  const REGISTRY = DATA.registry;
+  const KIND_KEYS = DATA.kind_keys; // spec key -> stage kind ("aggregation" -> "normaliser")
+  const PRESETS = new Map(DATA.variants.map((v) => [v.name, v]));
+
+  function parseSpecText(text) { // "key=value,...", values typed as toyrl.objective.parse_spec does
+    const spec = {};
+    for (const item of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+      const at = item.indexOf("=");
+      if (at < 1) fail(`spec items must be key=value (got ${JSON.stringify(item)})`);
+      const key = item.slice(0, at).trim(), raw = item.slice(at + 1).trim();
+      spec[key] = raw === "true" || raw === "True" ? true : raw === "false" || raw === "False" ? false
+        : raw === "None" || raw === "null" ? null : raw !== "" && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+    }
+    return spec;
+  }
+
+  function resolve(variant) {
+    let name = null, spec = variant;
+    if (typeof variant === "string") {
+      if (PRESETS.has(variant)) ({ name, spec } = PRESETS.get(variant));
+      else if (variant.includes("=")) spec = parseSpecText(variant);
+      else fail(`unknown variant ${JSON.stringify(variant)}; valid: ${[...PRESETS.keys()].join(", ")}, or a spec key=value,...`);
+    }
+    if (spec === null || typeof spec !== "object" || Array.isArray(spec)) fail(`a variant must be a name or a spec object (got ${JSON.stringify(variant)})`);
+    const chosen = { ...DATA.defaults };
+    if ("mask_truncated" in spec) {
+      if (typeof spec.mask_truncated !== "boolean") fail(`mask_truncated must be true or false (got ${JSON.stringify(spec.mask_truncated)})`);
+      chosen.selector = spec.mask_truncated ? "stopped" : "all";
+    }
+    for (const [key, kind] of Object.entries(KIND_KEYS)) {
+      if (!(key in spec)) continue;
+      if (!(spec[key] in REGISTRY[kind])) fail(`${key} must be one of ${Object.keys(REGISTRY[kind]).join(", ")} (got ${JSON.stringify(spec[key])})`);
+      chosen[kind] = spec[key];
+    }
+    const stages = {};
+    for (const [kind, stageName] of Object.entries(chosen)) {
+      const entry = REGISTRY[kind][stageName];
+      stages[kind] = { name: stageName, class: entry.class, ...entry.fixed, ...entry.parameters, simulated_only: entry.simulated_only };
+    }
+    for (const [key, value] of Object.entries(spec)) {
+      if (key in KIND_KEYS || key === "mask_truncated") continue;
+      const owner = Object.keys(stages).find((kind) => key in REGISTRY[kind][chosen[kind]].parameters);
+      if (owner === undefined) {
+        const valid = Object.keys(stages).flatMap((kind) => Object.keys(REGISTRY[kind][chosen[kind]].parameters));
+        fail(`unknown key ${JSON.stringify(key)}; valid here: ${[...Object.keys(KIND_KEYS), "mask_truncated", ...valid].join(", ")}`);
+      }
+      stages[owner][key] = value;
+    }
+    checkParameters(stages);
+    if (name === null) {
+      const text = Object.entries(spec).map(([k, v]) => `${k}=${v}`).join(",");
+      name = [...PRESETS.values()].find((p) => sameSpec(p.spec, spec))?.name ?? text;
+    }
+    return { name, spec, stages };
+  }
+
+  function sameSpec(a, b) {
+    const keys = Object.keys(a);
+    return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+  }
+
+  function checkParameters(stages) {
+    const number = (kind, key, low, high, lowOpen) => {
+      const v = stages[kind][key];
+      if (v === undefined) return;
+      const ok = typeof v === "number" && Number.isFinite(v) && (lowOpen ? v > low : v >= low) && v <= high;
+      if (!ok) fail(`${key} must be a number in ${lowOpen ? "(" : "["}${low}, ${high}] (got ${JSON.stringify(v)})`);
+    };
+    const eps = stages.advantage.std_eps;
+    if (eps !== undefined && eps !== null && !(typeof eps === "number" && eps >= 0 && eps < 1)) fail(`std_eps must be a number in [0, 1) (got ${JSON.stringify(eps)})`);
+    number("normaliser", "alpha", 0, 1);
+    number("reward", "buffer", 0, 1, true);
+    number("reward", "penalty_factor", 0, 1e6);
+    number("reward", "incorrect", -1e6, 1e6);
+    number("kl", "beta", 0, 1e6);
+    const schedule = stages.schedule;
+    for (const key of ["num_iterations", "mini_batches", "micro_batches"]) {
+      if (key in schedule && !(Number.isInteger(schedule[key]) && schedule[key] >= 1)) fail(`${key} must be an integer >= 1 (got ${JSON.stringify(schedule[key])})`);
+    }
+    if (!["none", "once", "epoch"].includes(schedule.shuffle ?? "none")) fail(`shuffle must be one of none, once, epoch (got ${JSON.stringify(schedule.shuffle)})`);
+    const objective = stages.objective;
+    for (const key of ["epsilon", "epsilon_high"]) {
+      const v = objective[key];
+      if (v !== undefined && v !== null && !(typeof v === "number" && v > 0 && v < 10)) fail(`${key} must be a number in (0, 10) (got ${JSON.stringify(v)})`);
+    }
+    if (objective.name === "cispo" && objective.epsilon != null && objective.epsilon > 1) fail(`epsilon must be in (0, 1] for objective=cispo (got ${objective.epsilon})`);
+    const dual = objective.dual_clip;
+    if (dual !== undefined && dual !== null && !(typeof dual === "number" && dual > 1 && dual < 1e6)) fail(`dual_clip must be a number in (1, 1e6) or None (got ${JSON.stringify(dual)})`);
+    number("objective", "tau_pos", 0, 1000, true);
+    number("objective", "tau_neg", 0, 1000, true);
+    const sampler = stages.sampler;
+    if (sampler.name === "gfpo") {
+      if (!(Number.isInteger(sampler.draws) && sampler.draws >= 2 && sampler.draws <= 4096)) fail(`draws must be an integer in 2..4096 (got ${JSON.stringify(sampler.draws)})`);
+      if (!["shortest", "reward_per_token"].includes(sampler.keep)) fail(`keep must be one of shortest, reward_per_token (got ${JSON.stringify(sampler.keep)})`);
+    }
+    for (const key of ["max_rounds", "round_prompts"]) {
+      const v = sampler[key], low = key === "max_rounds" ? 1 : 0;
+      if (v !== undefined && !(Number.isInteger(v) && v >= low && v <= 100000)) fail(`${key} must be an integer in ${low}..100,000 (got ${JSON.stringify(v)})`);
+    }
+    const clipNorm = schedule.max_grad_norm;
+    if (clipNorm !== undefined && clipNorm !== null && !(typeof clipNorm === "number" && clipNorm > 0 && clipNorm < 1e12)) fail(`max_grad_norm must be a number in (0, 1e12) or None (got ${JSON.stringify(clipNorm)})`);
+  }
+
+  // The stage classes this file ports, by kind: a stage registered in Python later is refused by
+  // name until it is ported here.
+  const PORTED = {
+    reward: ["WindowReward", "SoftOverlong"],
+    sampler: ["OneDraw", "FilterGroups", "GroupFilter"],
+    selector: ["AllResponses", "StoppedResponses"],
+    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred"],
+    normaliser: ["PerResponse", "TokenMean", "LengthPower"],
+    objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient"],
+    kl: ["K3", "K1Reward"],
+    schedule: ["Epochs"],
+  };
+  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut"]);
+
+  /* '' if the page trains the variant (sampled, or mean-field), else why not. */
+  function support(variant, meanField) {
+    const { stages } = typeof variant === "object" && variant.stages ? variant : resolve(variant);
+    const s = stages.schedule;
+    for (const [kind, classes] of Object.entries(PORTED)) {
+      if (!classes.includes(stages[kind].class)) return `the ${kind} ${stages[kind].name} is not in the page`;
+    }
+    if (!meanField) return "";
+    const exact = (reason) => `no exact expected update: ${reason}`;
+    if ((s.num_iterations ?? 1) > 1) return exact("later epochs make the update depend on more than the policy");
+    if ((s.mini_batches ?? 1) > 1) return exact("later mini-batches make the update depend on more than the policy");
+    if ((s.micro_batches ?? 1) > 1) return exact("micro-batches are simulated only");
+    if ((stages.kl.beta ?? 0) > 0) return exact(stages.kl.name === "k3" ? "the KL term makes the update depend on more than the policy" : "the KL reward makes the update depend on more than the policy");
+    for (const kind of ["sampler", "reward", "advantage", "normaliser"]) {
+      if (stages[kind].simulated_only) return exact(stages[kind].simulated_only);
+    }
+    if (!EXACT_ADVANTAGES.has(stages.advantage.class)) return exact(`advantage=${stages.advantage.name}`);
+    return "";
+  }
+
+  // --- the stages of a step, on one run's batch ----------------------------------------------------
+  // A batch: B prompts x G responses, flat arrays of length B G (prompt-major, as [B, G] in Python).
+
+  function correctness(batch, c) {
+    const out = new Float64Array(batch.length.length), minLength = c.min_length;
+    for (let i = 0; i < out.length; i++) out[i] = batch.right[i] && batch.stopped[i] && batch.length[i] >= minLength ? 1 : 0;
+    return out;
+  }
+
+  function tokenCount(batch, approachTokens) {
+    const out = new Float64Array(batch.length.length);
+    for (let i = 0; i < out.length; i++) out[i] = batch.length[i] + approachTokens;
+    return out;
+  }
+
+  function rewardsOf(stage, batch, c, correct) {
+    if (stage.class === "WindowReward") return correct;
+    // SoftOverlong: 1 or `incorrect`, plus min(0, -(|o| - (L_max - b)) / b) penalty_factor
+    const longest = c.cap + c.approach_tokens;
+    const buffer = stage.buffer * longest;
+    const tokens = tokenCount(batch, c.approach_tokens);
+    return correct.map((r, i) => (r > 0 ? 1 : stage.incorrect) + Math.min(-(tokens[i] - (longest - buffer)) / buffer * stage.penalty_factor, 0));
+  }
+
+  function groupCentred(rewards, G) {
+    const out = new Float64Array(rewards.length);
+    for (let start = 0; start < rewards.length; start += G) {
+      const mean = sum(rewards, start, G) / G;
+      for (let i = start; i < start + G; i++) out[i] = rewards[i] - mean;
+    }
+    return out;
+  }
+
+  function scaled(centred, scale, eps) { // toyrl.stages._scaled, one scale for these values
+    const out = new Float64Array(centred.length);
+    if (eps > 0 || scale > 0) for (let i = 0; i < out.length; i++) out[i] = centred[i] / scale;
+    return out;
+  }
+
+  function sampleStd(values, ddof) { // numpy's std: the mean, then the mean square about it
+    const mean = sum(values) / values.length;
+    return Math.sqrt(sum(values.map((v) => (v - mean) * (v - mean))) / (values.length - ddof));
+  }
+
+  function advantagesOf(stage, rewards, c, G, tokens) {
+    const eps = stage.std_eps === undefined || stage.std_eps === null ? c.std_eps : stage.std_eps;
+    const N = rewards.length;
+    switch (stage.class) {
+      case "Centred": return groupCentred(rewards, G);
+      case "GroupStd": {
+        const centred = groupCentred(rewards, G), out = new Float64Array(N), squares = new Float64Array(G);
+        for (let start = 0; start < N; start += G) {
+          for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
+          const scale = Math.sqrt(sum(squares) / (G - stage.ddof)) + eps;
+          for (let i = start; i < start + G; i++) out[i] = eps > 0 || scale > 0 ? centred[i] / scale : 0;
+        }
+        return out;
+      }
+      case "BatchStd": return scaled(groupCentred(rewards, G), sampleStd(rewards, 1) + eps, eps);
+      case "LeaveOneOut": {
+        const out = new Float64Array(N);
+        for (let start = 0; start < N; start += G) {
+          const total = sum(rewards, start, G);
+          for (let i = start; i < start + G; i++) out[i] = rewards[i] - (total - rewards[i]) / (G - 1);
+        }
+        return out;
+      }
+      case "BatchWhiten": {
+        const centred = groupCentred(rewards, G);
+        const mean = sum(centred) / N;
+        const shifted = centred.map((a) => a - mean);
+        return scaled(shifted, sampleStd(shifted, 1) + eps, eps);
+      }
+      case "TokenWhiten": {
+        const base = stage.centred ? groupCentred(rewards, G) : rewards;
+        const total = sum(tokens);
+        const mean = sum(base.map((a, i) => a * tokens[i])) / total;
+        const shifted = base.map((a) => a - mean);
+        const squares = sum(shifted.map((a, i) => a * a * tokens[i]));
+        // verl's Bessel factor n / (n - 1) is a float32 division of the token counts
+        const variance = stage.float32_bessel
+          ? squares / total * Math.fround(Math.fround(total) / Math.fround(total - 1))
+          : squares / (total - stage.ddof);
+        const root = Math.sqrt(Math.max(variance + stage.var_eps, stage.var_floor));
+        return shifted.map((a) => a / root);
+      }
+      case "LengthWeightedBaseline": {
+        const out = new Float64Array(N);
+        for (let start = 0; start < N; start += G) {
+          const weighted = sum(tokens.subarray(start, start + G).map((t, i) => t * rewards[start + i]));
+          const total = sum(tokens, start, G);
+          for (let i = start; i < start + G; i++) out[i] = rewards[i] - weighted / total;
+        }
+        return out;
+      }
+      case "RescaledCentred": {
+        const nonzero = Math.max(rewards.reduce((n, r) => n + (r !== 0 ? 1 : 0), 0), 1);
+        return groupCentred(rewards, G).map((a) => N / nonzero * a);
+      }
+    }
+    throw new Error(`advantage ${stage.name} is not in the page`);
+  }
+
+  /* (D [N], n) of the normaliser over the responses `included` among `members` (one update's part;
+     null: the whole batch), as toyrl.stages' `denominators`. */
+  function denominatorsOf(stage, tokens, included, c, members) {
+    const N = tokens.length;
+    const memberCount = () => (members ? sum(members) : N);
+    if (stage.class === "TokenMean") {
+      let total = 0;
+      for (let i = 0; i < N; i++) if (included[i] && (!members || members[i])) total += tokens[i];
+      return [new Float64Array(N).fill(total), 1];
+    }
+    if (stage.class === "LengthPower") {
+      const a = stage.alpha; // numpy takes x ** 0.5 as sqrt(x)
+      const power = (x, e) => (e === 0.5 ? Math.sqrt(x) : Math.pow(x, e));
+      const norm = Math.pow(c.length_norm_value, a);
+      return [tokens.map((t) => power(t, 1 - a) * norm), memberCount()];
+    }
+    const D = stage.by_tokens ? Float64Array.from(tokens) : new Float64Array(N).fill(stage.by_length_norm ? c.length_norm_value : 1);
+    return [D, stage.averaged ? memberCount() : 1];
+  }
+
+  function both(a, b) { // a & b, elementwise
+    const out = new Uint8Array(a.length);
+    for (let i = 0; i < out.length; i++) out[i] = a[i] && b[i] ? 1 : 0;
+    return out;
+  }
+
+  /* Which responses are in update `update`'s mini-batch, and each one's micro-batch in it
+     (toyrl.train.Plan.parts): the update's part of the run's order of the responses (`positions`,
+     one order per epoch; null: the batch's own order), cut into consecutive micro-batches. */
+  function partsOf(update, positions, schedule, N) {
+    const mini = schedule.mini_batches ?? 1, microCount = schedule.micro_batches ?? 1;
+    const size = N / mini, microSize = size / microCount; // whole numbers: the schedule's check
+    const order = positions ? positions[Math.min(Math.floor(update / mini), positions.length - 1)] : null;
+    const members = new Uint8Array(N), micro = new Int32Array(N);
+    for (let i = 0; i < N; i++) {
+      const p = order ? order[i] : i;
+      members[i] = Math.floor(p / size) === update % mini ? 1 : 0;
+      micro[i] = Math.floor((p % size) / microSize);
+    }
+    return { members, micro };
+  }
+
+  /* (D, n) of one update's part (toyrl.train.Plan.denominators): a per_micro_batch normaliser
+     on each micro-batch, its n times their count; a batch_tokens one the whole batch's, over the
+     number of mini-batches. */
+  function partDenominators(stage, tokens, selected, c, parts, schedule) {
+    if (!parts) return denominatorsOf(stage, tokens, selected, c, null);
+    const { members, micro } = parts, N = tokens.length;
+    const included = both(selected, members);
+    if (stage.batch_tokens) {
+      const [D, n] = denominatorsOf(stage, tokens, selected, c, null);
+      return [D.map((d) => d / (schedule.mini_batches ?? 1)), n];
+    }
+    if (!stage.per_micro_batch) return denominatorsOf(stage, tokens, included, c, members);
+    const microCount = schedule.micro_batches ?? 1, D = new Float64Array(N).fill(1);
+    const inMicro = (index) => Uint8Array.from(members, (m, i) => (m && micro[i] === index ? 1 : 0));
+    for (let index = 0; index < microCount; index++) {
+      const inside = inMicro(index), [own] = denominatorsOf(stage, tokens, included, c, inside);
+      for (let i = 0; i < N; i++) if (inside[i]) D[i] = own[i];
+    }
+    return [D, denominatorsOf(stage, tokens, included, c, inMicro(0))[1] * microCount];
+  }
+
+  /* The responses of one update's loss (toyrl.train.Part): which, D, n, the scale 1/(D n) (0 where
+     not in the loss) and the tokens in the loss (every token: the clip fraction's denominator). */
+  function partOf(batch, included, D, n) {
+    const N = D.length, scale = new Float64Array(N);
+    let tokens = 0;
+    for (let i = 0; i < N; i++) {
+      scale[i] = (included[i] ? (D[i] > 0 ? 1 / D[i] : 0) : 0) / n;
+      if (included[i]) tokens += batch.length[i] + 1;
+    }
+    return { included, D, n, scale, tokens };
+  }
+
+  /* G' responses to each of the batch's prompts, by inversion (toyrl.policy.sample_batch): approach
+     uniforms and length exponentials [B G'], into `out` when given. */
+  function sampleBatch(theta, promptIndex, approach, exponential, cap, width, out) {
+    const P = theta.length - 2, B = promptIndex.length, N = B * width;
+    const batch = out ?? { right: new Uint8Array(N), length: new Float64Array(N), stopped: new Uint8Array(N) };
+    batch.prompt_index = promptIndex;
+    const rateRight = softplus(theta[P]), rateWrong = softplus(theta[P + 1]);
+    for (let b = 0; b < B; b++) {
+      const threshold = expit(theta[promptIndex[b]]);
+      for (let g = 0; g < width; g++) {
+        const i = b * width + g;
+        const right = approach[i] < threshold;
+        let rambled = Math.floor(exponential[i] / (right ? rateRight : rateWrong)) + 1;
+        rambled = Number.isNaN(rambled) ? cap + 1 : Math.min(rambled, cap + 1); // numpy's fmin drops NaN
+        batch.right[i] = right ? 1 : 0; batch.length[i] = Math.min(rambled, cap); batch.stopped[i] = rambled <= cap ? 1 : 0;
+      }
+    }
+    return batch;
+  }
+
+  const generated = (batch) => sum(batch.length) + batch.length.length; // every token: L + 1 each
+
+  function argsort(values) {
+    return Array.from(values.keys()).sort((a, b) => values[a] - values[b] || a - b);
+  }
+
+  /* The batch a run trains on, from the one drawn with the step's noise, and the tokens its
+     sampler generated (toyrl.stages' samplers; more draws come from the run's refill stream). */
+  function samplerBatch(stage, drawn, theta, c, refill) {
+    if (stage.name === "once") return [drawn, generated(drawn)];
+    const G = c.group_size, B = drawn.prompt_index.length;
+    const group = (batch, j) => ({
+      prompt: batch.prompt_index[j],
+      right: batch.right.slice(j * G, (j + 1) * G),
+      length: batch.length.slice(j * G, (j + 1) * G),
+      stopped: batch.stopped.slice(j * G, (j + 1) * G),
+    });
+    const assemble = (groups) => {
+      const out = { prompt_index: Int32Array.from(groups, (g) => g.prompt), right: new Uint8Array(B * G), length: new Float64Array(B * G), stopped: new Uint8Array(B * G) };
+      groups.forEach((g, j) => { out.right.set(g.right, j * G); out.length.set(g.length, j * G); out.stopped.set(g.stopped, j * G); });
+      return out;
+    };
+    if (stage.name === "filter_groups") { // DAPO's dynamic sampling: refill with groups that vary
+      const kept = [], dropped = [], used = new Set(drawn.prompt_index);
+      let tokens = generated(drawn), batch = drawn;
+      for (let round = 0; round < stage.max_rounds; round++) {
+        if (round > 0) {
+          const pool = [];
+          for (let j = 0; j < c.prompts; j++) if (!used.has(j)) pool.push(j);
+          if (pool.length === 0) break;
+          const size = Math.min(stage.round_prompts || B, pool.length);
+          const choice = Int32Array.from(argsort(refill.random(pool.length)).slice(0, size), (k) => pool[k]);
+          const approach = refill.random(size * G), exponential = refill.exponential(size * G);
+          batch = sampleBatch(theta, choice, approach, exponential, c.cap, G);
+          tokens += generated(batch);
+          for (const j of choice) used.add(j);
+        }
+        const correct = correctness(batch, c);
+        for (let j = 0; j < batch.prompt_index.length; j++) {
+          const successes = sum(correct, j * G, G);
+          (successes > 0 && successes < G ? kept : dropped).push(group(batch, j));
+        }
+        if (kept.length >= B) break;
+      }
+      return [assemble(kept.concat(dropped).slice(0, B)), tokens];
+    }
+    // GFPO: G' draws a prompt, the G shortest (or with most reward per token) kept, in draw order
+    const width = stage.draws - G;
+    const approach = refill.random(B * width), exponential = refill.exponential(B * width);
+    const more = sampleBatch(theta, drawn.prompt_index, approach, exponential, c.cap, width);
+    const D = stage.draws, every = { right: new Uint8Array(D), length: new Float64Array(D), stopped: new Uint8Array(D) };
+    const out = { prompt_index: drawn.prompt_index, right: new Uint8Array(B * G), length: new Float64Array(B * G), stopped: new Uint8Array(B * G) };
+    const count = new Float64Array(D), key = new Float64Array(D);
+    let tokens = 0;
+    for (let j = 0; j < B; j++) { // the prompt's G drawn responses, then its G' - G more
+      for (const name of ["right", "length", "stopped"]) {
+        every[name].set(drawn[name].subarray(j * G, (j + 1) * G));
+        every[name].set(more[name].subarray(j * width, (j + 1) * width), G);
+      }
+      const correct = correctness(every, c);
+      for (let k = 0; k < D; k++) {
+        count[k] = every.length[k] + 1;
+        key[k] = stage.keep === "shortest" ? count[k] : -correct[k] / count[k];
+      }
+      tokens += sum(count);
+      const keep = argsort(key).slice(0, G).sort((a, b) => a - b);
+      keep.forEach((k, g) => {
+        out.right[j * G + g] = every.right[k]; out.length[j * G + g] = every.length[k]; out.stopped[j * G + g] = every.stopped[k];
+      });
+    }
+    return [out, tokens];
+  }
+
+  const positiveScore = (x) => (x > SCORE_EXACT_ABOVE ? expit(-x) : 1 - expit(x)); // 1 - sigma(x)
+
+  /* The loss gradient [P + 2] of an on-policy update (toyrl.policy.policy_gradient's closed form):
+     every token of response i has the weight w_i; its approach token moves psi_j, its ramble the
+     phi of its branch with the summed score 1[stopped] - L s; the sums are divided by n. */
+  function onPolicyGradient(theta, batch, weight, n) {
+    const P = theta.length - 2, B = batch.prompt_index.length, N = weight.length, G = N / B;
+    const grad = new Float64Array(P + 2);
+    const stopRight = expit(theta[P]), stopWrong = expit(theta[P + 1]);
+    const approach = new Float64Array(N), rambleRight = new Float64Array(N), rambleWrong = new Float64Array(N);
+    for (let b = 0; b < B; b++) {
+      const j = batch.prompt_index[b], p = expit(theta[j]), positive = positiveScore(theta[j]);
+      for (let g = 0; g < G; g++) {
+        const i = b * G + g, right = batch.right[i] === 1;
+        approach[i] = weight[i] * (right ? positive : -p);
+        let score = batch.stopped[i] - batch.length[i] * (right ? stopRight : stopWrong);
+        const phi = theta[right ? P : P + 1];
+        if (batch.stopped[i] && batch.length[i] === 1 && phi > SCORE_EXACT_ABOVE) score = expit(-phi);
+        (right ? rambleRight : rambleWrong)[i] = weight[i] * score; // 0 in the other branch's sum
+      }
+      grad[j] = -sum(approach, b * G, G) / n;
+    }
+    grad[P] = -sum(rambleRight) / n;
+    grad[P + 1] = -sum(rambleWrong) / n;
+    return grad;
+  }
+
+  /* log sigma(x) and log sigma(-x) of the logits a batch's tokens are on (its prompts' psi_j and the
+     two phi): the log-probabilities of each one's two outcomes, by logit index. */
+  function logTables(theta, promptIndex) {
+    const P = theta.length - 2, positive = new Map(), negative = new Map();
+    for (const x of [...promptIndex, P, P + 1]) { positive.set(x, logExpit(theta[x])); negative.set(x, logExpit(-theta[x])); }
+    return { positive, negative };
+  }
+
+  /* Coefficients d objective / d log pi of each response's three kinds of token (approach,
+     non-stop, stop) at the ratios `ratio` [3][N], and the tokens clipped (toyrl.stages' objectives).
+     `kl`: the KL term's coefficient on each token of a kind [3][N] (k3: beta (pi_ref / pi - 1)), or
+     null; `tokens`: per-token advantages summed per kind and sign (a KL reward's), or null. A kind's
+     coefficient is scale_i times the objective's times its tokens (the per-token sums count them). */
+  function objectiveCoefficients(objective, ratio, advantage, part, counts, kl, tokens) {
+    const N = advantage.length, coefficient = [0, 1, 2].map(() => new Float64Array(N));
+    let clipped = 0;
+    const name = objective.name;
+    const high = name === "cispo" ? 1 + objective.epsilon_high : objective.epsilon_high ?? objective.epsilon;
+    const low = name === "cispo" ? (objective.epsilon == null ? 0 : 1 - objective.epsilon) : objective.epsilon;
+    const dual = objective.dual_clip ?? Infinity;
+    const weightOf = (rho, positive) => { // a token's weight on its advantage (toyrl.stages._token_objective)
+      if (name === "cispo") return Math.min(Math.max(rho, low), high);
+      if (name === "sapo") { // the soft gate's slope 4 sigma(x) sigma(-x) rho, x = tau (rho - 1)
+        const x = (positive ? objective.tau_pos : objective.tau_neg) * (rho - 1);
+        return 4 * expit(x) * expit(-x) * rho;
+      }
+      return 1; // gpg: A log pi, no ratio
+    };
+    for (let i = 0; i < N; i++) {
+      const A = advantage[i], inLoss = part.included[i], scale = part.scale[i];
+      if (name === "gspo") { // one sequence ratio: the geometric mean of the response's token ratios
+        const count = counts[0][i] + counts[1][i] + counts[2][i];
+        let logSum = 0;
+        for (let k = 0; k < 3; k++) logSum += counts[k][i] > 0 ? counts[k][i] * Math.log(ratio[k][i]) : 0;
+        const sequence = Math.exp(logSum / count);
+        const off = (A > 0 && sequence > 1 + high) || (A < 0 && sequence < 1 - low);
+        if (off && inLoss) clipped += count;
+        for (let k = 0; k < 3; k++) {
+          let value = (off ? 0 : A * sequence) * counts[k][i];
+          if (kl) value = value + kl[k][i] * counts[k][i];
+          coefficient[k][i] = scale * value;
+        }
+        continue;
+      }
+      for (let k = 0; k < 3; k++) {
+        const rho = ratio[k][i];
+        if (name === "ppo_clip" && tokens) { // per-token advantages: each sign's tokens clip at once
+          const positiveOn = rho <= 1 + high, negativeOn = rho >= 1 - low && rho <= dual;
+          const value = rho * ((positiveOn ? tokens.positive[k][i] : 0) + (negativeOn ? tokens.negative[k][i] : 0));
+          coefficient[k][i] = scale * value;
+          if (inLoss) clipped += (positiveOn ? 0 : tokens.positiveCount[k][i]) + (negativeOn ? 0 : tokens.negativeCount[k][i]);
+        } else if (name === "ppo_clip") { // min(rho A, clip(rho) A): no gradient where the clip is active
+          const off = rho > (A > 0 ? 1 + high : A < 0 ? dual : Infinity) || rho < (A < 0 ? 1 - low : -Infinity);
+          if (off && inLoss) clipped += counts[k][i];
+          let value = off ? 0 : A * rho;
+          if (kl) value = value + kl[k][i];
+          coefficient[k][i] = scale * value * counts[k][i];
+        } else if (["cispo", "sapo", "gpg"].includes(name)) {
+          if (name === "cispo" && inLoss && (rho < low || rho > high)) clipped += counts[k][i];
+          if (tokens) {
+            let value = weightOf(rho, true) * tokens.positive[k][i] + weightOf(rho, false) * tokens.negative[k][i];
+            if (kl) value = value + kl[k][i] * counts[k][i];
+            coefficient[k][i] = scale * value;
+          } else {
+            let value = weightOf(rho, A > 0) * A;
+            if (kl) value = value + kl[k][i];
+            coefficient[k][i] = scale * value * counts[k][i];
+          }
+        } else {
+          throw new Error(`objective ${name} is not in the page`);
+        }
+      }
+    }
+    return { coefficient, clipped };
+  }
+
+  /* (sum of the positive values, of the negative ones, their counts) of a(m) = c - d m over
+     m = 1..n (toyrl.stages._ramble_sums): a(m) is linear in m, so each sign holds on one run of m. */
+  function rambleSums(c, d, n) {
+    const x = d !== 0 ? c / d : 0; // a(m) = 0 at m = x
+    const below = clip(Math.ceil(x) - 1, 0, n), above = n - clip(Math.floor(x), 0, n);
+    const runSum = (first, count) => count * c - d * count * (2 * first + count - 1) / 2;
+    const lowSum = runSum(1, below), highSum = runSum(n - above + 1, above);
+    if (d === 0) return [c > 0 ? n * c : 0, c < 0 ? n * c : 0, c > 0 ? n : 0, c < 0 ? n : 0];
+    return d > 0 ? [lowSum, highSum, below, above] : [highSum, lowSum, above, below];
+  }
+
+  /* Per-token advantages under a KL reward (toyrl.stages.K1Reward.token_advantages): each token's
+     return A_i - beta sum of the k1 = log pi_old - log pi_ref of the tokens from it on, summed per kind
+     and sign. `k1` [3][N] per kind at the sampling policy, `counts` the tokens of each kind. */
+  function tokenAdvantages(advantage, beta, k1, counts) {
+    const N = advantage.length, make = () => [0, 1, 2].map(() => new Float64Array(N));
+    const out = { positive: make(), negative: make(), positiveCount: make(), negativeCount: make() };
+    for (let i = 0; i < N; i++) {
+      const nonStop = counts[1][i], stopped = counts[2][i];
+      const tail = advantage[i] - beta * stopped * k1[2][i]; // c: the m-th non-stop token from the end has c - beta k_ns m
+      const approach = tail - beta * (k1[0][i] + nonStop * k1[1][i]);
+      const stop = (advantage[i] - beta * k1[2][i]) * stopped;
+      const ramble = rambleSums(tail, beta * k1[1][i], nonStop);
+      [out.positive[0][i], out.positive[1][i], out.positive[2][i]] = [Math.max(approach, 0), ramble[0], Math.max(stop, 0)];
+      [out.negative[0][i], out.negative[1][i], out.negative[2][i]] = [Math.min(approach, 0), ramble[1], Math.min(stop, 0)];
+      [out.positiveCount[0][i], out.positiveCount[1][i], out.positiveCount[2][i]] = [approach > 0 ? 1 : 0, ramble[2], (stop > 0 ? 1 : 0) * stopped];
+      [out.negativeCount[0][i], out.negativeCount[1][i], out.negativeCount[2][i]] = [approach < 0 ? 1 : 0, ramble[3], (stop < 0 ? 1 : 0) * stopped];
+    }
+    return out;
+  }
+
+  /* A per-logit quantity of each outcome, f(x, positive), at each response's three kinds of token
+     [3][N]: the approach token is its prompt's psi_j (positive if right), a non-stop token its
+     branch's phi (negative), the stop token that phi (positive). */
+  function atTokens(batch, P, f) {
+    const B = batch.prompt_index.length, N = batch.length.length, G = N / B;
+    const out = [0, 1, 2].map(() => new Float64Array(N));
+    const branch = [P, P + 1].map((x) => [f(x, false), f(x, true)]);
+    for (let b = 0; b < B; b++) {
+      const j = batch.prompt_index[b], approach = [f(j, false), f(j, true)];
+      for (let g = 0; g < G; g++) {
+        const i = b * G + g, right = batch.right[i];
+        out[0][i] = approach[right];
+        out[1][i] = branch[right ? 0 : 1][0];
+        out[2][i] = branch[right ? 0 : 1][1];
+      }
+    }
+    return out;
+  }
+
+  const tokenCounts = (batch) => [new Float64Array(batch.length.length).fill(1), batch.length.map((L, i) => L - batch.stopped[i]), Float64Array.from(batch.stopped)];
+
+  /* An update's loss gradient [P + 2] at theta, in the general form (toyrl.train.Epoch.gradient):
+     its ratios against the sampling policy's log-probabilities `old`, the objective's coefficient
+     on each token kind, each kind's score; and the fraction of the part's tokens clipped. `kl`:
+     {ref (the reference policy's log-probabilities), beta, weighted} of a k3 term, or null;
+     `tokens`: a KL reward's per-token advantages, or null. */
+  function laterGradient(objective, theta, old, batch, advantage, part, kl, tokens) {
+    const P = theta.length - 2, B = batch.prompt_index.length, N = advantage.length, G = N / B;
+    const now = logTables(theta, batch.prompt_index);
+    const logOf = (table, x, positive) => (positive ? table.positive : table.negative).get(x);
+    const ratio = atTokens(batch, P, (x, positive) => Math.exp(logOf(now, x, positive) - logOf(old, x, positive)));
+    let klTerm = null;
+    if (kl) { // beta (pi_ref / pi - 1); ratio-weighted, beta rho log(pi_ref / pi)
+      klTerm = atTokens(batch, P, (x, positive) => {
+        const logRatio = logOf(kl.ref, x, positive) - logOf(now, x, positive);
+        const value = kl.weighted ? Math.exp(logOf(now, x, positive) - logOf(old, x, positive)) * logRatio : Math.exp(logRatio) - 1;
+        return kl.beta * value;
+      });
+    }
+    const { coefficient, clipped } = objectiveCoefficients(objective, ratio, advantage, part, tokenCounts(batch), klTerm, tokens);
+    const grad = new Float64Array(P + 2);
+    const stopRight = expit(theta[P]), stopWrong = expit(theta[P + 1]);
+    const stopScore = [positiveScore(theta[P]), positiveScore(theta[P + 1])];
+    const approach = new Float64Array(N), rambleRight = new Float64Array(N), rambleWrong = new Float64Array(N);
+    for (let b = 0; b < B; b++) {
+      const j = batch.prompt_index[b], positive = positiveScore(theta[j]), negative = -expit(theta[j]);
+      for (let g = 0; g < G; g++) {
+        const i = b * G + g, onRight = batch.right[i] === 1;
+        approach[i] = coefficient[0][i] * (onRight ? positive : negative);
+        const ramble = coefficient[1][i] * -(onRight ? stopRight : stopWrong) + coefficient[2][i] * stopScore[onRight ? 0 : 1];
+        (onRight ? rambleRight : rambleWrong)[i] = ramble;
+      }
+      grad[j] = -sum(approach, b * G, G);
+    }
+    grad[P] = -sum(rambleRight);
+    grad[P + 1] = -sum(rambleWrong);
+    return { grad, fraction: part.tokens > 0 ? clipped / part.tokens : 0 };
+  }
+
+  function clippedGradient(grad, limit) { // torch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1
+    if (!limit) return grad;
+    const factor = Math.min(1, limit / (norm(grad) + 1e-6));
+    return grad.map((g) => g * factor);
+  }
+
+  /* One run's step, top to bottom (toyrl.train.train_step): sample, reward, select, advantage (once
+     a batch); then each update of the schedule: its part's normaliser, the objective, the gradient,
+     Adam. Returns the first update's loss gradient [P + 2] and what the recorder keeps; `apply`
+     false (the last row) evaluates the batch and the first gradient without a step. */
+  function trainStep(run, c, step, apply) {
+    const { stages } = run.variant, schedule = stages.schedule, theta = run.theta;
+    const G = c.group_size, N = c.batch_prompts * G;
+    const noise = run.noise(step);
+    const drawn = sampleBatch(theta, noise.prompt_index, noise.approach, noise.exponential, c.cap, G, noise.batch);
+    const [batch, tokensSampled] = samplerBatch(stages.sampler, drawn, theta, c, run.refill);
+    const correct = correctness(batch, c);
+    const rewards = rewardsOf(stages.reward, batch, c, correct);
+    const selected = stages.selector.name === "stopped" ? batch.stopped : new Uint8Array(N).fill(1);
+    const tokens = tokenCount(batch, c.approach_tokens);
+    const advantage = advantagesOf(stages.advantage, rewards, c, G, tokens);
+    const whole = (schedule.mini_batches ?? 1) === 1 && (schedule.micro_batches ?? 1) === 1;
+    const positions = run.orders(step);
+    const part = (update) => {
+      const parts = whole ? null : partsOf(update, positions, schedule, N);
+      const [D, n] = partDenominators(stages.normaliser, tokens, selected, c, parts, schedule);
+      return partOf(batch, parts ? both(selected, parts.members) : selected, D, n);
+    };
+    const first = part(0);
+    const updates = (schedule.num_iterations ?? 1) * (schedule.mini_batches ?? 1);
+    const beta = stages.kl.beta ?? 0, klReward = stages.kl.name === "k1_reward" && beta > 0;
+    const kl = stages.kl.name === "k3" && beta > 0 ? { beta, weighted: Boolean(stages.kl.ratio_weighted) } : null;
+    // the sampling policy's log-probabilities (the ratios' reference) and the KL's reference policy's
+    const old = updates > 1 || kl || klReward ? logTables(theta, batch.prompt_index) : null;
+    const ref = kl || klReward ? logTables(run.thetaRef, batch.prompt_index) : null; // the initial policy
+    if (kl) kl.ref = ref;
+    let perToken = null; // a KL reward's per-token advantages
+    if (klReward) { // k1 = log pi_old - log pi_ref of each token kind, in each token's return
+      const k1 = atTokens(batch, theta.length - 2, (x, positive) => (positive ? old.positive.get(x) - ref.positive.get(x) : old.negative.get(x) - ref.negative.get(x)));
+      perToken = tokenAdvantages(advantage, beta, k1, tokenCounts(batch));
+    }
+    // The first update is on-policy: ratio 1, so every token of a response has weight A / D and its
+    // ramble's scores sum in closed form; with a KL term, the general form at ratio 1.
+    let grad;
+    if (kl || klReward) {
+      grad = laterGradient(stages.objective, theta, old, batch, advantage, first, kl, perToken).grad;
+    } else {
+      const weight = advantage.map((a, i) => (first.included[i] && first.D[i] > 0 ? a / first.D[i] : 0));
+      grad = onPolicyGradient(theta, batch, weight, first.n);
+    }
+    const result = { grad, batch, correct, tokensSampled, clipFraction: 0 };
+    if (!apply) return result;
+    run.adam.step(theta, clippedGradient(grad, schedule.max_grad_norm));
+    let clipSum = 0;
+    for (let update = 1; update < updates; update++) { // later updates: the ratios move from 1
+      const later = laterGradient(stages.objective, theta, old, batch, advantage, whole ? first : part(update), kl, perToken);
+      clipSum += later.fraction;
+      run.adam.step(theta, clippedGradient(later.grad, schedule.max_grad_norm));
+    }
+    result.clipFraction = clipSum / updates;
+    return result;
+  }
+
+  function batchStatistics(batch, correct, G) {
+    const N = correct.length;
+    let nCorrect = 0, lengthSum = 0, correctLength = 0, uniform = 0;
+    for (let start = 0; start < N; start += G) {
+      let group = 0;
+      for (let i = start; i < start + G; i++) {
+        group += correct[i]; lengthSum += batch.length[i]; correctLength += batch.length[i] * correct[i];
+      }
+      nCorrect += group;
+      if (group === 0 || group === G) uniform += 1;
+    }
+    const nIncorrect = N - nCorrect;
+    return {
+      batch_accuracy: nCorrect / N,
+      batch_length_mean: lengthSum / N,
+      batch_length_correct: nCorrect > 0 ? correctLength / nCorrect : NaN,
+      batch_length_incorrect: nIncorrect > 0 ? (lengthSum - correctLength) / nIncorrect : NaN,
+      zero_variance_fraction: uniform / (N / G),
+    };
+  }
+
+  // --- the exact expected update (toyrl.expected) -------------------------------------------------
+  const LOG_FACTORIAL = [0];
+  function logFactorial(m) { // log m!, from the logs of 1..m (exact to a few ulps at these sizes)
+    while (LOG_FACTORIAL.length <= m) {
+      const k = LOG_FACTORIAL.length;
+      LOG_FACTORIAL.push(LOG_FACTORIAL[k - 1] + Math.log(k));
+    }
+    return LOG_FACTORIAL[m];
+  }
+
+  function binomialPmf(n, p, out) { // P(Binomial(n, p) = k) for k = 0..n, in log space, into out
+    const logP = Math.log(p), logQ = Math.log1p(-p);
+    for (let k = 0; k <= n; k++) {
+      const successes = k === 0 ? 0 : k * logP, failures = n - k === 0 ? 0 : (n - k) * logQ;
+      out[k] = Math.exp(logFactorial(n) - logFactorial(k) - logFactorial(n - k) + successes + failures);
+    }
+    return out;
+  }
+
+  function conditional(stage, r, others, G, eps) { // E[A_1 | r_1 = r, k' others correct]
+    if (stage.class === "Centred") return r - (r + others) / G;
+    if (stage.class === "LeaveOneOut") return r - others / (G - 1);
+    const k = r + others;
+    let std = Math.sqrt(k / G * (1 - k / G));
+    if (stage.ddof === 1) std = std * Math.sqrt(G / (G - 1));
+    const scale = std + eps;
+    return scale > 0 ? (r - k / G) / scale : 0;
+  }
+
+  function responseDenominator(stage, tokens, lengthNorm) {
+    if (stage.class === "LengthPower") {
+      const e = 1 - stage.alpha;
+      return (e === 0.5 ? Math.sqrt(tokens) : Math.pow(tokens, e)) * Math.pow(lengthNorm, stage.alpha);
+    }
+    return stage.by_tokens ? tokens : stage.by_length_norm ? lengthNorm : 1;
+  }
+
+  const SCRATCH = [];
+  function scratch(cap) { // three arrays [cap], kept for the next call
+    if (SCRATCH.length === 0 || SCRATCH[0].length !== cap) SCRATCH.splice(0, 3, ...[0, 1, 2].map(() => new Float64Array(cap)));
+    return SCRATCH;
+  }
+
+  /* Sums over one branch's outcomes of P(o)/D(o) and P(o) score(o)/D(o), split at the reward's window
+     [low, high] of K when given (toyrl.expected._branch_sums). */
+  function branchSums(phi, c, variant, window) {
+    const cap = c.cap, stages = variant.stages, approachTokens = c.approach_tokens, lengthNorm = c.length_norm_value;
+    const logQ = logExpit(-phi), logS = logExpit(phi), s = expit(phi);
+    const scale = (stages.normaliser.averaged ?? true) ? 1 : c.batch_prompts * c.group_size;
+    const keepTail = stages.selector.name !== "stopped";
+    const [weight, scored, masked] = scratch(cap);
+    let dTail = 1;
+    for (let k = 1; k <= cap; k++) {
+      let pmf = Math.exp(logS + (k - 1) * logQ);
+      const d = responseDenominator(stages.normaliser, k + approachTokens, lengthNorm);
+      let score = 1 - k * s;
+      if (k === 1 && phi > SCORE_EXACT_ABOVE) score = expit(-phi);
+      if (scale !== 1) pmf = scale * pmf;
+      scored[k - 1] = pmf * score / d;
+      weight[k - 1] = pmf / d;
+      if (k === cap) dTail = d;
+    }
+    const tail = survival(cap, phi);
+    const tailWeight = keepTail ? scale * tail / dTail : 0;
+    const tailScored = keepTail ? scale * tail * (-cap * s) / dTail : 0;
+    if (!window) return { weightOut: sum(weight) + tailWeight, scoredOut: sum(scored) + tailScored };
+    const maskedSum = (values, inside) => { // numpy's: the values times the mask, summed over every k
+      for (let k = 1; k <= cap; k++) masked[k - 1] = (k >= window[0] && k <= window[1]) === inside ? values[k - 1] : 0;
+      return sum(masked);
+    };
+    return {
+      weightIn: maskedSum(weight, true),
+      scoredIn: maskedSum(scored, true),
+      weightOut: maskedSum(weight, false) + tailWeight,
+      scoredOut: maskedSum(scored, false) + tailScored,
+    };
+  }
+
+  /* E[g] [P + 2], the ascent direction of the variant's update at theta. */
+  function expectedUpdate(theta, c, variant) {
+    const P = theta.length - 2, G = c.group_size, stages = variant.stages;
+    const phiRight = theta[P], phiWrong = theta[P + 1];
+    const low = c.min_length, high = c.cap;
+    const right = branchSums(phiRight, c, variant, [low, high]);
+    const wrong = branchSums(phiWrong, c, variant, null);
+    const window = survival(low - 1, phiRight) * stopWithin(high - low + 1, phiRight);
+    const eps = stages.advantage.std_eps === undefined || stages.advantage.std_eps === null ? c.std_eps : stages.advantage.std_eps;
+    const correctTable = new Float64Array(G), incorrectTable = new Float64Array(G);
+    for (let k = 0; k < G; k++) {
+      correctTable[k] = conditional(stages.advantage, 1, k, G, eps);
+      incorrectTable[k] = conditional(stages.advantage, 0, k, G, eps);
+    }
+    const grad = new Float64Array(P + 2);
+    const phiRightTerms = new Float64Array(P), phiWrongTerms = new Float64Array(P);
+    const pmf = new Float64Array(G), terms = new Float64Array(G);
+    const mean = (table) => { // E[A_1 | r_1] = sum over k' of P(k') A(r_1, k')
+      for (let k = 0; k < G; k++) terms[k] = pmf[k] * table[k];
+      return sum(terms);
+    };
+    for (let j = 0; j < P; j++) {
+      const pRight = expit(theta[j]), pWrong = expit(-theta[j]);
+      binomialPmf(G - 1, pRight * window, pmf);
+      const abarCorrect = mean(correctTable), abarIncorrect = mean(incorrectTable);
+      const onRight = abarCorrect * right.weightIn + abarIncorrect * right.weightOut;
+      const onWrong = abarIncorrect * wrong.weightOut;
+      grad[j] = pRight * pWrong * (onRight - onWrong) / P;
+      phiRightTerms[j] = pRight * (abarCorrect * right.scoredIn + abarIncorrect * right.scoredOut);
+      phiWrongTerms[j] = pWrong * abarIncorrect * wrong.scoredOut;
+    }
+    grad[P] = sum(phiRightTerms) / P;
+    grad[P + 1] = sum(phiWrongTerms) / P;
+    return grad;
+  }
+
+  // --- Adam and the run ----------------------------------------------------------------------------
+  class Adam {
+    constructor(size, c) { this.c = c; this.m = new Float64Array(size); this.v = new Float64Array(size); this.t = 0; }
+    step(theta, grad) {
+      const { adam_beta1: b1, adam_beta2: b2, adam_eps: eps, lr } = this.c, m = this.m, v = this.v;
+      this.t += 1;
+      const correction1 = 1 - Math.pow(b1, this.t), correction2 = 1 - Math.pow(b2, this.t);
+      for (let i = 0; i < theta.length; i++) {
+        m[i] = m[i] * b1 + (1 - b1) * grad[i];
+        v[i] = v[i] * b2 + (1 - b2) * (grad[i] * grad[i]);
+        theta[i] -= lr * (m[i] / correction1) / (Math.sqrt(v[i] / correction2) + eps);
+      }
+    }
+  }
+
+  const norm = (v) => Math.sqrt(sum(v.map((x) => x * x)));
+
+  function initialTheta(c, seed, given) {
+    const P = c.prompts;
+    if (given) {
+      if (!Array.isArray(given) || given.length !== P + 2) fail(`theta0 must hold prompts + 2 = ${P + 2} logits per seed`);
+      return Float64Array.from(given);
+    }
+    if (!(seed < DATA.initial_normals.length)) fail(`seeds must be in 0..${DATA.initial_normals.length - 1}: the page holds the initial logits of those (got ${seed})`);
+    if (P > DATA.initial_normals[seed].length) fail(`prompts must be at most ${DATA.initial_normals[seed].length} in the page (got ${P})`);
+    const theta = new Float64Array(P + 2);
+    for (let j = 0; j < P; j++) theta[j] = c.prompt_logit_mean + c.prompt_logit_std * DATA.initial_normals[seed][j];
+    theta[P] = Math.log(c.stop_prob_right / (1 - c.stop_prob_right));
+    theta[P + 1] = Math.log(c.stop_prob_wrong / (1 - c.stop_prob_wrong));
+    return theta;
+  }
+
+  /* One step's noise and the batch it gives, as arrays reused from step to step. */
+  function buffers(B, N) {
+    return {
+      prompt_index: new Int32Array(B), approach: new Float64Array(N), exponential: new Float64Array(N),
+      batch: { right: new Uint8Array(N), length: new Float64Array(N), stopped: new Uint8Array(N) },
+    };
+  }
+
+  /* The noise of a seed's step: B distinct prompts (a partial Fisher-Yates shuffle), approach
+     uniforms and length exponentials [B G]; from the spec's recorded noise when given. */
+  function noiseSource(seed, c, recorded) {
+    const B = c.batch_prompts, N = B * c.group_size;
+    if (recorded) {
+      return (step) => {
+        const at = (name) => { const v = recorded[name]?.[step]; if (!v) fail(`noise.${name} has no step ${step}`); return v.flat(); };
+        const drawn = buffers(B, N);
+        drawn.prompt_index.set(at("prompt_index")); drawn.approach.set(at("approach")); drawn.exponential.set(at("exponential"));
+        return drawn;
+      };
+    }
+    const prompts = new Generator(seed, 1), approach = new Generator(seed, 2), length = new Generator(seed, 3);
+    const order = new Int32Array(c.prompts), step = buffers(B, N);
+    return () => {
+      for (let j = 0; j < order.length; j++) order[j] = j;
+      for (let b = 0; b < B; b++) {
+        const pick = b + Math.floor(prompts.random() * (order.length - b));
+        const chosen = order[pick];
+        order[pick] = order[b]; order[b] = chosen; step.prompt_index[b] = chosen;
+      }
+      for (let i = 0; i < N; i++) { step.approach[i] = approach.random(); step.exponential[i] = length.exponential(); }
+      return step;
+    };
+  }
+
+  /* A run's refill stream (toyrl.train.STREAMS' "refill": a sampler's further draws), or the draws
+     Python's made, in the order they were made. */
+  function refillSource(seed, recorded) {
+    if (recorded) {
+      let next = 0;
+      const take = (n) => {
+        const values = recorded[next++];
+        if (!values || values.length !== n) fail(`refill draw ${next - 1} must hold ${n} values`);
+        return Float64Array.from(values);
+      };
+      return { random: take, exponential: take };
+    }
+    const refill = new Generator(seed, 5);
+    const draw = (n, exponential) => {
+      const out = new Float64Array(n);
+      for (let i = 0; i < n; i++) out[i] = exponential ? refill.exponential() : refill.random();
+      return out;
+    };
+    return { random: (n) => draw(n, false), exponential: (n) => draw(n, true) };
+  }
+
+  /* Each step's orders of the responses for a schedule that shuffles (toyrl.train.step_orders: a
+     uniformly random permutation's ranks, one order a batch ('once') or an epoch ('epoch')), from
+     the run's shuffle stream; null when it does not shuffle. */
+  function orderSource(seed, c, schedule, recorded) {
+    const draws = { none: 0, once: 1, epoch: schedule.num_iterations ?? 1 }[schedule.shuffle ?? "none"];
+    if (!draws) return () => null;
+    if (recorded) return (step) => recorded[step] ?? fail(`orders has no step ${step}`);
+    const shuffle = new Generator(seed, 4), N = c.batch_prompts * c.group_size;
+    return () => Array.from({ length: draws }, () => {
+      const uniforms = new Float64Array(N);
+      for (let i = 0; i < N; i++) uniforms[i] = shuffle.random();
+      const order = argsort(uniforms);
+      const ranks = new Int32Array(N);
+      order.forEach((response, rank) => { ranks[response] = rank; });
+      return ranks;
+    });
+  }
+
+  const RUN_KEYS = new Set(["variants", "variant", "seeds", "mean_field", "theta0", "noise", "refill", "orders", "gradients"]);
+
+  class Run {
+    constructor(spec) {
+      if (spec === null || typeof spec !== "object") fail("spec must be an object {variants, seeds, steps, mean_field, ...config fields}");
+      for (const key of Object.keys(spec)) {
+        if (!RUN_KEYS.has(key) && !CONFIG_FIELDS.includes(key)) fail(`unknown spec key ${JSON.stringify(key)}; valid: ${[...RUN_KEYS, ...CONFIG_FIELDS].join(", ")}`);
+      }
+      const fields = {};
+      for (const name of CONFIG_FIELDS) if (name in spec) fields[name] = spec[name];
+      const c = makeConfig(fields);
+      const chosen = spec.variants ?? (spec.variant !== undefined ? [spec.variant] : null);
+      if (!Array.isArray(chosen) || chosen.length === 0) fail("variants must be a non-empty list of names or specs");
+      const seeds = Number.isInteger(spec.seeds) ? Array.from({ length: spec.seeds }, (_, i) => i) : spec.seeds ?? [0];
+      if (!Array.isArray(seeds) || seeds.length === 0 || !seeds.every((s) => Number.isInteger(s) && s >= 0)) fail(`seeds must be a count >= 1 or a list of integers >= 0 (got ${JSON.stringify(spec.seeds)})`);
+      this.meanField = Boolean(spec.mean_field);
+      this.variants = chosen.map(resolve);
+      for (const v of this.variants) {
+        const reason = support(v, this.meanField);
+        if (reason) fail(`variant ${v.name}: ${reason}`);
+        const parts = (v.stages.schedule.mini_batches ?? 1) * (v.stages.schedule.micro_batches ?? 1);
+        if ((c.batch_prompts * c.group_size) % parts) fail(`mini_batches x micro_batches = ${parts} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
+        if (v.stages.objective.name === "gspo" && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail("objective=gspo takes one advantage a response: not with kl=k1_reward (per-token ones)");
+        const sampler = v.stages.sampler;
+        if (sampler.name === "gfpo" && sampler.draws <= c.group_size) fail(`sampler=gfpo keeps group_size = ${c.group_size} of its draws: draws (G') must exceed it (got draws=${sampler.draws})`);
+      }
+      this.config = c;
+      this.steps = c.steps;
+      this.runs = this.variants.flatMap((v) => seeds.map((seed) => ({ variant: v.name, seed })));
+      const starts = seeds.map((seed, i) => initialTheta(c, seed, spec.theta0?.[i]));
+      this.state = this.variants.flatMap((variant, v) => seeds.map((seed, i) => {
+        const theta = Float64Array.from(starts[i]), r = v * seeds.length + i;
+        const run = { variant, seed, theta, thetaRef: Float64Array.from(theta), adam: new Adam(theta.length, c) };
+        if (!this.meanField) {
+          run.noise = noiseSource(seed, c, spec.noise?.[i]);
+          run.refill = refillSource(seed, spec.refill?.[r]);
+          run.orders = orderSource(seed, c, variant.stages.schedule, spec.orders?.[r]);
+        }
+        return run;
+      }));
+      this.columns = Object.fromEntries(COLUMNS.map((name) => [name, this.runs.map(() => new Float64Array(c.steps + 1).fill(NaN))]));
+      this.gradients = spec.gradients ? this.runs.map(() => []) : null;
+      this.t = -1;
+      this.advance(1); // row 0: the initial policy, its batch and gradient
+    }
+
+    get done() { return this.t >= this.steps; }
+
+    /* Record up to n more steps (row t: the policy theta_t, its batch and gradient; theta_{t+1}
+       follows by Adam for t < steps); returns the last recorded step. */
+    advance(n) {
+      const c = this.config;
+      for (let k = 0; k < n && !this.done; k++) {
+        const step = this.t + 1;
+        this.state.forEach((run, r) => {
+          const metrics = exactMetrics(run.theta, c.cap, c.min_length);
+          let grad;
+          if (this.meanField) {
+            grad = expectedUpdate(run.theta, c, run.variant).map((g) => -g);
+            metrics.clip_fraction = 0;
+            metrics.grad_norm = norm(grad);
+            if (step < this.steps) run.adam.step(run.theta, grad);
+          } else {
+            const sampled = trainStep(run, c, step, step < this.steps); // theta moves on in place
+            grad = sampled.grad;
+            Object.assign(metrics, batchStatistics(sampled.batch, sampled.correct, c.group_size));
+            metrics.tokens_sampled = sampled.tokensSampled;
+            metrics.clip_fraction = sampled.clipFraction;
+            metrics.grad_norm = norm(grad);
+          }
+          for (const name of COLUMNS) if (name in metrics) this.columns[name][r][step] = metrics[name];
+          if (this.gradients) this.gradients[r].push(Array.from(grad));
+        });
+        this.t = step;
+      }
+      return this.t;
+    }
+
+    column(name) {
+      if (!(name in this.columns)) fail(`unknown column ${JSON.stringify(name)}; valid: ${COLUMNS.join(", ")}`);
+      return this.columns[name];
+    }
+
+    /* The flat columns of `toyrl run`: a row per run and step, runs in order. */
+    table() {
+      const rows = this.steps + 1;
+      const out = { variant: [], seed: [], step: [] };
+      for (const run of this.runs) {
+        for (let t = 0; t < rows; t++) { out.variant.push(run.variant); out.seed.push(run.seed); out.step.push(t); }
+      }
+      for (const name of COLUMNS) out[name] = this.columns[name].flatMap((values) => Array.from(values));
+      return out;
+    }
+  }
+
+  function simulate(spec) {
+    const started = performance.now();
+    const run = new Run(spec);
+    run.advance(run.steps);
+    const result = { columns: run.table(), seconds: (performance.now() - started) / 1000 };
+    if (run.gradients) result.gradients = run.gradients;
+    return result;
+  }
+
+  const presets = DATA.variants.map((v) => ({ ...v, page: support(v.name, false), page_mean_field: support(v.name, true) }));
+
+  window.toyrl = {
+    data: DATA,
+    presets,
+    columns: COLUMNS,
+    resolve,
+    support,
+    start: (spec) => new Run(spec),
+    simulate,
+    InputError,
+  };
+})();

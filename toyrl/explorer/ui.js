@@ -1,0 +1,978 @@
+/* toyrl explorer's interface: everything the page shows and every control, on top of sim.js
+   (window.toyrl). Panels 1 and 2 compute per-token weights and update mass by hand, as
+   toyrl.objective.advantages does at std_eps = 0; panel 3 trains the toy with toyrl.start and
+   draws its curves as SVG at the container's width. The whole view (variants, settings, mode,
+   trained step, cursor) lives in the URL's hash, so a link reproduces it.
+   Adds to window.toyrl: exportChart(id, 'svg' | 'png'), ui (the live state, for tests). */
+"use strict";
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const toyrl = window.toyrl;
+  if (!toyrl || !toyrl.data) {
+    document.querySelector("main").insertAdjacentHTML("afterbegin",
+      '<p class="error">The simulator (sim.js) is missing from this page: rebuild it with <code>toyrl explore</code>.</p>');
+    return;
+  }
+  const DATA = toyrl.data;
+  const ARTICLE = DATA.article; // ["grpo", "std_only", "length_only", "dr_grpo"]
+  const ARTICLE_SCALE_LR = DATA.config.lr.default;
+  const SVG_FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+  const INK = "#1b1b1b", MUTED = "#4d4d4d", GRID = "#e4e6ea", AXIS = "#4d4d4d", STYLE_GREY = "#8a8f98";
+
+  // --- numbers as text -----------------------------------------------------------------------------
+  const sig4 = (value) => (Number.isFinite(value) ? Number(value.toPrecision(4)).toString() : "n/a");
+  // Intl formatters are made once: making one per number is what a redraw spent most on.
+  const FORMATS = new Map();
+  function fixed(value, decimals) {
+    if (!FORMATS.has(decimals)) FORMATS.set(decimals, new Intl.NumberFormat("en", { minimumFractionDigits: decimals, maximumFractionDigits: decimals }));
+    return FORMATS.get(decimals).format(value + 0); // + 0: no "-0"
+  }
+  const tokens = (value) => (Number.isFinite(value) ? fixed(Math.round(value), 0) : "n/a");
+  const percent = (value) => (Number.isFinite(value) ? `${(100 * value).toFixed(1)}%` : "n/a");
+  const escapeXml = (text) => String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+  // An output shows 4 significant digits; the full double is kept in data-value for the tests.
+  function show(id, value) {
+    const element = $(id);
+    element.dataset.value = String(value);
+    element.textContent = sig4(value);
+  }
+
+  // A spec value as Python's repr writes it (toyrl variants' text): True, 1e-06.
+  function pythonText(value) {
+    if (typeof value === "boolean") return value ? "True" : "False";
+    if (typeof value === "number" && value !== 0 && (Math.abs(value) < 1e-4 || Math.abs(value) >= 1e16)) {
+      return value.toExponential().replace(/e([+-])(\d)$/, "e$10$2");
+    }
+    return String(value);
+  }
+  const specText = (spec) => Object.entries(spec).map(([key, value]) => `${key}=${pythonText(value)}`).join(",");
+
+  // --- ticks: multiples of 1, 2 or 5 x 10^k --------------------------------------------------------
+  function tickStep(span, count) {
+    const raw = span / Math.max(1, count);
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const unit = [1, 2, 5, 10].find((m) => m * power >= raw * (1 - 1e-9));
+    return unit * power;
+  }
+  function ticksOf(low, high, step) {
+    const out = [];
+    for (let i = Math.ceil(low / step - 1e-9); i * step <= high + step * 1e-9; i++) out.push(i * step + 0);
+    return out;
+  }
+  function tickLabel(value, step) {
+    const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+    return fixed(value, decimals);
+  }
+
+  // --- colours: Okabe-Ito, the article's four fixed as in toyrl.plots; every variant also numbered --
+  const ARTICLE_COLOURS = { grpo: "#D55E00", std_only: "#E69F00", length_only: "#CC79A7", dr_grpo: "#0072B2" };
+  const OKABE_ITO = ["#009E73", "#56B4E9", "#000000", "#F0E442", "#D55E00", "#E69F00", "#CC79A7", "#0072B2"];
+  function colourMap(names) {
+    let next = 0;
+    return names.map((name) => ARTICLE_COLOURS[name] ?? OKABE_ITO[next++ % OKABE_ITO.length]);
+  }
+
+  // Text width in the SVG's font, for laying out legends without overlap.
+  const measure = document.createElement("canvas").getContext("2d");
+  function textWidth(text, size = 12) {
+    measure.font = `${size}px ${SVG_FONT}`;
+    return measure.measureText(text).width;
+  }
+
+  // =================================================================================================
+  // Panel 1: token weights
+  // =================================================================================================
+  const num = (id) => Number($(id).value);
+
+  function message(container, kind, text) {
+    const p = document.createElement("p");
+    p.className = kind;
+    p.textContent = text;
+    $(container).append(p);
+  }
+
+  // Advantages of a binary-reward group with k successes out of G: toyrl.objective.advantages at
+  // std_eps = 0 (a zero-variance group gets zero advantage).
+  function groupStats(k, G) {
+    const mean = k / G;
+    const std = Math.sqrt((k * (1 - mean) ** 2 + (G - k) * mean ** 2) / G);
+    const centred = { correct: 1 - mean, wrong: -mean };
+    const scaled = std > 0 ? { correct: centred.correct / std, wrong: centred.wrong / std } : { correct: 0, wrong: 0 };
+    return { mean, std, centred, scaled };
+  }
+  const groupMass = (advantage, k, G) => k * Math.abs(advantage.correct) + (G - k) * Math.abs(advantage.wrong);
+
+  // k needs a correct and a wrong member here; a smaller G lowers it, and says so.
+  function keepInRange(slider, low, high, note) {
+    slider.min = String(low);
+    slider.max = String(high);
+    const asked = Number(slider.dataset.asked ?? slider.value);
+    const k = Math.min(Math.max(asked, low), high);
+    if (String(k) !== slider.value) slider.value = String(k);
+    return { k, note: asked !== k ? note(asked, k) : "" };
+  }
+
+  function updateWeights(event) {
+    const G = num("group");
+    if (event?.target?.id === "correct") $("correct").dataset.asked = $("correct").value;
+    const { k, note } = keepInRange($("correct"), 1, G - 1,
+      (asked, k) => `k = ${asked} does not fit a group of ${G} with both a correct and a wrong response: shown with k = ${k}.`);
+    const lenCorrect = num("len-correct"), lenWrong = num("len-wrong"), lenShort = num("len-short"), lnorm = num("lnorm");
+    for (const [id, value] of [["len-correct", lenCorrect], ["len-wrong", lenWrong], ["len-short", lenShort], ["group", G], ["correct", k], ["lnorm", lnorm]]) {
+      $(`${id}-out`).textContent = value;
+    }
+    const s = groupStats(k, G);
+    show("group-mean", s.mean);
+    show("group-std", s.std);
+    const rows = {
+      "grpo-correct": [s.scaled.correct, lenCorrect, lenCorrect],
+      "grpo-wrong": [s.scaled.wrong, lenWrong, lenWrong],
+      "grpo-short": [s.scaled.wrong, lenShort, lenShort],
+      "dr-correct": [s.centred.correct, lnorm, lenCorrect],
+      "dr-wrong": [s.centred.wrong, lnorm, lenWrong],
+      "dr-short": [s.centred.wrong, lnorm, lenShort],
+    };
+    const weight = {}, total = {};
+    for (const [key, [advantage, denominator, length]] of Object.entries(rows)) {
+      const [method, response] = key.split("-");
+      weight[key] = advantage / denominator;
+      total[key] = weight[key] * length;
+      show(`${method}-adv-${response}`, advantage);
+      show(`${method}-w-${response}`, weight[key]);
+      show(`${method}-total-${response}`, total[key]);
+    }
+    show("grpo-ratio", weight["grpo-correct"] / -weight["grpo-wrong"]);
+    show("dr-ratio", weight["dr-correct"] / -weight["dr-wrong"]);
+    drawPushDown(total["grpo-wrong"] / total["grpo-short"], total["dr-wrong"] / total["dr-short"], lenWrong, lenShort);
+    $("weights-messages").replaceChildren();
+    if (note) message("weights-messages", "warning", note);
+    const longest = Math.max(lenCorrect, lenWrong, lenShort);
+    if (lnorm < longest) {
+      message("weights-messages", "warning", `L_norm = ${lnorm} is below the lengths it divides (up to ${longest} tokens): ` +
+        "a response's total weight A \u00d7 |o| / L_norm then exceeds its advantage A. The paper uses the generation " +
+        "budget, at least every length; being one constant, L_norm only rescales Dr. GRPO's step.");
+    }
+  }
+
+  // Both methods on one scale: each wrong answer's total push-down in units of the short one's.
+  function drawPushDown(grpoRatio, drRatio, lenWrong, lenShort) {
+    show("grpo-push-ratio", grpoRatio);
+    show("dr-push-ratio", drRatio);
+    const largest = Math.max(1, grpoRatio, drRatio);
+    const bar = (id, value) => { $(id).style.width = `${(9 * value) / largest}rem`; };
+    bar("bar-grpo-short", 1); bar("bar-grpo-long", grpoRatio); bar("bar-dr-short", 1); bar("bar-dr-long", drRatio);
+    const times = (r) => `${sig4(r)} times`;
+    $("push-lesson").textContent = `Under GRPO the ${lenWrong}-token wrong answer gets ${times(grpoRatio)} the total push-down ` +
+      `of the ${lenShort}-token one: the same at any length, so length is free. Under Dr. GRPO it gets ${times(drRatio)} ` +
+      "as much: the push-down grows with length, every token of a failure counts.";
+  }
+
+  // =================================================================================================
+  // Panel 2: difficulty bias
+  // =================================================================================================
+  function updateDifficulty(event) {
+    const G = num("d-group");
+    if (event?.target?.id === "d-correct") $("d-correct").dataset.asked = $("d-correct").value;
+    const { k, note } = keepInRange($("d-correct"), 0, G, (asked, k) => `k = ${asked} is more than G = ${G}: shown with k = ${k}.`);
+    $("d-group-out").textContent = G;
+    $("d-correct-out").textContent = k;
+    $("d-rare-g").textContent = G;
+    $("d-chart-g").textContent = G;
+    const p = k / G;
+    show("d-fraction-out", p);
+    const s = groupStats(k, G);
+    show("d-grpo-adv-correct", k > 0 ? s.scaled.correct : NaN);
+    show("d-grpo-adv-wrong", k < G ? s.scaled.wrong : NaN);
+    show("d-dr-adv-correct", k > 0 ? s.centred.correct : NaN);
+    show("d-dr-adv-wrong", k < G ? s.centred.wrong : NaN);
+    const grpoMass = groupMass(s.scaled, k, G), drMass = groupMass(s.centred, k, G);
+    // A 50/50 group has std 0.5: mass G under GRPO, G/2 under Dr. GRPO.
+    show("d-grpo-mass", grpoMass);
+    show("d-grpo-rel", grpoMass / G);
+    show("d-dr-mass", drMass);
+    show("d-dr-rel", drMass / (G / 2));
+    show("d-gradient-rel", (p * (1 - p)) / 0.25);
+    const rare = groupStats(1, G);
+    show("d-rare-grpo", (100 * groupMass(rare.scaled, 1, G)) / G);
+    show("d-rare-dr", (100 * groupMass(rare.centred, 1, G)) / (G / 2));
+    $("difficulty-messages").replaceChildren();
+    if (note) message("difficulty-messages", "warning", note);
+    drawDifficulty(G, k);
+  }
+
+  function drawDifficulty(G, current) {
+    const box = $("difficulty-plot");
+    const W = Math.max(240, Math.floor(box.clientWidth)), left = 50, right = 14, top = 10, plotH = Math.round(Math.min(300, Math.max(170, W * 0.42)));
+    const x = (v) => left + v * (W - left - right), y = (v) => top + plotH - v * plotH;
+    const profile = (k, scaled) => {
+      const s = groupStats(k, G);
+      return scaled ? groupMass(s.scaled, k, G) / G : groupMass(s.centred, k, G) / (G / 2);
+    };
+    let svg = axes({ W, left, right, top, plotH, xTicks: ticksOf(0, 1, 0.2), xStep: 0.2, yTicks: ticksOf(0, 1, 0.2), yStep: 0.2, x, y,
+      xLabel: "pass rate k/G", yLabel: "mass / mass at 50%" });
+    const grid = Array.from({ length: 101 }, (_, i) => i / 100);
+    svg += `<path d="${pathOf(grid.map((q) => [x(q), y(4 * q * (1 - q))]))}" fill="none" stroke="${MUTED}" stroke-width="1" stroke-dasharray="2,3"/>`;
+    const methods = [["grpo", true, ARTICLE_COLOURS.grpo], ["dr", false, ARTICLE_COLOURS.dr_grpo]];
+    for (const [method, scaled, colour] of methods) {
+      const points = Array.from({ length: G + 1 }, (_, k) => [k, profile(k, scaled)]);
+      svg += `<path d="${pathOf(points.map(([k, v]) => [x(k / G), y(v)]))}" fill="none" stroke="${colour}" stroke-width="1.5"${scaled ? "" : ' stroke-dasharray="6,3"'}/>`;
+      for (const [k, v] of points) {
+        const big = k === current;
+        svg += `<circle class="mass-point" data-method="${method}" data-k="${k}" data-value="${v}" cx="${x(k / G).toFixed(1)}" cy="${y(v).toFixed(1)}" r="${big ? 6 : G > 32 ? 2 : 3}" fill="${big ? "#fff" : colour}" stroke="${colour}" stroke-width="${big ? 3 : 1}"/>`;
+      }
+    }
+    const legend = layoutLegend([
+      { label: "GRPO: 2\u221a(p(1\u2212p))", colour: ARTICLE_COLOURS.grpo, dash: "", width: 1.5, marker: true },
+      { label: "Dr. GRPO: 4p(1\u2212p)", colour: ARTICLE_COLOURS.dr_grpo, dash: "6,3", width: 1.5, marker: true },
+      { label: "exact gradient profile p(1\u2212p)/0.25", colour: MUTED, dash: "2,3", width: 1 },
+      { label: "ring: the k above", colour: INK, ring: true },
+    ], W, top + plotH + 46);
+    const H = legend.bottom + 6;
+    box.innerHTML = svgRoot(W, H, `update mass against pass rate for G = ${G}`, svg + legend.svg);
+  }
+
+  // =================================================================================================
+  // SVG pieces shared by the charts
+  // =================================================================================================
+  function svgRoot(W, H, label, body) {
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" ` +
+      `aria-label="${escapeXml(label)}" font-family="${escapeXml(SVG_FONT)}" font-size="12">` +
+      `<rect width="${W}" height="${H}" fill="#ffffff"/>${body}</svg>`;
+  }
+
+  // "M x,y L ..." with a break wherever a value is missing.
+  function pathOf(points) {
+    let d = "", pen = false;
+    for (const [px, py] of points) {
+      if (!Number.isFinite(py)) { pen = false; continue; }
+      d += `${pen ? "L" : "M"}${px.toFixed(1)},${py.toFixed(1)}`;
+      pen = true;
+    }
+    return d;
+  }
+
+  function axes({ W, left, right, top, plotH, xTicks, xStep, yTicks, yStep, x, y, xLabel, yLabel }) {
+    const bottom = top + plotH;
+    let svg = "";
+    for (const t of yTicks) {
+      svg += `<line x1="${left}" y1="${y(t).toFixed(1)}" x2="${W - right}" y2="${y(t).toFixed(1)}" stroke="${GRID}"/>` +
+        `<text class="tick-y" x="${left - 6}" y="${(y(t) + 4).toFixed(1)}" text-anchor="end" fill="${INK}">${tickLabel(t, yStep)}</text>`;
+    }
+    for (const t of xTicks) {
+      svg += `<line x1="${x(t).toFixed(1)}" y1="${bottom}" x2="${x(t).toFixed(1)}" y2="${bottom + 4}" stroke="${AXIS}"/>` +
+        `<text class="tick-x" x="${x(t).toFixed(1)}" y="${bottom + 17}" text-anchor="middle" fill="${INK}">${tickLabel(t, xStep)}</text>`;
+    }
+    svg += `<rect class="plot-area" x="${left}" y="${top}" width="${W - right - left}" height="${plotH}" fill="none"/>` +
+      `<line x1="${left}" y1="${bottom}" x2="${W - right}" y2="${bottom}" stroke="${AXIS}"/>` +
+      `<line x1="${left}" y1="${top}" x2="${left}" y2="${bottom}" stroke="${AXIS}"/>` +
+      `<text x="${(left + W - right) / 2}" y="${bottom + 34}" text-anchor="middle" fill="${INK}">${escapeXml(xLabel)}</text>` +
+      `<text x="12" y="${top + plotH / 2}" transform="rotate(-90 12 ${top + plotH / 2})" text-anchor="middle" fill="${INK}">${escapeXml(yLabel)}</text>`;
+    return svg;
+  }
+
+  /* A legend below the plot area, entries wrapped in rows to the width: never over data.
+     entry: {label, colour, dash, width, number, band, ring, marker}. */
+  function layoutLegend(entries, W, top) {
+    const rowHeight = 18, swatch = 26, gap = 16;
+    let svg = "", px = 8, py = top;
+    for (const entry of entries) {
+      const label = entry.number ? `${entry.number}  ${entry.label}` : entry.label;
+      const width = swatch + 6 + textWidth(label) + gap;
+      if (px > 8 && px + width > W - 4) { px = 8; py += rowHeight; }
+      const mid = py - 4;
+      if (entry.band) {
+        svg += `<rect x="${px}" y="${mid - 5}" width="${swatch}" height="10" fill="${entry.colour}" fill-opacity="0.22"/>`;
+      } else if (entry.ring) {
+        svg += `<circle cx="${px + swatch / 2}" cy="${mid}" r="5" fill="#fff" stroke="${entry.colour}" stroke-width="2.5"/>`;
+      } else {
+        svg += `<line x1="${px}" y1="${mid}" x2="${px + swatch}" y2="${mid}" stroke="${entry.colour}" stroke-width="${entry.width ?? 2.5}"${entry.dash ? ` stroke-dasharray="${entry.dash}"` : ""}/>`;
+        if (entry.marker) svg += `<circle cx="${px + swatch / 2}" cy="${mid}" r="3" fill="${entry.colour}"/>`;
+      }
+      svg += `<text x="${px + swatch + 6}" y="${py}" fill="${INK}">${escapeXml(label)}</text>`;
+      px += width;
+    }
+    return { svg: `<g class="legend">${svg}</g>`, bottom: py + 6 };
+  }
+
+  // =================================================================================================
+  // Panel 3: the run's controls and state
+  // =================================================================================================
+  /* The training settings: a Config field each (hash key = field name), with the input's range
+     for its arrows. Nothing is clamped: a value the simulator refuses is shown with its message. */
+  const SETTINGS = [
+    { key: "lr", label: "learning rate", min: 0, max: 1, step: 0.001 },
+    { key: "group_size", label: "group size G", min: 2, max: 64, step: 1 },
+    { key: "batch_prompts", label: "prompts a step B", min: 1, max: 64, step: 1 },
+    { key: "cap", label: "cap (tokens)", min: 0, max: 10000, step: 100 },
+    { key: "min_length", label: "min_length (tokens)", min: 0, max: 10000, step: 10 },
+    { key: "length_norm", label: "L_norm (0: the cap)", min: 0, max: 10000, step: 100 },
+    { key: "prompt_logit_mean", label: "\u03c8 mean", min: -6, max: 6, step: 0.1 },
+    { key: "prompt_logit_std", label: "\u03c8 std", min: 0, max: 4, step: 0.1 },
+    { key: "seeds", label: "seeds", min: 1, max: 16, step: 1 },
+    { key: "steps", label: "steps", min: 0, max: 5000, step: 10 },
+  ];
+  const DEFAULT_SEEDS = 6; // the article's run
+  const settingDefault = (key) => (key === "seeds" ? DEFAULT_SEEDS : DATA.config[key].default);
+  const settingHelp = (key) => (key === "seeds" ? "Seeds 0..n-1, one run per seed and variant (1-16)." : DATA.config[key].help);
+
+  const state = {
+    variants: [...ARTICLE],
+    mode: "sampled",
+    focus: "all",
+    overlay: false,
+    cursor: null, // a step, or null: follow the last trained step
+  };
+  let run = null, runSpecUsed = null, runVariants = [], playing = false, hashTimer = 0, lastDrawn = 0;
+  const recorded = DATA.recorded;
+  const presetByName = new Map(toyrl.presets.map((p) => [p.name, p]));
+
+  function buildSettings() {
+    const box = $("settings");
+    for (const s of SETTINGS) {
+      const id = `set-${s.key}`;
+      box.insertAdjacentHTML("beforeend",
+        `<div class="field"><label for="${id}">${escapeXml(s.label)}</label>` +
+        `<input type="number" id="${id}" data-key="${s.key}" min="${s.min}" max="${s.max}" step="${s.step}" ` +
+        `value="${settingDefault(s.key)}" aria-describedby="${id}-help">` +
+        `<span class="help" id="${id}-help">${escapeXml(settingHelp(s.key))}</span></div>`);
+    }
+  }
+
+  function buildPresetPicker() {
+    const picker = $("preset-picker");
+    picker.innerHTML = '<option value="">choose a preset\u2026</option>';
+    const bySource = new Map();
+    for (const preset of toyrl.presets) {
+      if (!preset.source) continue; // the article's four are the switches
+      if (!bySource.has(preset.source)) bySource.set(preset.source, []);
+      bySource.get(preset.source).push(preset);
+    }
+    for (const [source, presets] of bySource) {
+      const group = document.createElement("optgroup");
+      group.label = source;
+      for (const preset of presets) {
+        const option = new Option(preset.name, preset.name);
+        if (preset.page) {
+          option.disabled = true;
+          option.textContent = `${preset.name} (not on this page: ${preset.page})`;
+        } else if (preset.page_mean_field) {
+          option.textContent = `${preset.name} (sampled only)`;
+        }
+        group.append(option);
+      }
+      picker.append(group);
+    }
+  }
+
+  function buildPresetTable() {
+    const rows = toyrl.presets.map((p) => {
+      const page = p.page ? `no: ${p.page}` : p.page_mean_field ? `sampled only (mean-field: ${p.page_mean_field})` : "yes, sampled and mean-field";
+      const source = p.source || "the article";
+      const cells = [["name", p.name], ["spec", specText(p.spec)], ["stands for", p.stands_for || p.summary], ["source", source], ["on this page", page]];
+      return `<tr>${cells.map(([label, value]) => `<td data-label="${label}"${label === "spec" ? ' class="spec"' : ""}>${escapeXml(value)}</td>`).join("")}</tr>`;
+    });
+    $("preset-table").innerHTML = '<thead><tr><th scope="col">name</th><th scope="col">spec</th><th scope="col">stands for</th>' +
+      `<th scope="col">source</th><th scope="col">on this page</th></tr></thead><tbody>${rows.join("")}</tbody>`;
+    $("preset-sources").innerHTML = Object.entries(DATA.sources).map(([key, text]) => `<li><b>${escapeXml(key)}</b>: ${escapeXml(text)}</li>`).join("");
+  }
+
+  function buildOverlayControl() {
+    if (!recorded) return;
+    $("overlay-box").innerHTML = '<label class="inline"><input type="checkbox" id="overlay"> ' +
+      `overlay recorded curves: ${escapeXml(recorded.description)} (mean of ${recorded.seeds} seeds)</label>`;
+  }
+
+  // The chosen variants: the article's four in their order, then presets in the order added.
+  function setVariants(names) {
+    const unique = [...new Set(names)];
+    state.variants = [...ARTICLE.filter((n) => unique.includes(n)), ...unique.filter((n) => !ARTICLE.includes(n))];
+  }
+
+  function syncControls() {
+    for (const button of document.querySelectorAll(".switch")) {
+      button.setAttribute("aria-pressed", String(state.variants.includes(button.dataset.variant)));
+    }
+    const chips = $("preset-chips");
+    chips.replaceChildren();
+    for (const name of state.variants.filter((n) => !ARTICLE.includes(n))) {
+      const item = document.createElement("li");
+      item.textContent = name;
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.textContent = "\u00d7";
+      remove.setAttribute("aria-label", `remove ${name}`);
+      remove.addEventListener("click", () => { setVariants(state.variants.filter((n) => n !== name)); changed(); });
+      item.append(remove);
+      chips.append(item);
+    }
+    $("mode-sampled").checked = state.mode === "sampled";
+    $("mode-mean-field").checked = state.mode === "mean_field";
+    const focus = $("length-focus");
+    focus.replaceChildren(new Option("all chosen variants", "all"));
+    state.variants.forEach((name, i) => focus.append(new Option(`only ${i + 1} ${name}: correct vs incorrect`, name)));
+    if (!state.variants.includes(state.focus)) state.focus = "all";
+    focus.value = state.focus;
+    if ($("overlay")) $("overlay").checked = state.overlay;
+  }
+
+  // The settings as typed: a number, or the text itself when it is none (the simulator says why).
+  function settingValues() {
+    const values = {};
+    for (const s of SETTINGS) {
+      const text = $(`set-${s.key}`).value.trim();
+      values[s.key] = text === "" || !Number.isFinite(Number(text)) ? text : Number(text);
+    }
+    return values;
+  }
+
+  function runSpec(values) {
+    const spec = { variants: state.variants, mean_field: state.mode === "mean_field" };
+    for (const [key, value] of Object.entries(values)) spec[key] = value;
+    return spec;
+  }
+
+  /* Words where a value is valid but leaves the range the toy is meaningful in. */
+  function warnings(v) {
+    const out = [];
+    const finite = (x) => typeof x === "number" && Number.isFinite(x);
+    if (finite(v.lr) && v.lr > 2.5 * ARTICLE_SCALE_LR) {
+      out.push(`lr = ${v.lr} is ${sig4(v.lr / ARTICLE_SCALE_LR)} times the article's ${ARTICLE_SCALE_LR}: Adam's steps this large can overshoot, so the curves may jump rather than drift.`);
+    } else if (finite(v.lr) && v.lr > 0 && v.lr < ARTICLE_SCALE_LR / 10) {
+      out.push(`lr = ${v.lr} is ${sig4(ARTICLE_SCALE_LR / v.lr)} times below the article's ${ARTICLE_SCALE_LR}: little will move in ${v.steps} steps.`);
+    }
+    if (finite(v.cap) && finite(v.length_norm) && v.length_norm > 0 && v.length_norm < v.cap) {
+      out.push(`L_norm = ${v.length_norm} is below the lengths it divides (up to the cap, ${v.cap.toLocaleString("en")} tokens). ` +
+        "It is one constant for every response, so it only rescales the step, and Adam mostly cancels a rescaled gradient; the article uses the cap.");
+    }
+    if (finite(v.cap) && finite(v.min_length) && v.min_length <= v.cap && v.min_length > 0.5 * v.cap) {
+      out.push(`min_length = ${v.min_length} is near the cap (${v.cap}): few right-approach answers can run that long and still stop before the cap, so correct answers are rare and the length curves of correct answers are noisy.`);
+    }
+    if (finite(v.cap) && v.cap < 1 / DATA.config.stop_prob_right.default) {
+      out.push(`cap = ${v.cap} is below the initial expected length of a right-approach answer (${Math.round(1 / DATA.config.stop_prob_right.default)} tokens): many right answers are truncated from the start.`);
+    }
+    if (finite(v.prompt_logit_mean) && Math.abs(v.prompt_logit_mean) > 4) {
+      const share = 100 / (1 + Math.exp(-v.prompt_logit_mean));
+      out.push(`\u03c8 mean = ${v.prompt_logit_mean}: a typical prompt takes the right approach ${share.toFixed(share < 1 || share > 99 ? 2 : 0)}% of the time, so most groups have equal rewards and get no update.`);
+    }
+    if (finite(v.group_size) && v.group_size > 64) out.push(`G = ${v.group_size} is above 64, the largest group the article discusses; each step samples ${v.group_size} responses per prompt and trains slowly.`);
+    const megabytes = (8 * toyrl.columns.length * state.variants.length * v.seeds * (v.steps + 1)) / 1e6;
+    if (finite(megabytes) && megabytes > 100) out.push(`The page keeps every step of every run: ${Math.round(megabytes).toLocaleString("en")} MB for ${v.steps.toLocaleString("en")} steps of ${state.variants.length * v.seeds} runs; fewer steps or seeds keep it responsive.`);
+    return out;
+  }
+
+  // A control changed: a new run from step 0, paused.
+  function changed() {
+    syncControls();
+    startRun();
+    draw();
+    scheduleHash();
+  }
+
+  function startRun() {
+    pause();
+    state.cursor = null;
+    const values = settingValues();
+    $("run-messages").replaceChildren();
+    for (const text of warnings(values)) message("run-messages", "warning", text);
+    run = null;
+    runSpecUsed = null;
+    runVariants = [];
+    if (state.variants.length === 0) {
+      message("run-messages", "error", "Choose at least one variant: a cell of the 2 \u00d7 2 or a preset.");
+      return;
+    }
+    const spec = runSpec(values);
+    try {
+      run = toyrl.start(spec); // throws an Error naming the bad field and its valid range
+    } catch (error) {
+      message("run-messages", "error", `Not started: ${error.message}`);
+      return;
+    }
+    runSpecUsed = spec;
+    runVariants = [...state.variants];
+  }
+
+  // =================================================================================================
+  // Training: play, pause, step, reset
+  // =================================================================================================
+  const FRAME_BUDGET_MS = 12; // of a 16.7 ms frame, so the page stays responsive while it trains
+
+  function play() {
+    if (!run || run.done) return;
+    playing = true;
+    $("play").textContent = "pause";
+    $("play").setAttribute("aria-label", "pause training");
+    requestAnimationFrame(frame);
+  }
+
+  function pause() {
+    if (!playing) return;
+    playing = false;
+    $("play").textContent = "play";
+    $("play").setAttribute("aria-label", "play: train live");
+    scheduleHash();
+  }
+
+  // A few steps a frame: the whole run animates over some seconds, and never blocks for long.
+  function frame() {
+    if (!playing || !run) return;
+    const perFrame = Math.max(1, Math.ceil(run.steps / 120));
+    const started = performance.now();
+    for (let n = 0; n < perFrame && !run.done && performance.now() - started < FRAME_BUDGET_MS; n++) run.advance(1);
+    // Drawing costs more than a frame's training: about 20 redraws a second are smooth enough.
+    if (run.done || started - lastDrawn > 45) { draw(); lastDrawn = performance.now(); }
+    if (run.done) pause();
+    else requestAnimationFrame(frame);
+  }
+
+  /* Train up to step t in slices of the frame budget (a restored link), then call `then`. */
+  function trainTo(t, then) {
+    const slice = () => {
+      const started = performance.now();
+      while (run && run.t < t && !run.done && performance.now() - started < 4 * FRAME_BUDGET_MS) run.advance(1);
+      if (run && run.t < t && !run.done) setTimeout(slice, 0);
+      else then();
+    };
+    slice();
+  }
+
+  // =================================================================================================
+  // The run's charts
+  // =================================================================================================
+  const CHARTS = {
+    "chart-length": {
+      title: "response length by correctness", yLabel: "tokens", scale: 1, format: tokens, cap: true,
+      metrics: [
+        { column: "length_correct", label: "E[L | correct]", dash: "" },
+        { column: "length_incorrect", label: "E[L | incorrect]", dash: "7,4" },
+      ],
+    },
+    "chart-accuracy": {
+      title: "accuracy", yLabel: "accuracy (%)", scale: 100, format: (v) => `${v.toFixed(1)}%`,
+      metrics: [{ column: "accuracy", label: "accuracy", dash: "" }],
+    },
+    "chart-stop": {
+      title: "stop probabilities", yLabel: "stop probability / token", scale: 1, format: (v) => v.toFixed(6),
+      metrics: [
+        { column: "stop_prob_right", label: "\u03c3(\u03c6c), right approach", dash: "" },
+        { column: "stop_prob_wrong", label: "\u03c3(\u03c6w), wrong approach", dash: "7,4" },
+      ],
+    },
+  };
+  const geometry = {}; // per chart: the plot's x mapping, for the pointer
+
+  const cursorStep = () => (run ? Math.min(state.cursor ?? run.t, run.t) : 0);
+
+  /* Mean and sample sd over seeds of one variant's runs, steps 0..run.t, extended as the run
+     trains (a cache per run: every draw reads them many times). */
+  let statsCache = new Map(), statsRun = null;
+  function stats(column, index) {
+    if (statsRun !== run) { statsCache = new Map(); statsRun = run; }
+    const key = `${column}/${index}`;
+    let entry = statsCache.get(key);
+    if (!entry) {
+      entry = { mean: new Float64Array(run.steps + 1).fill(NaN), sd: new Float64Array(run.steps + 1).fill(NaN), upTo: -1 };
+      statsCache.set(key, entry);
+    }
+    const values = run.column(column), rows = rowsOf(index);
+    for (let s = entry.upTo + 1; s <= run.t; s++) {
+      let n = 0, sum = 0, squares = 0;
+      for (const r of rows) { const v = values[r][s]; if (Number.isFinite(v)) { n++; sum += v; } }
+      const mean = n ? sum / n : NaN;
+      for (const r of rows) { const v = values[r][s]; if (Number.isFinite(v)) squares += (v - mean) ** 2; } // two passes: no cancellation
+      entry.mean[s] = mean;
+      entry.sd[s] = n > 1 ? Math.sqrt(squares / (n - 1)) : NaN;
+    }
+    entry.upTo = run.t;
+    return entry;
+  }
+
+  const seedCount = () => (run ? run.runs.length / runVariants.length : 0);
+  const rowsOf = (index) => Array.from({ length: seedCount() }, (_, s) => index * seedCount() + s); // variants outer, seeds inner
+
+  function shownVariants(chartId) {
+    const all = runVariants.map((name, index) => ({ name, index }));
+    return chartId === "chart-length" && state.focus !== "all" ? all.filter((v) => v.name === state.focus) : all;
+  }
+
+  function recordedCurves(chartId) {
+    if (!recorded || !state.overlay) return [];
+    const chart = CHARTS[chartId];
+    return shownVariants(chartId).filter((v) => recorded.curves[v.name]).flatMap((v) =>
+      chart.metrics.filter((m) => recorded.curves[v.name][m.column]).map((m) => ({ ...v, metric: m, values: recorded.curves[v.name][m.column] })));
+  }
+
+  function bandNote() {
+    const seeds = seedCount();
+    if (!run) return "";
+    return seeds > 1 ? `lines: mean over ${seeds} seeds; bands: mean \u00b1 1 sample sd over the seeds` : "one seed: no band";
+  }
+
+  function drawChart(chartId, W) {
+    const box = $(chartId), chart = CHARTS[chartId];
+    if (!run) {
+      box.innerHTML = svgRoot(W, 60, chart.title, `<text x="10" y="34" fill="${INK}">No run: see the message above.</text>`);
+      return;
+    }
+    const T = run.steps, t = run.t, cursor = cursorStep(), colours = colourMap(runVariants);
+    const left = 62, right = 34, top = 24, plotH = Math.round(Math.min(380, Math.max(170, W * 0.42)));
+    const variants = shownVariants(chartId);
+    const series = variants.flatMap((v) => chart.metrics.map((m) => ({ ...v, metric: m, ...stats(m.column, v.index) })));
+    const overlay = recordedCurves(chartId);
+    // y from 0 to a round value above everything drawn (and the cap, on the length chart)
+    let high = chart.cap ? runSpecUsed.cap : 0;
+    for (const s of series) for (let i = 0; i <= t; i++) high = Math.max(high, (s.mean[i] + (Number.isFinite(s.sd[i]) ? s.sd[i] : 0)) * chart.scale || 0);
+    for (const o of overlay) for (const v of o.values) high = Math.max(high, v * chart.scale);
+    if (!(high > 0)) high = 1;
+    const yStep = tickStep(high, plotH > 240 ? 6 : 4), yTop = Math.ceil(high / yStep - 1e-9) * yStep;
+    const xStep = tickStep(T, W > 700 ? 8 : W > 420 ? 5 : 3);
+    const x = (s) => left + (s / T) * (W - left - right), y = (v) => top + plotH - (v / yTop) * plotH;
+    geometry[chartId] = { left, width: W - left - right, T };
+    let svg = axes({ W, left, right, top, plotH, xTicks: ticksOf(0, T, xStep), xStep, yTicks: ticksOf(0, yTop, yStep), yStep, x, y,
+      xLabel: "training step", yLabel: chart.yLabel });
+    if (chart.cap) {
+      svg += `<line x1="${left}" y1="${y(runSpecUsed.cap).toFixed(1)}" x2="${W - right}" y2="${y(runSpecUsed.cap).toFixed(1)}" stroke="${MUTED}" stroke-dasharray="1,3"/>`;
+    }
+    for (const s of series) { // bands first, under every line
+      if (seedCount() < 2) break;
+      const upper = [], lower = [];
+      for (let i = 0; i <= t; i++) {
+        if (!Number.isFinite(s.mean[i]) || !Number.isFinite(s.sd[i])) continue;
+        upper.push([x(i), y((s.mean[i] + s.sd[i]) * chart.scale)]);
+        lower.push([x(i), y((s.mean[i] - s.sd[i]) * chart.scale)]);
+      }
+      if (upper.length > 1) svg += `<path class="band" d="${pathOf([...upper, ...lower.reverse()])}Z" fill="${colours[s.index]}" fill-opacity="0.16"/>`;
+    }
+    for (const o of overlay) {
+      svg += `<path class="recorded" data-variant="${escapeXml(o.name)}" data-column="${o.metric.column}" d="${pathOf(o.values.slice(0, T + 1).map((v, i) => [x(i), y(v * chart.scale)]))}" fill="none" stroke="${colours[o.index]}" stroke-width="1" stroke-opacity="0.9"${o.metric.dash ? ` stroke-dasharray="${o.metric.dash}"` : ""}/>`;
+    }
+    const labels = [];
+    for (const s of series) {
+      const points = Array.from(s.mean.subarray(0, t + 1), (v, i) => [x(i), y(v * chart.scale)]);
+      // Later variants are drawn thinner, on top: where two curves agree, both stay visible.
+      const width = Math.max(1.2, 3.6 - 0.6 * variants.findIndex((v) => v.index === s.index));
+      svg += `<path class="curve" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" d="${pathOf(points)}" fill="none" stroke="${colours[s.index]}" stroke-width="${width}"${s.metric.dash ? ` stroke-dasharray="${s.metric.dash}"` : ""}/>`;
+      const last = s.mean[t] * chart.scale;
+      if (Number.isFinite(last)) labels.push({ y: y(last), text: String(s.index + 1) });
+      const atCursor = s.mean[cursor] * chart.scale;
+      if (Number.isFinite(atCursor)) svg += `<circle cx="${x(cursor).toFixed(1)}" cy="${y(atCursor).toFixed(1)}" r="3.5" fill="#fff" stroke="${colours[s.index]}" stroke-width="2"/>`;
+    }
+    svg += curveNumbers(labels, W - right + 5, top, top + plotH);
+    svg += `<line class="cursor" x1="${x(cursor).toFixed(1)}" y1="${top}" x2="${x(cursor).toFixed(1)}" y2="${top + plotH}" stroke="${INK}" stroke-width="1" stroke-dasharray="3,3"/>` +
+      `<text x="${Math.min(Math.max(x(cursor), left + 30), W - right - 30).toFixed(1)}" y="${top - 8}" text-anchor="middle" fill="${INK}">step ${cursor}</text>`;
+    const legend = layoutLegend(legendEntries(chart, variants, colours, overlay.length > 0), W, top + plotH + 54);
+    box.innerHTML = svgRoot(W, legend.bottom + 6, `${chart.title}, step ${cursor} of ${T}`, svg + legend.svg);
+    box.setAttribute("aria-valuemax", String(t));
+    box.setAttribute("aria-valuenow", String(cursor));
+    box.setAttribute("aria-valuetext", `step ${cursor}`);
+  }
+
+  // Each variant's number at the right end of its curves, outside the plot, nudged apart.
+  function curveNumbers(labels, px, low, high) {
+    labels.sort((a, b) => a.y - b.y);
+    let previous = -Infinity;
+    for (const label of labels) { label.y = Math.max(label.y, previous + 12); previous = label.y; }
+    const overflow = labels.length ? labels[labels.length - 1].y - (high + 4) : 0;
+    if (overflow > 0) for (const label of labels) label.y = Math.max(low, label.y - overflow);
+    return labels.map((l) => `<text class="curve-number" x="${px}" y="${(l.y + 4).toFixed(1)}" fill="${INK}" font-weight="700">${l.text}</text>`).join("");
+  }
+
+  function legendEntries(chart, variants, colours, withRecorded) {
+    const entries = variants.map((v) => ({ label: v.name, number: v.index + 1, colour: colours[v.index] }));
+    // The line styles in grey: no variant's colour (black is Okabe-Ito's too) can be read as one.
+    if (chart.metrics.length > 1) for (const m of chart.metrics) entries.push({ label: m.label, colour: STYLE_GREY, dash: m.dash, width: 2 });
+    if (seedCount() > 1) entries.push({ label: `mean \u00b1 1 sd over ${seedCount()} seeds`, colour: MUTED, band: true });
+    if (chart.cap) entries.push({ label: `the cap (${runSpecUsed.cap.toLocaleString("en")})`, colour: MUTED, dash: "1,3", width: 1 });
+    if (withRecorded) entries.push({ label: `thin: recorded, ${recorded.description}`, colour: STYLE_GREY, width: 1 });
+    return entries;
+  }
+
+  /* The values at the cursor, under each chart: mean (and sd) over seeds; full doubles in data-value. */
+  function drawReadout(chartId) {
+    const table = $(chartId.replace("chart-", "readout-")), chart = CHARTS[chartId];
+    if (!run) { table.innerHTML = ""; return; }
+    const cursor = cursorStep(), colours = colourMap(runVariants), key = chartId.replace("chart-", "");
+    const head = chart.metrics.map((m) => `<th scope="col">${escapeXml(m.label)}</th>`).join("");
+    let body = "";
+    for (const v of shownVariants(chartId)) {
+      const cells = chart.metrics.map((m) => {
+        const { mean, sd } = stats(m.column, v.index);
+        const value = mean[cursor] * chart.scale, spread = sd[cursor] * chart.scale;
+        const text = chart.format(value) + (Number.isFinite(spread) ? ` \u00b1 ${chart.format(spread)}` : "");
+        return `<td id="readout-${key}-${v.index}-${m.column}" data-value="${mean[cursor]}" data-sd="${sd[cursor]}">${escapeXml(text)}</td>`;
+      }).join("");
+      body += `<tr><th scope="row"><span class="swatch" style="background:${colours[v.index]}"></span>${v.index + 1} ${escapeXml(v.name)}</th>${cells}</tr>`;
+    }
+    for (const v of shownVariants(chartId)) {
+      if (!recorded || !state.overlay || !recorded.curves[v.name] || cursor > recorded.steps) continue;
+      const cells = chart.metrics.map((m) => {
+        const value = recorded.curves[v.name][m.column]?.[cursor];
+        return value === undefined ? "<td></td>" : `<td id="readout-${key}-recorded-${escapeXml(v.name)}-${m.column}" data-value="${value}">${escapeXml(chart.format(value * chart.scale))}</td>`;
+      }).join("");
+      body += `<tr><th scope="row">recorded ${escapeXml(v.name)}</th>${cells}</tr>`;
+    }
+    table.innerHTML = `<caption class="note">at step ${cursor} (trained: ${run.t} of ${run.steps})</caption>` +
+      `<thead><tr><th scope="col">variant</th>${head}</tr></thead><tbody>${body}</tbody>`;
+  }
+
+  // =================================================================================================
+  // The lessons, in words computed from the run
+  // =================================================================================================
+  const meanAt = (column, index, step) => stats(column, index).mean[step];
+
+  function drawAnswers() {
+    const length = $("answer-length"), difficulty = $("answer-difficulty");
+    if (!run || !run.done) {
+      const waiting = run ? `The answer appears when the run reaches step ${run.steps} (now ${run.t}): press play.` : "Start a run first.";
+      length.textContent = waiting;
+      difficulty.textContent = waiting;
+      return;
+    }
+    const T = run.steps;
+    const grew = runVariants.map((name, i) => `${tokens(meanAt("length_incorrect", i, 0))} to ${tokens(meanAt("length_incorrect", i, T))} under ${name}`);
+    const right = runVariants.map((name, i) => `${tokens(meanAt("length_correct", i, 0))} to ${tokens(meanAt("length_correct", i, T))} under ${name}`);
+    const growth = runVariants.map((name, i) => ({ name, by: meanAt("length_incorrect", i, T) - meanAt("length_incorrect", i, 0) }));
+    growth.sort((a, b) => b.by - a.by);
+    const change = (g) => `${g.by >= 0 ? "+" : "\u2212"}${tokens(Math.abs(g.by))} tokens under ${g.name}`;
+    const extremes = growth.length > 1 ? `The largest change: ${change(growth[0])}; the smallest: ${change(growth.at(-1))}.` : "";
+    length.innerHTML = `<p>Over ${T} steps, E[L | incorrect] went from ${escapeXml(grew.join(", "))}; E[L | correct] from ${escapeXml(right.join(", "))}.</p>` +
+      (extremes ? `<p>${escapeXml(extremes)}</p>` : "");
+    const G = runSpecUsed.group_size, rare = groupStats(1, G);
+    const grpoRare = (100 * groupMass(rare.scaled, 1, G)) / G, drRare = (100 * groupMass(rare.centred, 1, G)) / (G / 2);
+    let text = `<p>With G = ${G}, a group with 1 right answer gets ${grpoRare.toFixed(0)}% of a half-right group's update mass under GRPO ` +
+      `and ${drRare.toFixed(0)}% under Dr. GRPO: half-right groups get the most under both, and GRPO's std division flattens the profile toward the rare cases.</p>`;
+    const pairs = [["grpo", "length_only"], ["std_only", "dr_grpo"]].filter(([a, b]) => runVariants.includes(a) && runVariants.includes(b));
+    if (pairs.length) {
+      const words = pairs.map(([a, b]) => {
+        const i = runVariants.indexOf(a), j = runVariants.indexOf(b);
+        return `${a} ${percent(meanAt("accuracy", i, T))} vs ${b} ${percent(meanAt("accuracy", j, T))} accuracy, ` +
+          `E[L | incorrect] ${tokens(meanAt("length_incorrect", i, T))} vs ${tokens(meanAt("length_incorrect", j, T))}`;
+      });
+      text += `<p>In this run, with the std division against without it at step ${T}: ${escapeXml(words.join("; "))}.</p>`;
+    } else {
+      text += "<p>To see what the std term does to the run, choose grpo and length_only (or std_only and dr_grpo): they differ only by it.</p>";
+    }
+    difficulty.innerHTML = text;
+  }
+
+  const DENOMINATORS = {
+    seq_mean_token_mean: "\u00f7 |o\u1d62| (its own length)",
+    seq_mean_token_sum_norm: "\u00f7 L_norm (a constant)",
+    seq_mean_token_sum: "no division (token sum)",
+    token_mean: "\u00f7 the batch's token total",
+  };
+
+  // The chain's numbers for one variant: the focused one, else the first.
+  function drawChain() {
+    const fill = (name, text) => { document.querySelector(`[data-chain="${name}"]`).textContent = text; };
+    if (!run) { for (const n of ["weight", "phi", "wrong", "right", "accuracy"]) fill(n, ""); return; }
+    const index = state.focus === "all" ? 0 : runVariants.indexOf(state.focus);
+    const name = runVariants[index], s = cursorStep();
+    const aggregation = presetByName.get(name)?.spec.aggregation ?? "";
+    const from = (column, format) => `${format(meanAt(column, index, 0))} \u2192 ${format(meanAt(column, index, s))}`;
+    fill("weight", `${name}: each token's weight A ${DENOMINATORS[aggregation] ?? aggregation}`);
+    fill("phi", `${name}, steps 0 \u2192 ${s}: \u03c3(\u03c6w) ${from("stop_prob_wrong", sig4)}`);
+    fill("wrong", `E[L | incorrect] ${from("length_incorrect", tokens)} tokens`);
+    fill("right", `E[L | correct] ${from("length_correct", tokens)}; right approach ${from("length_right_approach", tokens)} (cap ${runSpecUsed.cap.toLocaleString("en")})`);
+    fill("accuracy", `accuracy ${from("accuracy", percent)}`);
+  }
+
+  function draw() {
+    // Every width is read before anything is written: a read after a write would lay the page out again.
+    const widths = Object.keys(CHARTS).map((chartId) => Math.max(240, Math.floor($(chartId).clientWidth)));
+    Object.keys(CHARTS).forEach((chartId, i) => { drawChart(chartId, widths[i]); drawReadout(chartId); });
+    for (const note of document.querySelectorAll(".band-note")) note.textContent = bandNote();
+    $("step-counter").textContent = run ? `step ${run.t} / ${run.steps}` : "no run";
+    $("play").disabled = !run || run.done;
+    $("step-once").disabled = !run || run.done;
+    drawAnswers();
+    drawChain();
+  }
+
+  // =================================================================================================
+  // The step cursor: pointer, touch and keys
+  // =================================================================================================
+  function setCursor(step) {
+    if (!run) return;
+    const s = Math.round(Math.min(Math.max(step, 0), run.t));
+    state.cursor = s >= run.t ? null : s; // at the last step: follow the training
+    draw();
+    scheduleHash();
+  }
+
+  function pointerStep(chartId, event) {
+    const g = geometry[chartId];
+    if (!g) return null;
+    const bounds = $(chartId).getBoundingClientRect();
+    return ((event.clientX - bounds.left - g.left) / g.width) * g.T;
+  }
+
+  function wireChart(chartId) {
+    const box = $(chartId);
+    box.setAttribute("role", "slider");
+    box.setAttribute("aria-label", `step cursor: ${CHARTS[chartId].title} (arrow keys move it)`);
+    box.setAttribute("aria-valuemin", "0");
+    const follow = (event) => { const s = pointerStep(chartId, event); if (s !== null) setCursor(s); };
+    box.addEventListener("pointerdown", follow);
+    box.addEventListener("pointermove", (event) => { if (event.pointerType === "mouse" || event.buttons) follow(event); });
+    box.addEventListener("keydown", (event) => {
+      if (!run) return;
+      const big = Math.max(10, Math.round(run.steps / 10)), now = cursorStep();
+      const moves = { ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1, PageDown: -big, PageUp: big };
+      if (event.key in moves) setCursor(now + moves[event.key] * (event.shiftKey && Math.abs(moves[event.key]) === 1 ? 10 : 1));
+      else if (event.key === "Home") setCursor(0);
+      else if (event.key === "End") setCursor(run.t);
+      else return;
+      event.preventDefault();
+    });
+  }
+
+  // =================================================================================================
+  // The view in the URL's hash
+  // =================================================================================================
+  function hashText() {
+    const params = new URLSearchParams();
+    params.set("variants", state.variants.join(","));
+    for (const s of SETTINGS) params.set(s.key, $(`set-${s.key}`).value);
+    params.set("mode", state.mode);
+    if (run) params.set("t", String(run.t));
+    if (state.cursor !== null) params.set("cursor", String(state.cursor));
+    if (state.focus !== "all") params.set("focus", state.focus);
+    if (state.overlay) params.set("overlay", "1");
+    return params.toString();
+  }
+
+  // Written after a pause in changes, so that play and a moving cursor do not flood the history.
+  function scheduleHash() {
+    clearTimeout(hashTimer);
+    hashTimer = setTimeout(() => { if (!playing) history.replaceState(null, "", `#${hashText()}`); }, 150);
+  }
+
+  /* Apply a hash to the controls; returns the step to train to and the cursor. */
+  function readHash(text) {
+    const params = new URLSearchParams(text.replace(/^#/, ""));
+    if (params.has("variants")) setVariants(params.get("variants").split(",").filter(Boolean));
+    for (const s of SETTINGS) if (params.has(s.key)) $(`set-${s.key}`).value = params.get(s.key);
+    if (params.has("mode")) state.mode = params.get("mode") === "mean_field" ? "mean_field" : "sampled";
+    state.focus = params.get("focus") ?? "all";
+    state.overlay = params.get("overlay") === "1" && Boolean(recorded);
+    const integer = (key) => (params.has(key) && Number.isInteger(Number(params.get(key))) ? Number(params.get(key)) : null);
+    return { t: integer("t") ?? 0, cursor: integer("cursor") };
+  }
+
+  function restore(text, then) {
+    const wanted = readHash(text);
+    syncControls();
+    startRun();
+    trainTo(wanted.t, () => {
+      state.cursor = wanted.cursor;
+      draw();
+      then();
+    });
+  }
+
+  // =================================================================================================
+  // Export: SVG text and PNG data URLs of each chart
+  // =================================================================================================
+  const EXPORTABLE = ["chart-length", "chart-accuracy", "chart-stop", "difficulty-plot"];
+
+  function chartSvg(id) {
+    if (!EXPORTABLE.includes(id)) throw new Error(`exportChart: no chart ${JSON.stringify(id)}; charts: ${EXPORTABLE.join(", ")}`);
+    return $(id).querySelector("svg").outerHTML;
+  }
+
+  function chartPng(id) {
+    const svg = chartSvg(id), element = $(id).querySelector("svg");
+    const width = Number(element.getAttribute("width")), height = Number(element.getAttribute("height"));
+    return new Promise((resolve, reject) => {
+      const image = new Image();
+      image.onload = () => {
+        const canvas = document.createElement("canvas");
+        canvas.width = width;
+        canvas.height = height;
+        canvas.getContext("2d").drawImage(image, 0, 0, width, height);
+        resolve(canvas.toDataURL("image/png"));
+      };
+      image.onerror = () => reject(new Error(`exportChart: the SVG of ${id} did not render`));
+      image.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
+    });
+  }
+
+  function exportChart(id, format) {
+    if (format === "svg") return chartSvg(id);
+    if (format === "png") return chartPng(id);
+    throw new Error(`exportChart: format must be 'svg' or 'png' (got ${JSON.stringify(format)})`);
+  }
+
+  async function download(id, format) {
+    const href = format === "svg" ? URL.createObjectURL(new Blob([chartSvg(id)], { type: "image/svg+xml" })) : await chartPng(id);
+    const link = document.createElement("a");
+    link.href = href;
+    link.download = `toyrl-${id}.${format}`;
+    link.click();
+    if (format === "svg") setTimeout(() => URL.revokeObjectURL(href), 1000);
+  }
+
+  // =================================================================================================
+  // Wiring
+  // =================================================================================================
+  function wire() {
+    for (const id of ["len-correct", "len-wrong", "len-short", "group", "correct", "lnorm"]) $(id).addEventListener("input", updateWeights);
+    for (const id of ["d-group", "d-correct"]) $(id).addEventListener("input", updateDifficulty);
+    for (const button of document.querySelectorAll(".switch")) {
+      button.addEventListener("click", () => {
+        const name = button.dataset.variant;
+        setVariants(state.variants.includes(name) ? state.variants.filter((n) => n !== name) : [...state.variants, name]);
+        changed();
+      });
+    }
+    $("preset-add").addEventListener("click", () => {
+      const name = $("preset-picker").value;
+      if (!name) return;
+      setVariants([...state.variants, name]);
+      changed();
+    });
+    $("controls").addEventListener("submit", (event) => event.preventDefault());
+    for (const input of document.querySelectorAll("#settings input")) input.addEventListener("change", changed);
+    for (const radio of document.querySelectorAll('input[name="mode"]')) {
+      radio.addEventListener("change", () => { state.mode = radio.value; changed(); });
+    }
+    $("length-focus").addEventListener("change", () => { state.focus = $("length-focus").value; draw(); scheduleHash(); });
+    if ($("overlay")) $("overlay").addEventListener("change", () => { state.overlay = $("overlay").checked; draw(); scheduleHash(); });
+    $("play").addEventListener("click", () => (playing ? pause() : play()));
+    $("step-once").addEventListener("click", () => { if (run && !run.done) { pause(); run.advance(1); draw(); scheduleHash(); } });
+    $("reset").addEventListener("click", () => { startRun(); draw(); scheduleHash(); });
+    for (const button of document.querySelectorAll("[data-export]")) {
+      button.setAttribute("aria-label", `download the ${button.dataset.export} chart as ${button.dataset.format.toUpperCase()}`);
+      button.addEventListener("click", () => download(button.dataset.export, button.dataset.format));
+    }
+    for (const chartId of Object.keys(CHARTS)) wireChart(chartId);
+    // Redraw at the new width only: drawing changes a chart's height, which must not loop.
+    const widths = new Map();
+    const observer = new ResizeObserver((entries) => {
+      const resized = entries.filter((e) => widths.get(e.target) !== Math.floor(e.contentRect.width));
+      for (const e of resized) widths.set(e.target, Math.floor(e.contentRect.width));
+      if (!resized.length) return;
+      requestAnimationFrame(() => {
+        if (resized.some((e) => e.target.id === "difficulty-plot")) updateDifficulty();
+        if (resized.some((e) => e.target.id !== "difficulty-plot")) draw();
+      });
+    });
+    for (const id of EXPORTABLE) observer.observe($(id));
+    window.addEventListener("hashchange", () => restore(location.hash, () => {}));
+  }
+
+  buildSettings();
+  buildPresetPicker();
+  buildPresetTable();
+  buildOverlayControl();
+  $("version-note").textContent = `Built by toyrl ${DATA.version}.`;
+  $("play").setAttribute("aria-label", "play: train live");
+  wire();
+  toyrl.exportChart = exportChart;
+  toyrl.ui = { state, get run() { return run; }, get spec() { return runSpecUsed; } };
+  updateWeights();
+  updateDifficulty();
+  restore(location.hash, () => { document.body.dataset.ready = "1"; });
+})();
