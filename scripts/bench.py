@@ -1,6 +1,7 @@
 """Benchmark: toyrl's closed-form simulator against a token-level baseline, and the targets.
 
     python scripts/bench.py [--repeats 5] [--skip-baseline] [--out results/bench.txt]
+    python scripts/bench.py --startup-only [--repeats 9]
 
 Every figure is a median over `--repeats` runs on this machine, measured in this process (the
 baseline and its ratio in the same run). The token-level baseline, written here, computes the same
@@ -8,6 +9,14 @@ model and the same update the way trainers do: per-token log-probabilities, rati
 objective and gradients in padded [responses, cap + 1] arrays with masks, one run at a time. It
 draws the same noise as the simulator, and the script checks that both end at the same parameters
 before it reports the ratio.
+
+Start-up is measured against processes that do the least the command could: `toyrl --help`
+against `python -c "import numpy"`, and `toyrl run --variant all --seeds 6` (writing its CSV and
+sidecar afresh each time) against a process that imports only numpy and toyrl's core and calls
+`toyrl.train.simulate` on the same 24 runs, writing nothing. The two of a pair take turns, after
+one untimed run of each. Every process the script times runs with its bytecode cached, as after
+`pip install` (which compiles it): here in a temporary folder (PYTHONPYCACHEPREFIX), even where
+PYTHONDONTWRITEBYTECODE is set.
 """
 
 from __future__ import annotations
@@ -115,10 +124,80 @@ def token_level_run(config: Config, variant: Variant, seed: int) -> np.ndarray:
     return theta[0]
 
 
-def wall(command: list[str], repeats: int, cwd: str) -> float:
-    def task() -> None:
-        subprocess.run(command, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# The least a process can do to compute the article set: numpy and toyrl's core, no CSV.
+BARE_ARTICLE_SET = """
+import sys
+from toyrl.config import Config
+from toyrl.train import simulate
+from toyrl.variants import article_variants
 
+simulate(Config(), [(variant, seed) for variant in article_variants() for seed in range(6)])
+assert not {"pandas", "scipy", "matplotlib", "joblib", "typer"} & set(sys.modules), "not bare"
+"""
+
+
+def side_by_side(
+    baseline: list[str], command: list[str], repeats: int, cwd: str, env: dict[str, str], before: Any = None
+) -> tuple[float, float]:
+    """Median wall times of `baseline` and `command`, each a fresh process, taking turns (so that
+    the machine's load falls on both alike), after one untimed run of each; `before()` runs before
+    each run of `command` (untimed)."""
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for turn in range(repeats + 1):
+        for which, argv in enumerate((baseline, command)):
+            if which == 1 and before is not None:
+                before()
+            start = time.perf_counter()
+            subprocess.run(
+                argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            if turn:  # the first turn compiles and caches the bytecode
+                times[which].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def installed(folder: str) -> dict[str, str]:
+    """The environment of the timed processes: bytecode cached in `folder`, as after `pip install`
+    (which compiles it), even where PYTHONDONTWRITEBYTECODE is set."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return env | {"PYTHONPYCACHEPREFIX": str(Path(folder) / "bytecode")}
+
+
+def startup_rows(toyrl: list[str], repeats: int, env: dict[str, str]) -> list[tuple[str, str, str]]:
+    """`toyrl --help` and `toyrl run --variant all --seeds 6` beside the bare processes."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        numpy_only, help_text = side_by_side(
+            [sys.executable, "-c", "import numpy"], [*toyrl, "--help"], repeats, folder, env
+        )
+        rows.append(('python -c "import numpy", wall', f"{numpy_only:.3f} s", ""))
+        rows.append(("toyrl --help, wall", f"{help_text:.3f} s", ""))
+        rows.append(("  toyrl --help / import numpy", f"{help_text / numpy_only:.2f}x", "<= 1.5x"))
+        out = Path(folder) / "article.csv"
+
+        def afresh() -> None:
+            out.unlink(missing_ok=True)
+            out.with_suffix(".json").unlink(missing_ok=True)
+
+        run = [*toyrl, "run", "--variant", "all", "--seeds", "6", "-q", "--out", str(out)]
+        bare, fresh = side_by_side(
+            [sys.executable, "-c", BARE_ARTICLE_SET], run, repeats, folder, env, afresh
+        )
+        rows.append(("numpy + toyrl's core, simulate 4 x 6 x 400, wall", f"{bare:.3f} s", ""))
+        rows.append(("toyrl run --variant all --seeds 6, wall", f"{fresh:.3f} s", ""))
+        rows.append(("  toyrl run / the bare process", f"{fresh / bare:.2f}x", "<= 1.5x"))
+        bare, again = side_by_side([sys.executable, "-c", BARE_ARTICLE_SET], run, repeats, folder, env)
+        rows.append(("  again, its results kept: / the bare process", f"{again / bare:.2f}x", ""))
+    return rows
+
+
+def wall(command: list[str], repeats: int, cwd: str, env: dict[str, str]) -> float:
+    def task() -> None:
+        subprocess.run(
+            command, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    task()  # untimed: compiles and caches the bytecode
     return median_time(task, repeats)
 
 
@@ -129,14 +208,14 @@ print(os.wait4(process.pid, 0)[2].ru_maxrss)
 """
 
 
-def child_rss(command: list[str], cwd: str) -> float:
+def child_rss(command: list[str], cwd: str, env: dict[str, str]) -> float:
     """Peak resident memory of one process running `command`, in MB.
 
     Linux carries a process's high-water mark across exec, so a child forked from this (large)
     process would report this process's memory: a small launcher process starts it instead.
     """
     result = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, *command], cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-c", LAUNCHER, *command], cwd=cwd, env=env, capture_output=True, text=True
     )
     return int(result.stdout.split()[-1]) / 1e3  # kilobytes on Linux
 
@@ -148,7 +227,12 @@ def main() -> None:
         "--skip-baseline", action="store_true", help="skip the token-level baseline (three runs of ~30 s)"
     )
     parser.add_argument("--out", type=Path, help="also write the table to this file (the README quotes it)")
+    parser.add_argument(
+        "--startup-only", action="store_true", help="measure start-up only (toyrl --help, toyrl run)"
+    )
     args = parser.parse_args()
+    if args.startup_only and args.out is not None:
+        parser.error("--out writes the whole table: not with --startup-only")
     repeats = args.repeats
     config = Config()
     rows: list[tuple[str, str, str]] = []
@@ -157,6 +241,12 @@ def main() -> None:
         f"numpy {np.__version__}"
     )
     print(machine, flush=True)
+    toyrl = [shutil.which("toyrl") or sys.executable, *([] if shutil.which("toyrl") else ["-m", "toyrl.cli"])]
+    bytecode = tempfile.TemporaryDirectory()
+    env = installed(bytecode.name)
+    if args.startup_only:
+        print_table(startup_rows(toyrl, repeats, env))
+        return
 
     simulate(config.replace(steps=20), ARTICLE)  # warm caches and imports
     article = median_time(lambda: simulate(config, ARTICLE), repeats)
@@ -207,29 +297,31 @@ def main() -> None:
         rows.append(("simulator speed-up over the baseline", f"{baseline / simulator:.0f}x", ">= 100x"))
 
     with tempfile.TemporaryDirectory() as folder:
-        toyrl = [
-            shutil.which("toyrl") or sys.executable,
-            *([] if shutil.which("toyrl") else ["-m", "toyrl.cli"]),
-        ]
         run_command = [*toyrl, "run", "--variant", "dr_grpo", "--seeds", "6", "-q"]
-        run = wall(run_command, repeats, folder)
+        run = wall(run_command, repeats, folder, env)
         rows.append(("toyrl run --variant dr_grpo --seeds 6, wall", f"{run:.2f} s", "<= 1.5 s"))
         rows.append(
             (
                 "  peak resident memory of that process",
-                f"{child_rss(run_command, folder):.0f} MB",
+                f"{child_rss(run_command, folder, env):.0f} MB",
                 "<= 200 MB",
             )
         )
-        reproduce = wall([*toyrl, "reproduce", "-q"], max(repeats // 2, 1), folder)
+        reproduce = wall([*toyrl, "reproduce", "-q"], max(repeats // 2, 1), folder, env)
         rows.append(("toyrl reproduce, wall", f"{reproduce:.2f} s", "<= 10 s"))
+    rows += startup_rows(toyrl, max(repeats, 5), env)
 
+    lines = print_table(rows)
+    if args.out is not None:
+        write_atomic(args.out, "\n".join([machine, *lines]) + "\n")
+
+
+def print_table(rows: list[tuple[str, str, str]]) -> list[str]:
     width = max(len(name) for name, _, _ in rows)
     lines = [f"{'measure'.ljust(width)}  {'value':>10}  target"]
     lines += [f"{name.ljust(width)}  {value:>10}  {target}".rstrip() for name, value, target in rows]
     print("\n".join(lines))
-    if args.out is not None:
-        write_atomic(args.out, "\n".join([machine, *lines]) + "\n")
+    return lines
 
 
 if __name__ == "__main__":

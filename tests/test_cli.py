@@ -144,3 +144,35 @@ def test_the_wheel_lists_every_subpackage() -> None:
     listed = set(re.findall(r'"([\w.]+)"', re.search(r"packages = \[(.*?)\]", section).group(1)))
     found = {".".join(init.parent.relative_to(root).parts) for init in (root / "toyrl").rglob("__init__.py")}
     assert found == listed
+
+
+@pytest.mark.parametrize(
+    ("option", "text", "value"),
+    [
+        ("--seeds", " +2 ", 2),
+        ("--seeds", "2.0", 2),
+        ("--steps", "1_0", 10),
+        ("--lr", "5e-2", 0.05),
+        ("--lr", " 0.05", 0.05),
+    ],
+)
+def test_numbers_are_read_as_typer_reads_them(option: str, text: str, value: float, tmp_path: Path) -> None:
+    """Options are read without pydantic (toyrl.cli._PlainValue), with typer's own rules."""
+    out = tmp_path / "r.csv"
+    args = ["run", "--seeds", "1", "--steps", "3", "--prompts", "8", "--batch-prompts", "4", "-q"]
+    code, _, stderr = invoke(*args, "--out", str(out), option, text)
+    assert code == 0, stderr
+    meta = json.loads(out.with_suffix(".json").read_text())
+    recorded = len(meta["seeds"]) if option == "--seeds" else meta["config"][option[2:]]
+    assert recorded == value
+
+
+def test_plot_draws_the_slides_style(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    assert invoke("run", "--variant", "grpo", "--seeds", "2", *TINY, "-q", "--out", str(out))[0] == 0
+    code, stdout, stderr = invoke("plot", str(out), "--style", "slides", "--out", str(tmp_path / "slides"))
+    assert code == 0, stderr
+    drawn = sorted(path.name for path in (tmp_path / "slides").iterdir())
+    assert "final_numbers.md" in drawn and any(name.endswith(".svg") for name in drawn)
+    assert stdout.startswith("wrote ") and str(tmp_path / "slides" / "final_numbers.md") in stdout
+    assert "toyrl plot: " in stderr

@@ -52,6 +52,10 @@ def normalised(path: Path) -> str:
 
 
 README_FRAGMENTS = [
+    "incorrect responses grow to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
+    "tokens of a 1,500-token cap and its accuracy stalls at {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
+    "its incorrect responses end at {s.headline.six.dr_grpo.final.length_incorrect.mean:.0f}",
+    "tokens, and its accuracy at {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
     "Over seeds 0–5 GRPO reaches {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
     "± {s.headline.six.grpo.final.accuracy_pct.se:.1f}",
     "% and length-only {s.headline.six.length_only.final.accuracy_pct.mean:.1f}",

@@ -1,29 +1,53 @@
-"""Figures, `toyrl plot` and `toyrl reproduce`: rendered files, bad results files, committed results."""
+"""Figures, `toyrl plot` and `toyrl reproduce`: rendered files, what a reader needs of them (editable
+SVG text, one look per variant, legends off the data, contrast, slide sizes), bad results files,
+committed results."""
 
 import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib.image
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 import pytest
+from matplotlib.colors import to_hex, to_rgba
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 from typer.testing import CliRunner
 
+from toyrl import plots
+from toyrl.bias import bias_over_training
 from toyrl.cli import app
 from toyrl.config import Config
+from toyrl.examples import difficulty_profiles, token_weight_curves
 from toyrl.experiment import run_experiment
 from toyrl.plots import (
     BIAS_FIGURE_NAME,
     FIGURE_NAMES,
+    HEADLINE_FIGURE_NAME,
+    STYLES,
     TEACHING_FIGURE_NAMES,
     figure_size_pixels,
     render_all,
+    render_bias,
     render_teaching,
 )
 from toyrl.results import final_table_markdown, load_results
-from toyrl.variants import ARTICLE
+from toyrl.variants import ARTICLE, VARIANTS
 
 from .files import assert_equivalent_results
 
 ROOT = Path(__file__).resolve().parent.parent
+SVG = "{http://www.w3.org/2000/svg}"
+SMALL = Config(steps=30)
+# Presets beyond the article's, and a spec whose name is long: what `toyrl plot` meets.
+PRESETS = [name for name in VARIANTS if name not in ARTICLE][:12]
+LONG_SPEC = "advantage=rloo,aggregation=seq_mean_token_sum_norm,num_iterations=2,epsilon=0.1"
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -31,29 +55,313 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def check_figures(folder: Path, variants: int, names: list[str] = FIGURE_NAMES) -> None:
+def check_figures(folder: Path, variants: list[str], names: list[str], style: str = "paper") -> None:
     for name in names:
         png = folder / f"{name}.png"
         height, width, _ = matplotlib.image.imread(png).shape
-        assert (width, height) == figure_size_pixels(name, variants), name
+        assert (width, height) == figure_size_pixels(name, variants, style), name
         svg = (folder / f"{name}.svg").read_text()
         assert svg.startswith("<?xml") and "<svg" in svg and len(svg) > 10_000
 
 
-@pytest.mark.parametrize(("variants", "seeds"), [(list(ARTICLE), [0, 1]), (["dr_grpo"], [3])])
-def test_every_figure_renders_at_its_size(variants: list[str], seeds: list[int], tmp_path: Path) -> None:
-    frame = run_experiment(Config(steps=20), variants, seeds)
-    written = render_all(frame, tmp_path, cap=1500)
-    assert sorted(path.name for path in written) == sorted(
+@pytest.fixture(scope="module")
+def article() -> pd.DataFrame:
+    return run_experiment(SMALL, list(ARTICLE), [0, 1])
+
+
+@pytest.fixture(scope="module")
+def many() -> pd.DataFrame:
+    return run_experiment(Config(steps=10), [*ARTICLE, *PRESETS, LONG_SPEC], [0, 1])
+
+
+@pytest.fixture(scope="module")
+def bias_table(article: pd.DataFrame) -> pd.DataFrame:
+    return bias_over_training(article, SMALL)
+
+
+def every_figure(
+    article: pd.DataFrame, many: pd.DataFrame, bias_table: pd.DataFrame, style: str
+) -> dict[str, Figure]:
+    """Each figure the package draws, for the article's four and for many presets, drawn."""
+    lengths = np.linspace(1, 1500, 300)
+    figures = {
+        HEADLINE_FIGURE_NAME: plots.plot_length_2x2(article, cap=1500, min_length=100, style=style),
+        "length_by_correctness": plots.plot_length_by_correctness(
+            article, cap=1500, min_length=100, style=style
+        ),
+        "accuracy": plots.plot_accuracy(article, style=style),
+        "branch_lengths": plots.plot_branch_lengths(article, cap=1500, style=style),
+        "bias": plots.plot_bias(bias_table, style=style),
+        "token_weights": plots.plot_token_weights(
+            lengths, token_weight_curves(lengths, length_norm=1500.0), 1500.0, style=style
+        ),
+        "difficulty": plots.plot_difficulty(
+            difficulty_profiles([8, 16, 64], np.linspace(0, 1, 101)), style=style
+        ),
+        "many/length_by_correctness": plots.plot_length_by_correctness(many, cap=1500, style=style),
+        "many/accuracy": plots.plot_accuracy(many, style=style),
+        "many/branch_lengths": plots.plot_branch_lengths(many, cap=1500, style=style),
+        "many/sweep": plots.plot_sweep(many, [], style=style),
+    }
+    for fig in figures.values():
+        fig.canvas.draw()
+    return figures
+
+
+@pytest.fixture(scope="module", params=STYLES)
+def drawn(
+    request: pytest.FixtureRequest, article: pd.DataFrame, many: pd.DataFrame, bias_table: pd.DataFrame
+) -> Iterator[tuple[str, dict[str, Figure]]]:
+    figures = every_figure(article, many, bias_table, request.param)
+    yield request.param, figures
+    for fig in figures.values():
+        plt.close(fig)
+
+
+def shown_texts(fig: Figure) -> list[Text]:
+    """Every text drawn: visible, not empty, and (tick labels) at a tick inside the view."""
+    hidden = set()
+    for ax in fig.axes:
+        for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            low, high = min(low, high), max(low, high)
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                if not low - 1e-9 * abs(low) <= tick.get_loc() <= high + 1e-9 * abs(high):
+                    hidden.update({id(tick.label1), id(tick.label2)})
+    return [
+        text
+        for text in fig.findobj(Text)
+        if text.get_visible()
+        and text.get_text().strip()
+        and id(text) not in hidden
+        and all(parent.get_visible() for parent in [text.axes] if parent is not None)
+    ]
+
+
+def look(line: Line2D) -> tuple[str, object, str]:
+    """What tells a line apart: colour, dash pattern (matplotlib's, as drawn) and marker."""
+    return to_hex(line.get_color()), line._unscaled_dash_pattern, str(line.get_marker())  # type: ignore[attr-defined]
+
+
+def labelled_lines(fig: Figure) -> Iterator[tuple[int, Line2D]]:
+    for index, ax in enumerate(fig.axes):
+        for line in ax.lines:
+            if not line.get_label().startswith("_"):
+                yield index, line
+
+
+@pytest.fixture(scope="module")
+def written(
+    tmp_path_factory: pytest.TempPathFactory, article: pd.DataFrame, bias_table: pd.DataFrame
+) -> tuple[Path, list[Path]]:
+    """Every figure file of the article's four, as `toyrl reproduce` writes them."""
+    folder = tmp_path_factory.mktemp("figures")
+    paths = render_all(article, folder, cap=1500, min_length=100)
+    return folder, paths + render_bias(bias_table, folder) + render_teaching(folder)
+
+
+def test_every_figure_renders_at_its_size(written: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    folder, paths = written
+    names = [*FIGURE_NAMES, HEADLINE_FIGURE_NAME, BIAS_FIGURE_NAME, *TEACHING_FIGURE_NAMES]
+    assert sorted(path.name for path in paths) == sorted(f"{n}.{k}" for n in names for k in ("png", "svg"))
+    check_figures(folder, list(ARTICLE), names)
+    # One variant, one seed: no 2 x 2, no bands.
+    frame = run_experiment(Config(steps=20), ["dr_grpo"], [3])
+    assert sorted(path.name for path in render_all(frame, tmp_path, cap=1500)) == sorted(
         f"{n}.{k}" for n in FIGURE_NAMES for k in ("png", "svg")
     )
-    check_figures(tmp_path, len(variants))
+    check_figures(tmp_path, ["dr_grpo"], FIGURE_NAMES)
 
 
-def test_teaching_figures_render_at_their_size(tmp_path: Path) -> None:
-    written = render_teaching(tmp_path)
-    assert len(written) == 2 * len(TEACHING_FIGURE_NAMES)
-    check_figures(tmp_path, 0, TEACHING_FIGURE_NAMES)
+def test_the_slides_are_16_9_and_named_as_on_paper(article: pd.DataFrame, tmp_path: Path) -> None:
+    names = [path.name for path in render_all(article, tmp_path, cap=1500, style="slides")]
+    assert sorted(names) == sorted(
+        f"{n}.{k}" for n in [*FIGURE_NAMES, HEADLINE_FIGURE_NAME] for k in ("png", "svg")
+    )
+    for png in tmp_path.glob("*.png"):
+        height, width, _ = matplotlib.image.imread(png).shape
+        assert (width, height) == (2000, 1125), png.name  # 13.33 x 7.5 in at 150 dpi
+    with pytest.raises(ValueError, match="style must be one of paper, slides"):
+        render_all(article, tmp_path, style="poster")
+
+
+def test_svg_text_is_text_carrying_the_labels(written: tuple[Path, list[Path]]) -> None:
+    """Text as <text> (editable in a slide tool), not glyph outlines; mathtext in reading order."""
+    folder, _ = written
+    expected = {
+        HEADLINE_FIGURE_NAME: ["E[L∣correct]", "E[L∣incorrect]", "cap 1,500", "min_length 100", "Dr. GRPO"],
+        "length_by_correctness": ["std only", "length only", "training step", "length (tokens)"],
+        "accuracy": ["GRPO", "std only", "length only", "Dr. GRPO", "accuracy (%)"],
+        "branch_lengths": [
+            "its stop probability σ(φwrong), from 1/700",
+            "1/1,000",
+            "wrong approach: earns nothing",
+        ],
+        "bias": ["cos(E[", "],∇J)", "],φwrong axis)", "below 0: makes wrong answers longer"],
+        "token_weights": [
+            "per-token weight (×10−3)",
+            "GRPO −0.577 → −0.577 (the same)",
+            "Lnorm = cap = 1,500",
+        ],
+        "difficulty": ["update mass ∑i|Ai| / mass at p=1/2", "G = 8", "exact gradient ∝p(1−p)"],
+    }
+    for name, labels in expected.items():
+        svg = (folder / f"{name}.svg").read_text()
+        assert "DejaVuSans-" not in svg, f"{name}: glyphs drawn as outlines"
+        assert not re.search("[\ue000-\uf8ff]", svg), f"{name}: a private-use glyph no other font has"
+        texts = [
+            " ".join("".join(element.itertext()).replace("\xa0", " ").split())
+            for element in ET.fromstring(svg).iter(f"{SVG}text")
+        ]
+        assert len(texts) > 10, name
+        for label in labels:  # a label wrapped onto lines is a <text> a line
+            assert label in " ".join(texts), (name, label, texts)
+
+
+def test_every_variant_has_its_own_look_the_same_in_every_figure(
+    drawn: tuple[str, dict[str, Figure]],
+) -> None:
+    _, figures = drawn
+    across: dict[str, set[tuple[str, object, str]]] = {}
+    for name, fig in figures.items():
+        for index in range(len(fig.axes)):
+            looks = {line.get_label(): look(line) for i, line in labelled_lines(fig) if i == index}
+            assert len(set(looks.values())) == len(looks), (name, index, looks)
+        if name in ("accuracy", "branch_lengths", "bias") or name.startswith("many/a"):
+            for _, line in labelled_lines(fig):
+                across.setdefault(line.get_label(), set()).add(look(line))
+    assert len(across) == len(ARTICLE) + len(PRESETS) + 1
+    assert all(len(looks) == 1 for looks in across.values()), across
+    assert len({next(iter(looks)) for looks in across.values()}) == len(across)
+    # The article's two switches: dashed exactly where std scaling is off, circles on 1/|o_i|.
+    grpo, std, length, dr = (next(iter(across[plots.VARIANT_LABELS[v]])) for v in ARTICLE)
+    assert grpo[1] == std[1] != length[1] == dr[1] and grpo[2] == length[2] != std[2] == dr[2]
+
+
+def test_no_legend_covers_data_and_all_text_is_on_the_figure(drawn: tuple[str, dict[str, Figure]]) -> None:
+    _, figures = drawn
+    for name, fig in figures.items():
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        page = fig.bbox.padded(1)
+        legends = [legend.get_window_extent(renderer) for legend in fig.legends]
+        legends += [ax.get_legend().get_window_extent(renderer) for ax in fig.axes if ax.get_legend()]
+        assert legends, name
+        for ax in fig.axes:
+            if not ax.get_visible():
+                continue
+            for artist in [*ax.lines, *ax.collections]:
+                shown = Bbox.intersection(artist.get_window_extent(renderer), ax.bbox)
+                if shown is None or (shown.width <= 0 and shown.height <= 0):
+                    continue
+                for box in legends:
+                    assert not box.overlaps(shown), (name, artist)
+        for legend in legends:
+            assert page.contains(legend.x0, legend.y0) and page.contains(legend.x1, legend.y1), name
+        for text in shown_texts(fig):
+            box = text.get_window_extent(renderer)
+            assert page.contains(box.x0, box.y0) and page.contains(box.x1, box.y1), (name, text.get_text())
+
+
+def contrast(foreground: tuple[float, ...], background: tuple[float, ...] = (1, 1, 1, 1)) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours (the foreground's alpha blended on the background)."""
+
+    def luminance(rgb: np.ndarray) -> float:
+        linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+        return float(linear @ [0.2126, 0.7152, 0.0722])
+
+    alpha = foreground[3]
+    blended = np.array(foreground[:3]) * alpha + np.array(background[:3]) * (1 - alpha)
+    high, low = sorted((luminance(blended), luminance(np.array(background[:3]))), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_contrast_helper_on_known_pairs() -> None:
+    assert contrast((0, 0, 0, 1)) == pytest.approx(21.0)
+    assert contrast(to_rgba("#767676")) == pytest.approx(4.54, abs=0.01)  # the WCAG AA grey
+    assert contrast(to_rgba(plots.VARIANT_COLOURS["std_only"])) < 4.5  # why text is never in it
+
+
+def test_every_text_has_contrast_on_a_white_figure(drawn: tuple[str, dict[str, Figure]]) -> None:
+    _, figures = drawn
+    for name, fig in figures.items():
+        assert to_hex(fig.get_facecolor()) == "#ffffff"
+        assert all(to_hex(ax.get_facecolor()) == "#ffffff" for ax in fig.axes)
+        for text in shown_texts(fig):
+            rgba = to_rgba(text.get_color(), text.get_alpha())
+            assert contrast(rgba) >= 4.5, (name, text.get_text(), text.get_color())
+
+
+def test_slides_are_16_9_with_large_type(drawn: tuple[str, dict[str, Figure]]) -> None:
+    style, figures = drawn
+    for name, fig in figures.items():
+        sizes = [text.get_fontsize() for text in shown_texts(fig)]
+        if style == "slides":
+            if not name.startswith("many/"):  # a long legend or many panels may make a slide taller
+                assert tuple(fig.get_size_inches()) == pytest.approx((40 / 3, 7.5)), name
+            assert min(sizes) >= 18, name
+        else:
+            assert fig.get_size_inches()[0] <= 9.0 and min(sizes) >= 8, name
+
+
+def test_the_2x2_puts_each_variant_where_its_switches_are(article: pd.DataFrame) -> None:
+    fig = plots.plot_length_2x2(article, cap=1500, min_length=100)
+    means = article.groupby(["variant", "step"])[["length_correct", "length_incorrect"]].mean()
+    # Rows: std scaling on, off; columns: per-response mean 1/|o_i|, constant L_norm.
+    for ax, variant in zip(fig.axes, ["grpo", "std_only", "length_only", "dr_grpo"], strict=True):
+        assert ax.get_title().endswith(plots.VARIANT_LABELS[variant])
+        drawn = {
+            line.get_label(): line.get_ydata() for line in ax.lines if not line.get_label().startswith("_")
+        }
+        assert np.array_equal(drawn["$E[L \\mid \\mathrm{correct}]$"], means.loc[variant, "length_correct"])
+        assert np.array_equal(
+            drawn["$E[L \\mid \\mathrm{incorrect}]$"], means.loc[variant, "length_incorrect"]
+        )
+        levels = {float(line.get_ydata()[0]) for line in ax.lines if line.get_label().startswith("_")}
+        assert {1500.0, 100.0} <= levels  # the cap and min_length
+    assert "with std" in fig.axes[0].get_ylabel() and "without std" in fig.axes[2].get_ylabel()
+    assert "|o_i|" in fig.axes[0].get_title() and "L_{\\mathrm{norm}}" in fig.axes[1].get_title()
+    assert fig.axes[0].get_shared_y_axes().joined(fig.axes[0], fig.axes[3])
+    plt.close(fig)
+
+
+def test_the_bias_figure_plots_a_cosine_named_as_one(bias_table: pd.DataFrame) -> None:
+    """E[g]'s component along phi_wrong is drawn as the signed cosine it is, not as a share."""
+    fig = plots.plot_bias(bias_table)
+    right = fig.axes[2]
+    assert "cos" in right.get_ylabel() and "share" not in right.get_ylabel()
+    grpo = next(line for line in right.lines if line.get_label() == "GRPO")
+    expected = bias_table[bias_table["variant"] == "grpo"].groupby("step")["phi_wrong_cosine"].mean()
+    assert np.array_equal(grpo.get_ydata(), expected.to_numpy()) and (expected < 0).all()
+    assert right.get_ylim()[0] < -0.99  # negative values are in view
+    plt.close(fig)
+
+
+def test_token_weights_use_the_cap_and_show_the_total_push() -> None:
+    lengths = np.linspace(1, 1500, 300)
+    curves = token_weight_curves(lengths, length_norm=1500.0)
+    fig = plots.plot_token_weights(lengths, curves, 1500.0)
+    weights, pushes = fig.axes
+    assert (
+        weights.get_xscale() == pushes.get_xscale() == weights.get_yscale() == pushes.get_yscale() == "linear"
+    )
+    line = {line.get_label(): line for line in pushes.lines}
+    np.testing.assert_allclose(line["GRPO, wrong (pushed down)"].get_ydata(), -np.sqrt(3) / 3, rtol=1e-12)
+    np.testing.assert_allclose(line["Dr. GRPO, wrong (pushed down)"].get_ydata(), -0.25 * lengths / 1500)
+    notes = " ".join(text.get_text() for ax in fig.axes for text in ax.texts)
+    assert "GRPO +0.00866" in notes and "Dr. GRPO +0.00050" in notes  # 1.732 / 200 and 0.75 / 1500
+    assert "GRPO −0.577 → −0.577" in notes and "Dr. GRPO −0.033 → −0.133 (4×)" in notes
+    plt.close(fig)
+
+
+def test_labels_are_short_and_looks_distinct_for_any_number_of_variants() -> None:
+    label = plots.variant_label(LONG_SPEC)
+    assert "advantage=" not in label and "rloo" in label and "epsilon=0.1" in label
+    assert max(len(line) for line in label.split("\n")) <= plots.THEMES["paper"].wrap
+    assert plots.variant_label(LONG_SPEC, "slides").count("\n") >= label.count("\n")
+    names = [*ARTICLE, *(f"variant_{i}" for i in range(220))]
+    looks = plots.variant_looks(names)
+    assert len(set(looks.values())) == len(names)
+    assert [looks[v].colour for v in ARTICLE] == [plots.VARIANT_COLOURS[v] for v in ARTICLE]
+    assert len(plots.variant_looks([f"v{i}" for i in range(500)])) == 500  # past 224 they repeat
 
 
 def test_plot_command_on_a_run_with_one_variant_and_one_seed(tmp_path: Path) -> None:
@@ -63,7 +371,7 @@ def test_plot_command_on_a_run_with_one_variant_and_one_seed(tmp_path: Path) -> 
     )
     code, stdout, _ = invoke("plot", str(csv), "--out", str(tmp_path / "figs"))
     assert code == 0 and "final_numbers.md" in stdout
-    check_figures(tmp_path / "figs", 1, [*FIGURE_NAMES, BIAS_FIGURE_NAME])
+    check_figures(tmp_path / "figs", ["length_only"], [*FIGURE_NAMES, BIAS_FIGURE_NAME])
     table = (tmp_path / "figs" / "final_numbers.md").read_text()
     assert "`length_only` | 1 |" in table and "article" not in table  # not the article's settings
 
@@ -113,8 +421,10 @@ def test_reproduce_writes_every_figure_and_the_committed_final_numbers(
     committed = json.loads((ROOT / "results" / "article.json").read_text())
     machine = ("csv_sha256", "python", "numpy", "matplotlib")  # what another machine may change
     assert fresh == committed | {key: fresh[key] for key in machine}
-    check_figures(tmp_path / "figures", len(ARTICLE))
-    check_figures(tmp_path / "figures", 0, [*TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME])
+    check_figures(
+        tmp_path / "figures", list(ARTICLE), [*FIGURE_NAMES, HEADLINE_FIGURE_NAME, BIAS_FIGURE_NAME]
+    )
+    check_figures(tmp_path / "figures", [], TEACHING_FIGURE_NAMES)
     assert "Content-Security-Policy" in (tmp_path / "figures" / "explorer.html").read_text()
     assert (tmp_path / "figures" / "final_numbers.md").read_text() == (
         ROOT / "figures" / "final_numbers.md"
@@ -126,7 +436,7 @@ def test_committed_results_were_made_by_the_current_defaults() -> None:
     meta = json.loads((ROOT / "results" / "article.json").read_text())
     assert Config.from_dict(meta["config"]) == Config()
     assert meta["seeds"] == list(range(6)) and list(meta["variants"]) == list(ARTICLE)
-    for name in [*FIGURE_NAMES, *TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME]:
+    for name in [*FIGURE_NAMES, HEADLINE_FIGURE_NAME, *TEACHING_FIGURE_NAMES, BIAS_FIGURE_NAME]:
         assert (ROOT / "figures" / f"{name}.png").stat().st_size > 10_000
         assert (ROOT / "figures" / f"{name}.svg").stat().st_size > 10_000
 

@@ -1,45 +1,64 @@
-"""The `toyrl` command. Every error a user can fix is one line on stderr and exit status 2."""
+"""The `toyrl` command. Every error a user can fix is one line on stderr and exit status 2.
+
+Start-up is kept short: this module imports only the standard library, typer and
+`toyrl.config`, so `toyrl --help` loads neither numpy nor pandas; each command imports what it
+uses when it runs (`toyrl run` never imports pandas, scipy, matplotlib or joblib on one worker).
+Help is plain text (typer's rich markup is off: it would read `[g]` and `[dask]` as markup).
+
+Output for people fits the terminal: tables and notes wrap to `COLUMNS` (or the terminal's width,
+at least 80), and are left whole when written to a file or a pipe. Progress of the long steps goes
+to stderr (`--quiet` silences it), results to stdout.
+"""
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
+import re
 import signal
 import sys
+import textwrap
+import threading
 import time
+import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-import numpy as np
-import pandas as pd
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from toyrl import __version__
 from toyrl.config import Config, ConfigError, InvalidInput, field_help
-from toyrl.experiment import check_experiment, estimated_cost, run_experiment
-from toyrl.results import (
-    RELATIVE_TOLERANCE,
-    check_output_path,
-    check_overwrite,
-    check_writable,
-    claim,
-    final_summary,
-    final_table_markdown,
-    format_summary,
-    format_table,
-    load_results,
-    metadata,
-    save_results,
-    sidecar_path,
-    write_atomic,
-)
-from toyrl.variants import article_variants, parse_variants, saved_variant
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from toyrl.experiment import Columns
 
 
-class _OneLineErrors(TyperGroup):
+class _PlainOptions:
+    """A command (or the group) whose options of plain types, --help included, are read without
+    pydantic (`_PlainValue`)."""
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _PlainValue.install(param)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            _PlainValue.install(option)
+        return option
+
+
+class _OneLineErrors(_PlainOptions, TyperGroup):
     """Usage errors as `toyrl: error: ...` on one line (exit 2), not a usage box or a traceback."""
 
     def main(self, args: Any = None, prog_name: Any = None, *_: Any, **extra: Any) -> Any:
@@ -79,6 +98,121 @@ class _OneLineErrors(TyperGroup):
         return status
 
 
+class _Command(_PlainOptions, TyperCommand):
+    """A command whose --help lists its own options first, then the configuration's."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                name = param.metavar or (param.name or "").upper()
+                sections.setdefault("Arguments", []).append((name, record[1]))
+            else:
+                panel = getattr(param, "rich_help_panel", None) or "Options"
+                sections.setdefault(panel, []).append(record)
+        for title in sorted(sections, key=lambda name: name == CONFIGURATION):
+            with formatter.section(title):
+                _definitions(formatter, sections[title])
+
+
+CONFIGURATION = "Configuration (toyrl.config.Config; defaults: the article's toy run)"
+
+
+def _definitions(formatter: Any, rows: list[tuple[str, str]], widest: int = 30) -> None:
+    """click's definition list (option, help), without splitting words at hyphens or in the middle:
+    --no-count-approach-token and std-scaled stay whole."""
+    first = min(max(len(name) for name, _ in rows), widest) + 2
+    indent = " " * formatter.current_indent
+    text_width = max(formatter.width - first - 2 - formatter.current_indent, 20)
+    for name, text in rows:
+        lines = textwrap.wrap(text, text_width, break_long_words=False, break_on_hyphens=False) or [""]
+        if len(name) + 2 <= first:
+            formatter.write(f"{indent}{name.ljust(first)}{lines[0]}\n")
+        else:
+            formatter.write(f"{indent}{name}\n{indent}{' ' * first}{lines[0]}\n")
+        for line in lines[1:]:
+            formatter.write(f"{indent}{' ' * first}{line}\n")
+
+
+class _PlainValue:
+    """Reads an option's text as an int, a float, a str or a Path (or a list of them), as typer
+    does, but without building pydantic validators: importing pydantic and building one per option
+    would take a sizeable part of a short command's time.
+
+    Installed in place of typer's lazily built coercion (`_runtime_param`) only for options whose
+    type is one of those (or a flag) and which have no parser, choices, range or file type;
+    anything else, or a typer whose internals differ, keeps typer's own. Integers are read as
+    pydantic reads them ("6", " +6 ", "1_000", "6.0"; not "6.5" or "1e6"), floats as Python does
+    (inf and nan included: the configuration's checks refuse them).
+    """
+
+    KINDS: ClassVar[dict[Any, str]] = {
+        int: "an integer",
+        float: "a number",
+        str: "text",
+        Path: "a path",
+        bool: "true or false",
+    }
+    INTEGER = re.compile(r"\s*([+-]?[0-9]+(?:_[0-9]+)*)(?:\.0*)?\s*")
+
+    def __init__(self, kind: Any) -> None:
+        self.kind = kind
+
+    @classmethod
+    def install(cls, param: Any) -> None:
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is None or getattr(param, "_runtime_param", False) is not None:
+            return
+        info = descriptor.parameter_info
+        annotation = descriptor.annotation
+        element = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else annotation
+        plain = (
+            element in cls.KINDS
+            and descriptor.file_annotation is None
+            and getattr(info, "parser", None) is None
+            and getattr(info, "click_type", None) is None
+            and getattr(info, "min", None) is None
+            and getattr(info, "max", None) is None
+            and descriptor.choices is None
+        )
+        if plain:
+            param._runtime_param = cls(element)
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        many = param.multiple or param.nargs == -1
+        if value is None:
+            return () if many else None
+        if many:
+            if isinstance(value, str):
+                raise typer.BadParameter("Value must be an iterable.", ctx=ctx, param=param)
+            return [self.one(item, param, ctx) for item in value]
+        return self.one(value, param, ctx)
+
+    def one(self, value: Any, param: Any, ctx: Any) -> Any:
+        kind = self.kind
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+        text = str(value)
+        if kind is bool:
+            pass  # a flag's value is True or False already
+        elif kind is int:
+            match = self.INTEGER.fullmatch(text)
+            if match:
+                return int(match.group(1))
+        elif kind is float:
+            try:
+                if text.isascii():
+                    return float(text)
+            except ValueError:
+                pass
+        else:
+            return kind(text)
+        raise typer.BadParameter(f"{text!r} is not {self.KINDS[kind]}.", ctx=ctx, param=param)
+
+
 def _system_message(error: OSError) -> str:
     """An operating-system error as 'path: reason', the way the shell says it."""
     reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
@@ -108,13 +242,306 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Exact toy simulation of GRPO's length bias and its removal by Dr. GRPO.",
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"toyrl {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _toyrl() -> None:
+def _toyrl(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print toyrl's version and exit."
+        ),
+    ] = False,
+) -> None:
     """Exact toy simulation of GRPO's length bias and its removal by Dr. GRPO."""
+
+
+def run_experiment(*args: Any, **kwargs: Any) -> Any:
+    """`toyrl.experiment.run_experiment`, imported when a command first trains (numpy and the core
+    are not needed for --help)."""
+    from toyrl.experiment import run_experiment as run
+
+    return run(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Output that fits the terminal
+
+
+MIN_WIDTH = 80
+
+
+def output_width() -> int | None:
+    """Columns that lines for people must fit in: COLUMNS when set, else the terminal's when stdout
+    is one (never fewer than MIN_WIDTH); None when stdout is a file or a pipe, which get whole lines."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit():
+        return max(MIN_WIDTH, int(columns))
+    try:
+        if not sys.stdout.isatty():
+            return None
+        return max(MIN_WIDTH, os.get_terminal_size(sys.stdout.fileno()).columns)
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def wrap(text: str, width: int | None, indent: str = "", hanging: str | None = None) -> str:
+    """`text` filled to `width` (None: one line), its first line indented by `indent`, the others by
+    `hanging` (default: `indent`). Words are never split, nor "x = y" and "Dr. GRPO" parted, so a single word
+    longer than the width (a path) stays whole."""
+    if width is None or len(indent) + len(text) <= width:
+        return indent + text
+    filled = textwrap.fill(
+        text.replace(" = ", "\0=\0").replace("Dr. GRPO", "Dr.\0GRPO"),  # "G = 8" stays on one line
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent if hanging is None else hanging,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return filled.replace("\0", " ")
+
+
+def wrap_list(text: str, width: int | None, indent: str, hanging: str, separator: str = ",") -> str:
+    """A list without spaces (a spec, key=value,...) broken after its separators to fit `width`."""
+    if width is None or len(indent) + len(text) <= width:
+        return indent + text
+    pieces = re.findall(rf"[^{separator}]+{separator}?", text)
+    lines, line = [], indent
+    for piece in pieces:
+        if line.strip() and len(line) + len(piece) > width:
+            lines.append(line)
+            line = hanging
+        line += piece
+    return "\n".join([*lines, line])
+
+
+def number(value: object) -> str:
+    """A table cell: floats to 6 significant digits, and 0 for anything within 1e-15 of zero (the
+    rounding residue of an exact zero, e.g. Dr. GRPO's E[g] along phi_wrong)."""
+    if isinstance(value, float):
+        return "0" if abs(value) < 1e-15 else f"{value:.6g}"
+    return str(value)
+
+
+def _echo_lines(lines: Sequence[str], width: int | None) -> None:
+    """Lines of a report wrapped to `width`: a '  - item' line hangs under its text, any other under
+    its own indent and four more spaces (the short rows of a table fit as they are)."""
+    for line in lines:
+        bullet = re.match(r" *- ", line)
+        indent = len(line) - len(line.lstrip(" "))
+        hanging = " " * (bullet.end() if bullet else indent + 4)
+        typer.echo(wrap(line, width, hanging=hanging))
+
+
+def _table(
+    rows: Sequence[Sequence[str]], width: int | None, indent: str = "", left_first: bool = True
+) -> str:
+    from toyrl.results import format_table
+
+    return format_table(rows, indent=indent, left_first=left_first, width=width)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Progress of the long steps, on stderr
+
+
+PROGRESS_AFTER = 1.0  # seconds into a step before its first progress line: quicker steps print none
+PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal (the line is redrawn) ...
+PROGRESS_EVERY_LOGGED = 10.0  # ... and written to a file or a pipe (one line each)
+
+
+def duration(seconds: float) -> str:
+    """Seconds as people say them: 0.42 s, 7.3 s, 42 s, 12 min, 1.5 h."""
+    if seconds < 1:
+        return f"{seconds:.2f} s"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class _Phase:
+    """One long step of a command: `done` of `total` `unit` (None: its size is unknown), of which
+    `base` were done before the command started."""
+
+    def __init__(self, what: str, total: float | None, unit: str) -> None:
+        self.what, self.total, self.unit = what, total, unit
+        self.done, self.base = 0.0, 0.0
+        self.started = time.perf_counter()
+        self.last: float | None = None  # when its status was last shown
+        self.shown = False
+
+    def status(self, now: float) -> str:
+        elapsed = now - self.started
+        if self.total is None:
+            return f"{self.what}... {duration(elapsed)} so far"
+        measured = self.done - self.base
+        if self.done >= self.total > 0:  # what remains of the step is not counted in `unit`
+            counted = f"all {self.total:,.0f} {self.unit}" if self.unit else "all"
+            return f"{self.what}: {counted} done, finishing ({duration(elapsed)} so far)"
+        if measured <= 0:
+            return f"{self.what}: estimating... ({duration(elapsed)} so far)"
+        percent = int(100 * self.done / self.total) if self.total else 100
+        left = elapsed / measured * (self.total - self.done)
+        eta = "under 1 s left" if left < 1 else f"about {duration(left)} left"
+        size = f" of {self.total:,.0f} {self.unit}" if self.unit else ""
+        return f"{self.what}: {percent}%{size}, {duration(elapsed)}, {eta}"
+
+
+class Progress:
+    """The long steps of one command, reported on stderr while they run.
+
+    A step (`begin`) prints nothing if it ends within PROGRESS_AFTER seconds; otherwise a status
+    line appears and is refreshed (redrawn in place on a terminal): the share done, the time so
+    far and the time left at the rate measured so far, or "estimating..." until there is a
+    measurement, or only the time so far for a step whose size is unknown. A step that was shown
+    ends with a line saying how long it took; `took` keeps every step's time for the summary.
+    Nothing is printed when `quiet`.
+    """
+
+    def __init__(self, command: str, quiet: bool = False) -> None:
+        self.command, self.quiet = command, quiet
+        self.terminal = not quiet and _is_terminal(sys.stderr)
+        self.took: dict[str, float] = {}
+        self._phase: _Phase | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._drawn = False  # a status line is on the terminal, without its newline
+
+    def __enter__(self) -> Progress:
+        if not self.quiet:
+            self._thread = threading.Thread(target=self._watch, name="toyrl-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if error is None:
+            self.end()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            if self._drawn:  # interrupted mid-step: the error goes on a line of its own
+                self._write("\r\x1b[K", newline=False)
+                self._drawn = False
+
+    def begin(self, what: str, total: float | None = None, unit: str = "") -> None:
+        """Start a step (ending the one before): `total` of `unit` to do, or None if unknown."""
+        self.end()
+        with self._lock:
+            self._phase = _Phase(what, total, unit)
+
+    def update(self, done: float, total: float | None = None, base: float = 0.0) -> None:
+        """`done` of the step's `total` (which may be given here); `base`: done before this command
+        started (a resumed sweep), which does not count towards the measured rate."""
+        phase = self._phase
+        if phase is not None:
+            phase.done, phase.base = done, base
+            if total is not None:
+                phase.total = total
+
+    def end(self) -> None:
+        with self._lock:
+            phase, self._phase = self._phase, None
+            if phase is None:
+                return
+            took = time.perf_counter() - phase.started
+            self.took[phase.what] = self.took.get(phase.what, 0.0) + took
+            if phase.shown:
+                self._show(f"{phase.what}: done in {duration(took)}", final=True)
+
+    def saving(self, out: Path) -> Callable[[str, int, int], None]:
+        """The progress callback of `toyrl.results.save_results` for results written to `out`."""
+
+        def report(stage: str, done: int, total: int) -> None:
+            what = f"{stage} {out.name}"
+            if self._phase is None or self._phase.what != what:
+                self.begin(what, total, "rows")
+            self.update(done, total)
+
+        return report
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._lock:
+                phase, now = self._phase, time.perf_counter()
+                if phase is None or now - phase.started < PROGRESS_AFTER:
+                    continue
+                every = PROGRESS_EVERY if self.terminal else PROGRESS_EVERY_LOGGED
+                if phase.last is None or now - phase.last >= every:
+                    phase.last = now
+                    phase.shown = True
+                    self._show(phase.status(now), final=False)
+
+    def _show(self, text: str, final: bool) -> None:
+        line = f"{self.command}: {text}"
+        if not self.terminal:
+            self._write(line, newline=True)
+        elif len(line) < _terminal_columns(sys.stderr):  # redrawn in place
+            self._write(f"\r{line}\x1b[K", newline=final)
+            self._drawn = not final
+        else:  # a line that would wrap cannot be redrawn: it stays, on a line of its own
+            self._write(f"\r\x1b[K{line}", newline=True)
+            self._drawn = False
+
+    def _write(self, text: str, newline: bool) -> None:
+        try:
+            typer.echo(text, err=True, nl=newline)
+        except (OSError, ValueError):  # stderr closed: progress is not worth failing for
+            pass
+
+
+def _terminal_columns(stream: Any) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return MIN_WIDTH
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _took(progress: Progress, *steps: tuple[str, str]) -> str:
+    """'simulating 0.62 s, writing toyrl-run.csv 0.11 s': the steps that ran, with their times."""
+    return ", ".join(
+        f"{label} {duration(progress.took[key])}" for key, label in steps if key in progress.took
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Options
+
+
+def _shown_default(name: str, value: object) -> str:
+    """A configuration default as people think of it: 1/300, not 0.0033333333333333335; the cap
+    for a length_norm of 0."""
+    if name == "length_norm" and value == 0:
+        return "0 (the cap)"
+    if isinstance(value, bool):
+        return f"--{name.replace('_', '-')}" if value else f"--no-{name.replace('_', '-')}"
+    if isinstance(value, float):
+        if len(repr(value)) > 8 and value > 0 and value == 1 / round(1 / value):
+            return f"1/{round(1 / value)}"
+        return f"{value:g}"
+    return str(value)
 
 
 def with_config_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -126,9 +553,15 @@ def with_config_options(command: Callable[..., None]) -> Callable[..., None]:
     parameters = [p for p in signature.parameters.values() if p.name != "config"]
     annotations = {p.name: p.annotation for p in parameters}
     for spec in fields(Config):
-        annotation = Annotated[  # type: ignore[valid-type]
-            type(spec.default),
-            typer.Option(help=field_help(spec.name), rich_help_panel="Configuration"),
+        kind = type(spec.default)
+        annotation = Annotated[
+            kind,  # type: ignore[valid-type]
+            typer.Option(
+                help=f"{field_help(spec.name)}  [default: {_shown_default(spec.name, spec.default)}]",
+                show_default=False,
+                metavar={int: "INTEGER", float: "NUMBER"}.get(kind),
+                rich_help_panel=CONFIGURATION,
+            ),
         ]
         annotations[spec.name] = annotation
         parameters.append(
@@ -156,17 +589,19 @@ def with_plugins(command: Callable[..., None]) -> Callable[..., None]:
     annotation = Annotated[
         list[Path] | None,
         typer.Option(
+            metavar="PATH",
             help="A plugin: a Python file registering stages, reachable as custom:NAME (repeatable; "
-            "docs/plugins.md)."
+            "docs/plugins.md).",
         ),
     ]
     option = inspect.Parameter("plugin", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
 
     def wrapper(plugin: list[Path] | None = None, **options: Any) -> None:
-        from toyrl.plugins import load_plugin
+        if plugin:
+            from toyrl.plugins import load_plugin
 
-        for path in plugin or []:
-            load_plugin(path)
+            for path in plugin:
+                load_plugin(path)
         command(**options)
 
     wrapper.__name__ = command.__name__
@@ -182,6 +617,9 @@ def with_plugins(command: Callable[..., None]) -> Callable[..., None]:
 
 MAX_SEEDS = 1_000_000
 
+QUIET_HELP = "Print nothing but errors (no progress, no summary)."
+N_JOBS_HELP = "Worker processes (at most the cores and the runs); -1 uses every core."
+
 
 def _check_seeds(seeds: int, seed_start: int) -> None:
     if not 1 <= seeds <= MAX_SEEDS:
@@ -190,18 +628,15 @@ def _check_seeds(seeds: int, seed_start: int) -> None:
         raise ConfigError("seed_start", "must be an integer >= 0 (and below 2**63)", seed_start)
 
 
-def _progress(label: str) -> Callable[[int, int], None]:
-    started = time.perf_counter()
-
-    def report(done: int, total: int) -> None:
-        elapsed = time.perf_counter() - started
-        left = elapsed / done * (total - done)
-        typer.echo(f"{label}: {done}/{total} runs done, {elapsed:.1f} s, ~{left:.1f} s left", err=True)
-
-    return report
+def _workers(workers: int) -> str:
+    return f"{workers} worker{'s' if workers > 1 else ''}"
 
 
-@app.command()
+# ---------------------------------------------------------------------------------------------------
+# Commands
+
+
+@app.command(cls=_Command, short_help="Train variants x seeds; write the results CSV and its .json.")
 @with_plugins
 @with_config_options
 def run(
@@ -209,19 +644,21 @@ def run(
     variant: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME|SPEC",
             help="Variant, repeatable: a name (toyrl variants lists them), all (the article's four, the "
-            "default), or a spec such as advantage=rloo,aggregation=token_mean,num_iterations=2."
+            "default), or a spec of key=value pairs joined by commas, such as "
+            "advantage=rloo,num_iterations=2.",
         ),
     ] = None,
-    seeds: Annotated[int, typer.Option(help="Number of seeds per variant (>= 1).")] = 6,
-    seed_start: Annotated[int, typer.Option(help="First seed (>= 0); seeds are S .. S+N-1.")] = 0,
-    n_jobs: Annotated[
-        int, typer.Option(help="Worker processes (at most the cores and the runs); -1 uses every core.")
-    ] = 1,
-    out: Annotated[Path, typer.Option(help="Results CSV; its configuration goes beside it as .json.")] = Path(
-        "toyrl-run.csv"
-    ),
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    seeds: Annotated[int, typer.Option(metavar="N", help="Number of seeds per variant (>= 1).")] = 6,
+    seed_start: Annotated[
+        int, typer.Option(metavar="S", help="First seed (>= 0); seeds are S .. S+N-1.")
+    ] = 0,
+    n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
+    out: Annotated[
+        Path, typer.Option(metavar="PATH.csv", help="Results CSV; its configuration goes beside it as .json.")
+    ] = Path("toyrl-run.csv"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     mean_field: Annotated[
         bool,
         typer.Option("--mean-field", help="Mean-field runs: Adam driven by the exact expected update."),
@@ -229,9 +666,15 @@ def run(
     exact: Annotated[
         bool, typer.Option("--exact", hidden=True, help="Deprecated name of --mean-field.")
     ] = False,
-    force: Annotated[bool, typer.Option(help="Replace results at --out made with other settings.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace results at --out made with other settings.")
+    ] = False,
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
+    from toyrl.experiment import check_experiment
+    from toyrl.results import check_output_path, check_overwrite, claim, metadata, save_results, table_rows
+    from toyrl.variants import parse_variants
+
     if exact:
         typer.echo(
             "toyrl: warning: --exact is now --mean-field; the old name goes in the next release", err=True
@@ -250,39 +693,67 @@ def run(
     workers = check_experiment(config, variants, seed_list, n_jobs)
     if not quiet:
         _announce_cost("toyrl run", config, variants, seeds, mean_field, workers)
-    with claim(out, "results"):
+    runs = len(variants) * seeds
+    with Progress("toyrl run", quiet) as progress, claim(out, "results"):
         check_overwrite(out, meta, force)
-        frame = run_experiment(
+        progress.begin(f"simulating {runs:,} runs", runs * (config.steps + 1))
+        table = run_experiment(
             config,
             variants,
             seed_list,
             n_jobs=n_jobs,
-            progress=None if quiet else _progress("toyrl run"),
+            progress=progress.update,
             mean_field=mean_field,
+            as_columns=True,
         )
-        frame, kept = save_results(frame, out, meta)
+        progress.end()
+        table, kept = save_results(table, out, meta, progress=progress.saving(out))
     if not quiet:
-        typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
-        typer.echo(format_summary(final_summary(frame)))
-        typer.echo(_saved(out, kept))
+        width = output_width()
+        steps = _took(
+            progress,
+            (f"simulating {runs:,} runs", "simulated in"),
+            (f"comparing with {out.name}", "compared with the saved results in"),
+            (f"writing {out.name}", "written in"),
+        )
+        rows = table_rows(table) if isinstance(table, dict) else len(table)
+        summary = f"toyrl run: {runs:,} runs x {config.steps + 1:,} steps on {_workers(workers)}, "
+        typer.echo(wrap(summary + f"{rows:,} rows: {steps}", width, hanging="    "), err=True)
+        typer.echo(wrap(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:", width))
+        typer.echo(_summary(table, width))
+        typer.echo(wrap(_saved(out, kept), width, hanging="    "))
+
+
+def _summary(table: pd.DataFrame | Columns, width: int | None) -> str:
+    from toyrl.results import format_summary
+
+    return format_summary(table, width=width)
 
 
 def _announce_cost(
     label: str, config: Config, variants: list[Any], seeds: int, mean_field: bool, workers: int
 ) -> None:
     """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise."""
+    from toyrl.experiment import estimated_cost
+
     simulation, writing, table = estimated_cost(config, variants, seeds, mean_field)
     if simulation / workers + writing > 20 or table > 1e9:
         typer.echo(
-            f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
-            f"{simulation / workers:,.0f} s on {workers} worker{'s' if workers > 1 else ''}, "
-            f"{writing:,.0f} s to write the CSV and {table / 1e6:,.0f} MB for the results table",
+            wrap(
+                f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
+                f"{simulation / workers:,.0f} s on {_workers(workers)}, "
+                f"{writing:,.0f} s to write the CSV and {table / 1e6:,.0f} MB for the results table",
+                output_width(),
+                hanging="    ",
+            ),
             err=True,
         )
 
 
 def _saved(out: Path, kept: bool) -> str:
     if kept:
+        from toyrl.results import RELATIVE_TOLERANCE
+
         return (
             f"kept {out} and {out.with_suffix('.json')}: the new numbers agree with them by the "
             f"cross-machine rule (exact metrics within {RELATIVE_TOLERANCE:g} relative; "
@@ -296,6 +767,8 @@ ARTICLE_SEEDS = 6  # article, "Toy run": "6 seeds"
 
 def _folder(path: Path, option: str) -> Path:
     """An output folder, made if missing (its parent must exist); InvalidInput if it cannot be used."""
+    from toyrl.results import check_writable
+
     if path.exists() and not path.is_dir():
         raise InvalidInput(f"{option}: '{path}' is a file, not a folder")
     if not path.exists():
@@ -314,103 +787,188 @@ def _sidecar_config(meta: dict[str, Any] | None) -> Config | None:
         return None
 
 
-def _render(frame: pd.DataFrame, meta: dict[str, Any] | None, folder: Path) -> list[Path]:
+def _render(
+    frame: pd.DataFrame,
+    meta: dict[str, Any] | None,
+    folder: Path,
+    progress: Progress,
+    style: str = "paper",
+) -> list[Path]:
     """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`."""
+    from toyrl.results import final_table_markdown, write_atomic
+
+    progress.begin("rendering the figures")
     from toyrl.plots import render_all  # matplotlib is imported only by commands that draw
 
     config = _sidecar_config(meta)
-    written = render_all(frame, folder, cap=config.cap if config else None)
+    written = render_all(
+        frame,
+        folder,
+        cap=config.cap if config else None,
+        min_length=config.min_length if config else None,
+        style=style,
+    )
     if config is not None and meta is not None:
         from toyrl.bias import bias_over_training
         from toyrl.plots import render_bias
 
+        progress.begin("replaying the runs for the bias figure")
         try:
-            written += render_bias(
-                bias_over_training(frame, config, mean_field=bool(meta.get("mean_field"))), folder
-            )
+            table = bias_over_training(frame, config, mean_field=bool(meta.get("mean_field")))
+            progress.begin("rendering the bias figure")
+            written += render_bias(table, folder, style=style)
         except InvalidInput as error:
             typer.echo(f"toyrl: warning: no bias figure: {error}", err=True)
+    progress.end()
     numbers = folder / "final_numbers.md"
     write_atomic(numbers, final_table_markdown(frame, article=config == Config()))
     return [*written, numbers]
 
 
-@app.command()
+def _listing(label: str, paths: Sequence[Path], width: int | None) -> str:
+    """'label a, b and c' wrapped to `width`, continuation lines indented."""
+    names = [str(path) for path in paths]
+    text = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1] if names else "nothing"
+    return wrap(f"{label} {text}", width, hanging="    ")
+
+
+@app.command(cls=_Command, short_help="The article's toy run: its results, every figure, the page.")
 def reproduce(
-    results_dir: Annotated[Path, typer.Option(help="Folder for article.csv and article.json.")] = Path(
-        "results"
-    ),
-    figures_dir: Annotated[Path, typer.Option(help="Folder for the figures and final_numbers.md.")] = Path(
-        "figures"
-    ),
-    n_jobs: Annotated[
-        int, typer.Option(help="Worker processes (at most the cores and the runs); -1 uses every core.")
-    ] = 1,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    results_dir: Annotated[
+        Path, typer.Option(metavar="FOLDER", help="Folder for article.csv and article.json.")
+    ] = Path("results"),
+    figures_dir: Annotated[
+        Path, typer.Option(metavar="FOLDER", help="Folder for the figures and final_numbers.md.")
+    ] = Path("figures"),
+    n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: Annotated[
-        bool, typer.Option(help="Replace results in --results-dir made with other settings.")
+        bool, typer.Option("--force", help="Replace results in --results-dir made with other settings.")
     ] = False,
 ) -> None:
     """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
+    from toyrl.results import check_output_path, check_overwrite, claim, metadata, save_results
+    from toyrl.variants import article_variants
+
+    started = time.perf_counter()
     config, variants, seeds = Config(), article_variants(), list(range(ARTICLE_SEEDS))
     out = _folder(results_dir, "--results-dir") / "article.csv"
     check_output_path(out, "--results-dir")
     _folder(figures_dir, "--figures-dir")
     meta = metadata(config, variants, seeds, "toyrl reproduce")
-    say = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
-    with claim(out, "results"), claim(figures_dir, "figures in"):
-        check_overwrite(out, meta, force, "--results-dir")
-        say(f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps")
-        frame = run_experiment(
-            config, variants, seeds, n_jobs=n_jobs, progress=None if quiet else _progress("simulate")
-        )
-        # Figures are drawn from the results on disk: when those are kept (equal within the
-        # cross-machine tolerance), the figures are the committed ones to the byte.
-        frame, kept = save_results(frame, out, meta)
-        say("rendering figures")
-        from toyrl.plots import render_teaching
+    runs = len(variants) * len(seeds)
+    with Progress("toyrl reproduce", quiet) as progress:
+        with claim(out, "results"), claim(figures_dir, "figures in"):
+            check_overwrite(out, meta, force, "--results-dir")
+            progress.begin(f"simulating {runs} runs", runs * (config.steps + 1))
+            frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress.update)
+            progress.end()
+            # Figures are drawn from the results on disk: when those are kept (equal within the
+            # cross-machine tolerance), the figures are the committed ones to the byte.
+            frame, kept = save_results(frame, out, meta, progress=progress.saving(out))
+            written = _render(frame, meta, figures_dir, progress)
+            progress.begin("rendering the teaching figures")
+            from toyrl.plots import render_teaching
 
-        written = _render(frame, meta, figures_dir) + render_teaching(figures_dir)
-        explorer = figures_dir / "explorer.html"
-        description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
-        _explorer(frame, config, description, explorer)
-        written.append(explorer)
+            written += render_teaching(figures_dir)
+            progress.begin("writing the explorer page")
+            explorer = figures_dir / "explorer.html"
+            description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
+            _explorer(frame, config, description, explorer)
+            written.append(explorer)
     if not quiet:
-        typer.echo(f"results: {_saved(out, kept)}")
-        typer.echo("figures: " + ", ".join(str(path) for path in written))
-        typer.echo(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:")
-        typer.echo(format_summary(final_summary(frame)))
+        width = output_width()
+        typer.echo(
+            wrap(
+                f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps in "
+                f"{duration(time.perf_counter() - started)}: "
+                + _took(
+                    progress,
+                    (f"simulating {runs} runs", "simulating"),
+                    (f"comparing with {out.name}", "comparing with the saved results"),
+                    (f"writing {out.name}", "writing the results"),
+                    ("rendering the figures", "figures"),
+                    ("replaying the runs for the bias figure", "replaying for the bias figure"),
+                    ("rendering the bias figure", "bias figure"),
+                    ("rendering the teaching figures", "teaching figures"),
+                    ("writing the explorer page", "explorer page"),
+                ),
+                width,
+                hanging="    ",
+            ),
+            err=True,
+        )
+        typer.echo(wrap(f"results: {_saved(out, kept)}", width, hanging="    "))
+        typer.echo(_listing("figures:", written, width))
+        typer.echo(wrap(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:", width))
+        typer.echo(_summary(frame, width))
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Redraw every figure from a results CSV.")
 @with_plugins
 def plot(
-    results: Annotated[Path, typer.Argument(help="A results CSV written by toyrl run or reproduce.")],
-    out: Annotated[Path, typer.Option(help="Folder for the figures (made if missing).")] = Path("figures"),
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    results: Annotated[
+        Path, typer.Argument(metavar="RESULTS.csv", help="A results CSV written by toyrl run or reproduce.")
+    ],
+    out: Annotated[
+        Path, typer.Option(metavar="FOLDER", help="Folder for the figures (made if missing).")
+    ] = Path("figures"),
+    style: Annotated[
+        str,
+        typer.Option(
+            metavar="paper|slides",
+            help="paper: the committed figures; slides: 16:9, large type, for a projector.",
+        ),
+    ] = "paper",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Render every figure from saved results, without re-running anything."""
-    frame, meta = load_results(results)
-    written = _render(frame, meta, _folder(out, "--out"))
+    from toyrl.results import load_results
+
+    styles = ("paper", "slides")
+    if style not in styles:
+        raise InvalidInput(f"--style must be {' or '.join(styles)} (got {style!r})")
+    started = time.perf_counter()
+    with Progress("toyrl plot", quiet) as progress:
+        progress.begin(f"reading {results.name}")
+        frame, meta = load_results(results)
+        written = _render(frame, meta, _folder(out, "--out"), progress, style=style)
     if not quiet:
-        typer.echo("wrote " + ", ".join(str(path) for path in written))
+        width = output_width()
+        steps = _took(
+            progress,
+            ("rendering the figures", "figures"),
+            ("replaying the runs for the bias figure", "replaying for the bias figure"),
+            ("rendering the bias figure", "bias figure"),
+        )
+        took = duration(time.perf_counter() - started)
+        typer.echo(wrap(f"toyrl plot: {len(written)} files in {took} ({steps})", width), err=True)
+        typer.echo(_listing("wrote", written, width))
 
 
 def _explorer(frame: pd.DataFrame, config: Config, description: str, out: Path) -> None:
     from toyrl.explore import build_explorer, run_data
+    from toyrl.results import write_atomic
 
     write_atomic(out, build_explorer(run_data(frame, config.cap, description)))
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Write the HTML page that trains the toy live.")
 def explore(
-    out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("explorer.html"),
+    out: Annotated[Path, typer.Option(metavar="PATH.html", help="The HTML file to write.")] = Path(
+        "explorer.html"
+    ),
     results: Annotated[
         Path | None,
-        typer.Option(help="A results CSV whose mean curves the page can overlay on its own runs (optional)."),
+        typer.Option(
+            metavar="CSV",
+            help="A results CSV whose mean curves the page can overlay on its own runs (optional).",
+        ),
     ] = None,
 ) -> None:
     """Write one self-contained HTML page that trains the toy live: token weights, difficulty bias, runs."""
+    from toyrl.results import load_results, write_atomic
+
     if out.suffix != ".html":
         raise InvalidInput(f"--out must be a path ending in .html (got '{out}')")
     if not out.parent.is_dir():
@@ -426,29 +984,52 @@ def explore(
             f"{results.name}, {frame['variant'].nunique()} variants x {frame['seed'].nunique()} seeds"
         )
         _explorer(frame, config, description, out)
-    typer.echo(f"wrote {out}; open it in a browser (no network needed)")
+    typer.echo(wrap(f"wrote {out}; open it in a browser (no network needed)", output_width()))
 
 
-@app.command()
+BIAS_COLUMNS = [  # (header, key of toyrl.bias.bias_report)
+    ("variant", "variant"),
+    ("cosine", "cosine"),
+    ("norm ratio", "norm_ratio"),
+    ("psi cosine", "psi_cosine"),
+    ("E[g] phi_right", "phi_right"),
+    ("grad J phi_right", "true_phi_right"),
+    ("E[g] phi_wrong", "phi_wrong"),
+    ("phi_wrong cosine", "phi_wrong_cosine"),
+    ("phi_wrong share", "phi_wrong_share"),
+]
+
+
+@app.command(cls=_Command, short_help="Each variant's exact E[g] against the true gradient.")
 @with_plugins
 def bias(
     variant: Annotated[
         list[str] | None,
-        typer.Option(help="Variant, repeatable, or all (default: all, or those in --results)."),
+        typer.Option(
+            metavar="NAME|SPEC", help="Variant, repeatable, or all (default: all, or those in --results)."
+        ),
     ] = None,
     results: Annotated[
         Path | None,
-        typer.Option(help="A results CSV; its runs are replayed to recover the policy at --step."),
+        typer.Option(
+            metavar="CSV", help="A results CSV; its runs are replayed to recover the policy at --step."
+        ),
     ] = None,
     step: Annotated[
-        int | None, typer.Option(help="Step of the runs in --results (default: their last).")
+        int | None, typer.Option(metavar="T", help="Step of the runs in --results (default: their last).")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Without --results: the seed of the initial policy.")] = 0,
+    seed: Annotated[
+        int, typer.Option(metavar="S", help="Without --results: the seed of the initial policy.")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Each variant's exact expected update E[g] against the true gradient of expected accuracy."""
+    import numpy as np
+
     from toyrl.bias import bias_report, replay_states
+    from toyrl.results import load_results, sidecar_path
     from toyrl.train import initial_theta, run_streams
+    from toyrl.variants import parse_variants, saved_variant
 
     rows: list[dict[str, Any]]
     if not 0 <= seed < 2**63:
@@ -462,6 +1043,8 @@ def bias(
         rows = bias_report(np.repeat(theta[None], len(chosen_variants), axis=0), config, chosen_variants)
         where = f"the initial policy of seed {seed} (default settings)"
     else:
+        import pandas as pd
+
         frame, meta = load_results(results)
         saved = _sidecar_config(meta)
         if saved is None:
@@ -491,7 +1074,9 @@ def bias(
             for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
         ]
         mean_field = bool(meta.get("mean_field", False)) if meta else False
-        states = replay_states(config, runs, [chosen], check=frame, mean_field=mean_field)[:, 0]
+        with Progress("toyrl bias", quiet=as_json) as progress:
+            progress.begin(f"replaying {len(runs):,} runs to step {chosen:,}")
+            states = replay_states(config, runs, [chosen], check=frame, mean_field=mean_field)[:, 0]
         per_run = pd.DataFrame(bias_report(states, config, [v for v, _ in runs]))
         means = per_run.groupby("variant", sort=False).mean(numeric_only=True).reset_index()
         rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
@@ -499,101 +1084,123 @@ def bias(
     if as_json:
         typer.echo(json.dumps({"policy": where, "variants": rows}, indent=2))
         return
-    typer.echo(f"E[g] against grad J at {where}:")
-    header = [
-        "variant",
-        "cosine",
-        "norm ratio",
-        "psi cosine",
-        "E[g] phi_right",
-        "grad J phi_right",
-        "E[g] phi_wrong",
-        "phi_wrong cosine",
-        "phi_wrong share",
-    ]
-    keys = [
-        "variant",
-        "cosine",
-        "norm_ratio",
-        "psi_cosine",
-        "phi_right",
-        "true_phi_right",
-        "phi_wrong",
-        "phi_wrong_cosine",
-        "phi_wrong_share",
-    ]
-    typer.echo(format_table([header, *[[_cell(row[key]) for key in keys] for row in rows]]))
+    width = output_width()
+    typer.echo(wrap(f"E[g] against grad J at {where}:", width, hanging="    "))
+    header = [title for title, _ in BIAS_COLUMNS]
+    typer.echo(_table([header, *[[number(row[key]) for _, key in BIAS_COLUMNS] for row in rows]], width))
     typer.echo(
-        "grad J's phi_wrong component is 0: a wrong approach earns nothing at any length. phi_wrong "
-        "cosine: E[g]'s cosine with that axis (negative: lengthens wrong answers); share: its part of "
-        "|E[g]|^2."
+        wrap(
+            "grad J's phi_wrong component is 0: a wrong approach earns nothing at any length. phi_wrong "
+            "cosine: E[g]'s cosine with that axis (negative: lengthens wrong answers); share: its part of "
+            "|E[g]|^2. Values within 1e-15 of zero print as 0.",
+            width,
+        )
     )
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Variants x configuration grid x seeds, resumable.")
 @with_plugins
 @with_config_options
 def sweep(
     config: Config,
     out_dir: Annotated[
-        Path, typer.Option(help="The sweep's folder (made if missing; its parent must exist).")
+        Path,
+        typer.Option(metavar="FOLDER", help="The sweep's folder (made if missing; its parent must exist)."),
     ],
     variant: Annotated[
         list[str] | None,
-        typer.Option(help="Variant axis, repeatable: names, presets or key=value specs (default: the four)."),
+        typer.Option(
+            metavar="NAME|SPEC",
+            help="Variant axis, repeatable: names, presets or key=value specs (default: the four).",
+        ),
     ] = None,
     grid: Annotated[
         list[str] | None,
-        typer.Option(help="A configuration axis KEY=V1,V2,..., repeatable, e.g. group_size=4,8,16,64."),
+        typer.Option(
+            metavar="KEY=V1,V2,...",
+            help="A configuration axis, repeatable, e.g. group_size=4,8,16,64.",
+        ),
     ] = None,
-    seeds: Annotated[int, typer.Option(help="Seeds per grid point (>= 1).")] = 3,
-    seed_start: Annotated[int, typer.Option(help="First seed (>= 0).")] = 0,
+    seeds: Annotated[int, typer.Option(metavar="N", help="Seeds per grid point (>= 1).")] = 3,
+    seed_start: Annotated[int, typer.Option(metavar="S", help="First seed (>= 0).")] = 0,
     n_jobs: Annotated[
-        int, typer.Option(help="Workers (at most the cores and the chunks of runs); -1 uses every core.")
+        int,
+        typer.Option(
+            metavar="J", help="Workers (at most the cores and the chunks of runs); -1 uses every core."
+        ),
     ] = 1,
-    backend: Annotated[str, typer.Option(help="loky (joblib's processes) or dask (toyrl[dask]).")] = "loky",
+    backend: Annotated[
+        str,
+        typer.Option(
+            metavar="loky|dask",
+            help="loky (joblib's processes) or dask (a Dask cluster; pip install toyrl[dask]).",
+        ),
+    ] = "loky",
     scheduler: Annotated[
-        str | None, typer.Option(help="With --backend dask: a scheduler address (default: a local cluster).")
+        str | None,
+        typer.Option(
+            metavar="ADDRESS", help="With --backend dask: a scheduler address (default: a local cluster)."
+        ),
     ] = None,
-    force: Annotated[bool, typer.Option(help="Replace a different sweep already in --out-dir.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a different sweep already in --out-dir.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run every variant x grid point x seed; resumable: run it again to finish a stopped sweep."""
-    from toyrl.sweep import estimate_left, parse_grid, run_sweep
+    from toyrl.sweep import parse_grid, run_sweep
+    from toyrl.variants import parse_variants
 
     chosen = parse_variants(variant or ["all"])
     axes = parse_grid(grid or [], config)
     _check_seeds(seeds, seed_start)  # the worker count, backend and folder are checked by run_sweep
-    started = time.perf_counter()
-    finished = 0
+    width = output_width()
+    counts: dict[str, int] = {}  # runs in the sweep, and done before this command
 
-    def report(done: int, total: int, just_finished: int) -> None:
-        nonlocal finished
-        finished += just_finished
-        left = estimate_left(done, total, time.perf_counter() - started, finished)
-        eta = "?" if left == float("inf") else f"~{left:.0f} s"
-        typer.echo(f"toyrl sweep: {done}/{total} runs done, {total - done} left, {eta} left", err=True)
+    with Progress("toyrl sweep", quiet) as progress:
 
-    table = run_sweep(
-        out_dir,
-        chosen,
-        axes,
-        list(range(seed_start, seed_start + seeds)),
-        config,
-        n_jobs=n_jobs,
-        backend=backend,
-        scheduler=scheduler,
-        force=force,
-        progress=None if quiet else report,
-    )
-    from toyrl.plots import plot_sweep, save_figures
+        def report(done: int, total: int, just_finished: int) -> None:
+            if not counts:  # the first call, before any run: what is done, what is left
+                counts.update(total=total, before=done)
+                if not quiet:
+                    typer.echo(
+                        wrap(f"toyrl sweep: {done:,}/{total:,} runs done, {total - done:,} left", width),
+                        err=True,
+                    )
+                progress.begin("running", total, "runs")
+            progress.update(done, total, base=counts["before"])
 
-    save_figures({"sweep": plot_sweep(table, list(axes))}, out_dir)
+        table = run_sweep(
+            out_dir,
+            chosen,
+            axes,
+            list(range(seed_start, seed_start + seeds)),
+            config,
+            n_jobs=n_jobs,
+            backend=backend,
+            scheduler=scheduler,
+            force=force,
+            progress=report,
+        )
+        progress.begin("rendering the sweep figure")
+        from toyrl.plots import plot_sweep, save_figures
+
+        save_figures({"sweep": plot_sweep(table, list(axes))}, out_dir)
     if not quiet:
-        typer.echo(f"wrote {out_dir / 'results.csv'}, {out_dir / 'final.csv'} and {out_dir / 'sweep.png'}")
+        left = counts.get("total", 0) - counts.get("before", 0)
+        ran = f"ran {left:,} runs in {duration(progress.took['running'])}" if left else "nothing left to run"
+        figure = duration(progress.took["rendering the sweep figure"])
+        typer.echo(wrap(f"toyrl sweep: {ran}; drew the figure in {figure}", width), err=True)
+        typer.echo(
+            _listing("wrote", [out_dir / "results.csv", out_dir / "final.csv", out_dir / "sweep.png"], width)
+        )
 
 
-@app.command()
+def _kind_name(kind: str) -> str:
+    return "aggregation" if kind == "normaliser" else kind
+
+
+@app.command(cls=_Command, short_help="List the named variants and every stage.")
 @with_plugins
 def variants(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -618,24 +1225,34 @@ def variants(
         ]
         typer.echo(json.dumps(rows, indent=2))
         return
+    width = output_width()
     for v in VARIANTS.values():
-        typer.echo(f"{v.name}\n    {v.spec_text()}\n    {v.stands_for or v.summary}")
-    typer.echo("\nstages (* simulated only: no exact expected update):")
+        typer.echo(v.name)
+        typer.echo(wrap_list(v.spec_text(), width, indent="    ", hanging="        "))
+        typer.echo(wrap(v.stands_for or v.summary, width, indent="    "))
+    typer.echo("")
+    typer.echo(wrap("stages (* simulated only: no exact expected update):", width))
     for kind, stages in REGISTRY.items():
         names = [name + ("*" if simulated_only(stage) else "") for name, stage in stages.items()]
-        typer.echo(f"  {'aggregation' if kind == 'normaliser' else kind}: {', '.join(names)}")
+        label = f"  {_kind_name(kind)}: "
+        typer.echo(wrap(label + ", ".join(names), width, hanging=" " * len(label)))
     for plugin in LOADED.values():
-        given = ", ".join(
-            f"{'aggregation' if kind == 'normaliser' else kind}={name}" for kind, name in plugin.stages
-        )
+        given = ", ".join(f"{_kind_name(kind)}={name}" for kind, name in plugin.stages)
         typer.echo(
-            f"  plugin {plugin.path} ({plugin.name} {plugin.version}, sha256 {plugin.sha256[:12]}): {given}"
+            wrap(
+                f"  plugin {plugin.path} ({plugin.name} {plugin.version}, "
+                f"sha256 {plugin.sha256[:12]}): {given}",
+                width,
+                hanging="      ",
+            )
         )
-    typer.echo(f"spell any combination as --variant key=value,... over {', '.join(spec_keys())}")
-    typer.echo("read from: " + "; ".join(SOURCES.values()))
+    typer.echo(wrap(f"spell any combination as --variant key=value,... over {', '.join(spec_keys())}", width))
+    typer.echo("read from:")
+    for source in SOURCES.values():
+        typer.echo(wrap(source, width, indent="  - ", hanging="    "))
 
 
-@app.command()
+@app.command(cls=_Command, short_help="What a trainer's settings do to length, beside Dr. GRPO.")
 @with_config_options
 def check(
     config: Config,
@@ -648,21 +1265,22 @@ def check(
         ),
     ] = None,
     trainer: Annotated[
-        str, typer.Option(help="Whose settings these are: trl, verl, openrlhf or oat.")
+        str, typer.Option(metavar="NAME", help="Whose settings these are: trl, verl, openrlhf or oat.")
     ] = "trl",
     set_: Annotated[
         list[str] | None,
         typer.Option(
-            "--set", help="A setting KEY=VALUE, repeatable; over the file's, e.g. loss_type=dr_grpo."
+            "--set",
+            metavar="KEY=VALUE",
+            help="A setting, repeatable; over the file's, e.g. loss_type=dr_grpo.",
         ),
     ] = None,
     version: Annotated[
-        str | None, typer.Option(help="The trainer's release (default: the newest modelled).")
+        str | None,
+        typer.Option(metavar="RELEASE", help="The trainer's release (default: the newest modelled)."),
     ] = None,
-    seeds: Annotated[int, typer.Option(help="Seeds for each of the two variants (>= 2).")] = 6,
-    n_jobs: Annotated[
-        int, typer.Option(help="Worker processes (at most the cores and the runs); -1 uses every core.")
-    ] = 1,
+    seeds: Annotated[int, typer.Option(metavar="N", help="Seeds for each of the two variants (>= 2).")] = 6,
+    n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress messages.")] = False,
 ) -> None:
@@ -678,26 +1296,22 @@ def check(
     values |= parse_sets(set_ or [])
     resolved = resolve(trainer, version, values, from_file - set(parse_sets(set_ or [])))
     seed_list = list(range(seeds))
-    result = run_check(
-        resolved, config, seed_list, n_jobs, progress=None if quiet or as_json else _progress("toyrl check")
-    )
+    with Progress("toyrl check", quiet or as_json) as progress:
+        progress.begin("simulating")
+        result = run_check(resolved, config, seed_list, n_jobs, progress=progress.update)
     if as_json:
         typer.echo(json.dumps(check_json(result), indent=2))
         return
-    for line in report(result):
-        typer.echo(line)
+    _echo_lines(report(result), output_width())
 
 
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-@app.command()
+@app.command(cls=_Command, short_help="The source documents' worked examples, computed.")
 def examples(
     name: Annotated[
-        str | None, typer.Argument(help="One example: length, difficulty, four or baseline (default all).")
+        str | None,
+        typer.Argument(
+            metavar="NAME", help="One example: length, difficulty, four or baseline (default all)."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -710,13 +1324,17 @@ def examples(
     if as_json:
         typer.echo(json.dumps([example.to_dict() for example in chosen], indent=2))
         return
+    width = output_width()
     for example in chosen:
-        rows = [example.columns, *[[_cell(value) for value in row] for row in example.rows]]
-        typer.echo(f"\n{example.title}\n  ({example.source})\n")
-        typer.echo(format_table(rows, indent="  ", left_first=False))
+        rows = [example.columns, *[[number(value) for value in row] for row in example.rows]]
+        typer.echo("")
+        typer.echo(wrap(example.title, width, hanging="  "))
+        typer.echo(wrap(f"({example.source})", width, indent="  ", hanging="   "))
+        typer.echo("")
+        typer.echo(_table(rows, width, indent="  ", left_first=False))
         typer.echo("")
         for conclusion in example.conclusions:
-            typer.echo(f"  - {conclusion}")
+            typer.echo(wrap(conclusion, width, indent="  - ", hanging="    "))
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import gammaln, xlog1py
 
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, rows_by
@@ -54,7 +53,10 @@ def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
 def binomial_pmf(k: FloatArray, n: int, p: FloatArray) -> FloatArray:
     """P(Binomial(n, p) = k) [..., len(k)] for p [..., 1], in log space (scipy.special only:
     scipy.stats costs 0.4 s to import). log p and log1p(-p) are taken once per p, not once per k
-    (the same bits as scipy's xlogy(k, p) and xlog1py(n - k, -p))."""
+    (the same bits as scipy's xlogy(k, p) and xlog1py(n - k, -p)). scipy is imported here, when
+    first needed: `toyrl variants` and `toyrl examples` import this module without it."""
+    from scipy.special import gammaln, xlog1py
+
     log_choose = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
     with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = -inf, times 0 = NaN: not selected
         successes = np.where(k == 0, 0.0, k * np.log(p))

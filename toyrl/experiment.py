@@ -4,6 +4,10 @@
 over joblib workers; `simulate_runs` turns one chunk's trajectories (`toyrl.train.simulate`, or
 `toyrl.expected.simulate_mean_field`) into a frame of `COLUMNS`, (steps + 1) rows a run. The
 numbers of a run depend on neither the chunking nor the workers (`toyrl.train`).
+
+The table is built as `Columns` (one numpy array per column) and becomes a pandas DataFrame only
+when asked: `toyrl run` writes its CSV from the arrays, so neither pandas nor joblib (needed only
+for several workers) is imported by it.
 """
 
 from __future__ import annotations
@@ -12,10 +16,9 @@ import math
 import os
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
-import pandas as pd
-from joblib import Parallel, delayed, effective_n_jobs, parallel_config
 
 from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
@@ -23,25 +26,54 @@ from toyrl.policy import FloatArray
 from toyrl.train import COLUMNS, Trajectory, check_variant, simulate
 from toyrl.variants import parse_variant
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+Columns = dict[str, np.ndarray]
+"""A results table as arrays: `COLUMNS` in order, one row per run and step (variant-major)."""
+
 RUNS_PER_CHUNK = 256  # runs simulated together as one array, at most ...
 VALUES_PER_CHUNK = 2**16  # ... and so many sampled responses (or exact-sum terms) per step
 MAX_ROWS = 20_000_000  # rows of one results table (about 4 GB in memory): beyond, refuse up front
 MAX_UPDATES = 100_000_000  # optimiser updates of one run (steps x epochs x mini-batches): beyond, refuse
 
 
+def to_columns(trajectory: Trajectory, steps: int) -> Columns:
+    """The tidy table of a trajectory as arrays: one row per run and step, `COLUMNS`."""
+    n_runs = len(trajectory.names)
+    columns: Columns = {
+        "variant": np.repeat(trajectory.names, steps + 1),
+        "seed": np.repeat(trajectory.seeds, steps + 1),
+        "step": np.tile(np.arange(steps + 1), n_runs),
+    }
+    return columns | {name: values.ravel() for name, values in trajectory.columns.items()}
+
+
 def to_frame(trajectory: Trajectory, steps: int) -> pd.DataFrame:
     """The tidy table of a trajectory: one row per run and step, `COLUMNS`."""
-    n_runs = len(trajectory.names)
-    frame = pd.DataFrame(
-        {
-            "variant": np.repeat(trajectory.names, steps + 1),
-            "seed": np.repeat(trajectory.seeds, steps + 1),
-            "step": np.tile(np.arange(steps + 1), n_runs),
-        }
-    )
-    for name, values in trajectory.columns.items():
-        frame[name] = values.ravel()
-    return frame
+    return frame_of(to_columns(trajectory, steps))
+
+
+def frame_of(columns: Columns) -> pd.DataFrame:
+    """A table's arrays as a pandas DataFrame (the variant column becomes pandas' string dtype)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def simulate_columns(
+    config: Config,
+    runs: Sequence[tuple[Variant, int]],
+    mean_field: bool = False,
+    on_step: Callable[[int, FloatArray], None] | None = None,
+) -> Columns:
+    """One chunk of runs, trained together (sampled, or `mean_field`), as the arrays of `COLUMNS`;
+    `on_step` as in `toyrl.train.simulate`."""
+    if mean_field:
+        from toyrl.expected import simulate_mean_field  # (and scipy.special): only for mean-field runs
+
+        return to_columns(simulate_mean_field(config, runs, on_step), config.steps)
+    return to_columns(simulate(config, runs, on_step), config.steps)
 
 
 def simulate_runs(
@@ -52,11 +84,7 @@ def simulate_runs(
 ) -> pd.DataFrame:
     """One chunk of runs, trained together (sampled, or `mean_field`), as a frame of `COLUMNS`;
     `on_step` as in `toyrl.train.simulate`."""
-    if mean_field:
-        from toyrl.expected import simulate_mean_field  # scipy.special: only for mean-field runs
-
-        return to_frame(simulate_mean_field(config, runs, on_step), config.steps)
-    return to_frame(simulate(config, runs, on_step), config.steps)
+    return frame_of(simulate_columns(config, runs, mean_field, on_step))
 
 
 def runs_per_chunk(config: Config, mean_field: bool = False) -> int:
@@ -73,7 +101,7 @@ def estimated_cost(
     """A rough (core-seconds of simulation, seconds to write the CSV, bytes of the results table) of
     running every variant with `seeds` seeds. Per run-step costs measured on a 2-core x86-64
     machine: a sampled update about 5 us plus 0.15 us a response, each later PPO epoch about three
-    updates, a mean-field step 100 us plus 0.1 us per cap token; writing about 32 us a row (floats
+    updates, a mean-field step 100 us plus 0.1 us per cap token; writing about 20 us a row (floats
     formatted to round-trip, in one process); the table's float64 columns twice over (the chunks and
     their join)."""
     run_steps = seeds * (config.steps + 1)
@@ -83,7 +111,7 @@ def estimated_cost(
         update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
         per_run_step = sum(update * (1 + 3 * (v.updates - 1)) for v in variants)
     rows = run_steps * len(variants)
-    return run_steps * per_run_step, 32e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
+    return run_steps * per_run_step, 20e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
 
 
 _watched_parent: int | None = None
@@ -152,7 +180,49 @@ def check_n_jobs(n_jobs: int) -> None:
 def worker_count(n_jobs: int, tasks: int) -> int:
     """Worker processes for `tasks` pieces of work asked to run on `n_jobs` (-1: every core): never
     more than the cores or the tasks, which would only add start-up time and memory."""
-    return max(1, min(effective_n_jobs(n_jobs), os.cpu_count() or 1, tasks))
+    if n_jobs > 0:
+        asked = n_jobs
+    else:  # joblib counts the cores this process may use (affinity, container quotas)
+        from joblib import effective_n_jobs
+
+        asked = effective_n_jobs(n_jobs)
+    return max(1, min(asked, os.cpu_count() or 1, tasks))
+
+
+def Parallel(*args: Any, **kwargs: Any) -> Any:  # joblib's name: the tests count its workers
+    """joblib.Parallel, imported only when runs are spread over several workers."""
+    from joblib import Parallel
+
+    return Parallel(*args, **kwargs)
+
+
+Progress = Callable[[int, int], None]
+"""progress(done, total): run-steps done (a run of `steps` steps has steps + 1) of `total`."""
+
+
+@overload
+def run_experiment(
+    config: Config,
+    variants: Sequence[Variant | str],
+    seeds: Sequence[int],
+    n_jobs: int = 1,
+    progress: Progress | None = None,
+    mean_field: bool = False,
+    as_columns: Literal[False] = False,
+) -> pd.DataFrame: ...
+
+
+@overload
+def run_experiment(
+    config: Config,
+    variants: Sequence[Variant | str],
+    seeds: Sequence[int],
+    n_jobs: int = 1,
+    progress: Progress | None = None,
+    mean_field: bool = False,
+    *,
+    as_columns: Literal[True],
+) -> Columns: ...
 
 
 def run_experiment(
@@ -160,41 +230,74 @@ def run_experiment(
     variants: Sequence[Variant | str],
     seeds: Sequence[int],
     n_jobs: int = 1,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     mean_field: bool = False,
-) -> pd.DataFrame:
+    as_columns: bool = False,
+) -> pd.DataFrame | Columns:
     """Every (variant, seed) pair, variant-major, spread over `n_jobs` joblib workers (-1: all cores;
     never more than the cores or the runs).
 
     The numbers of a run do not depend on `n_jobs` or on the chunking (see the module docstring).
     `mean_field`: the mean-field trajectories (`toyrl.expected.simulate_mean_field`).
-    `progress(done, total)` is called as chunks of runs finish.
+    `progress(done, total)`, in run-steps (runs x (steps + 1)), is called as runs advance: at every
+    step of a chunk trained in this process, and as each chunk of a worker process finishes.
+    `as_columns`: return the table's arrays (`Columns`) instead of a DataFrame.
     """
     resolved = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     workers = check_experiment(config, resolved, seeds, n_jobs)
     runs = [(variant, seed) for variant in resolved for seed in seeds]
     chunks = chunk_runs(runs, runs_per_chunk(config, mean_field), workers)
-    jobs = ([runs[i] for i in chunk] for chunk in chunks)
+    parts: dict[int, Columns] = {}  # by chunk, as they finish
+    done, total = 0, len(runs) * (config.steps + 1)
     if workers == 1:
-        results = (simulate_runs(config, job, mean_field) for job in jobs)
+        for index, chunk in enumerate(chunks):
+            on_step = None if progress is None else _steps_done(progress, done, len(chunk), total)
+            parts[index] = simulate_columns(config, [runs[i] for i in chunk], mean_field, on_step)
+            done += len(chunk) * (config.steps + 1)
+            if progress is not None:
+                progress(done, total)
     else:
+        from joblib import delayed, parallel_config
+
         # Each worker watches its parent from the moment it starts, idle or busy.
         with parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)):
-            results = Parallel(n_jobs=workers, return_as="generator")(
-                delayed(simulate_runs)(config, job, mean_field) for job in jobs
+            finishing = Parallel(n_jobs=workers, return_as="generator_unordered")(
+                delayed(_simulate_chunk)(config, index, [runs[i] for i in chunk], mean_field)
+                for index, chunk in enumerate(chunks)
             )
-    frames, done = [], 0
-    for frame in results:
-        frames.append(frame)
-        done += len(frame) // (config.steps + 1)
-        if progress is not None:
-            progress(done, len(runs))
-    table = pd.concat(frames, ignore_index=True)
+            for index, part in finishing:
+                parts[index] = part
+                done += len(chunks[index]) * (config.steps + 1)
+                if progress is not None:
+                    progress(done, total)
     order = np.concatenate(chunks)
-    if (np.diff(order) < 0).any():  # chunks grouped runs out of order: back to variant-major
-        rows = np.argsort(np.repeat(order, config.steps + 1), kind="stable")
-        table = table.iloc[rows].reset_index(drop=True)
-    return table
+    # Chunks that grouped runs out of order (by schedule) go back to variant-major.
+    rows = (
+        np.argsort(np.repeat(order, config.steps + 1), kind="stable") if (np.diff(order) < 0).any() else None
+    )
+    if not as_columns:  # each chunk a frame (its arrays then freed), then one copy: twice the table
+        import pandas as pd
+
+        frame = pd.concat([frame_of(parts.pop(index)) for index in range(len(chunks))], ignore_index=True)
+        return frame if rows is None else frame.iloc[rows].reset_index(drop=True)
+    table = {name: np.concatenate([parts[index][name] for index in range(len(chunks))]) for name in COLUMNS}
+    return table if rows is None else {name: values[rows] for name, values in table.items()}
+
+
+def _steps_done(progress: Progress, before: int, runs: int, total: int) -> Callable[[int, FloatArray], None]:
+    """An `on_step` that reports a chunk of `runs` runs, after `before` run-steps done, step by step."""
+
+    def on_step(step: int, theta: FloatArray) -> None:
+        progress(before + runs * step, total)
+
+    return on_step
+
+
+def _simulate_chunk(
+    config: Config, index: int, runs: Sequence[tuple[Variant, int]], mean_field: bool
+) -> tuple[int, Columns]:
+    """A worker's chunk of runs, returned with its index (chunks come back as they finish)."""
+    return index, simulate_columns(config, runs, mean_field)
 
 
 def chunk_runs(runs: Sequence[tuple[Variant, int]], per_chunk: int, workers: int) -> list[list[int]]:

@@ -1,19 +1,37 @@
-"""Figures of a results table: lengths by correctness, accuracy, and where the drift happens.
+"""Figures of a results table: lengths by correctness, accuracy, where the drift happens, the bias.
 
 Plot functions take the tidy frame of `toyrl.train` (any subset of variants and seeds), an optional
-`axes`, and return the figure; they compute nothing but means and spreads over seeds. Lines are the
-exact expectations (mean over seeds, band +- 1 sd where there are several seeds); the sampled batch
-values may be drawn faintly behind them. One colour per variant everywhere, from the Okabe-Ito
-palette, which stays distinct under the common colour-vision deficiencies.
+`ax`/`axes`, and a `style` from STYLES ("paper": README and papers, 9 in wide; "slides": 16:9 at
+13.33 x 7.5 in, every text 18 pt or more), and return the figure; they compute nothing but means
+and spreads over seeds. Lines are the exact expectations, mean over seeds, with a band of +- 1 sd
+where there are several seeds.
+
+One look per variant in every figure (`variant_looks`). The article's four keep its two switches
+visible: a colour each (Okabe-Ito, distinct under the common colour-vision deficiencies; the
+explorer page uses the same four), a dashed line without std scaling, circles on the line for
+GRPO's per-response length mean 1/|o_i|. Where two of them coincide (GRPO and length-only,
+std-only and Dr. GRPO) the dashed one is drawn on top and its band hatched, not filled, so neither
+hides the other and no two bands mix into a colour the legend does not show. Any other variant
+takes the next Okabe-Ito colour, then the next line style and marker: no two variants share
+(colour, style, marker). Correct and incorrect answers have colours of their own
+(OUTCOME_COLOURS), never a variant's, and dashes always mean "no std scaling".
+
+Legends sit below the axes, outside them. Text is near-black on white (contrast above 4.5:1),
+wrapped to what it labels; Greek and formulas are matplotlib mathtext. SVG text stays text
+(`svg.fonttype = "none"`), editable in a slide tool, and an SVG renders to the same bytes from the
+same drawing (`save_figures`).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
+import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import matplotlib
 
@@ -24,36 +42,215 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from toyrl.results import write_atomic
 
+STYLES = ("paper", "slides")
+
+DASHED: Any = (0, (4, 2))
 VARIANT_COLOURS = {
     "grpo": "#D55E00",  # vermillion
     "std_only": "#E69F00",  # orange
     "length_only": "#CC79A7",  # reddish purple
     "dr_grpo": "#0072B2",  # blue
 }
-# Variants that share a colour family would hide each other where their curves agree (GRPO and
-# length-only do, as do std-only and Dr. GRPO): the un-scaled ones are dashed, drawn on top.
-VARIANT_STYLES = {"grpo": "-", "std_only": "-", "length_only": (0, (4, 2)), "dr_grpo": (0, (4, 2))}
+# The two switches: dashed = no std scaling (drawn over its solid twin, which it matches where
+# the std term makes no difference); circles = GRPO's per-response length mean 1/|o_i|.
+VARIANT_STYLES = {"grpo": "-", "std_only": "-", "length_only": DASHED, "dr_grpo": DASHED}
+VARIANT_MARKERS = {"grpo": "o", "std_only": None, "length_only": "o", "dr_grpo": None}
 VARIANT_LABELS = {"grpo": "GRPO", "std_only": "std only", "length_only": "length only", "dr_grpo": "Dr. GRPO"}
+# Every other variant, in order: the Okabe-Ito colours the explorer page gives them first (its
+# yellow left out: too light for a line on white), then other line styles, then markers.
+EXTRA_COLOURS = ["#009E73", "#56B4E9", "#000000", "#D55E00", "#E69F00", "#CC79A7", "#0072B2"]
+EXTRA_STYLES: list[Any] = ["-", DASHED, (0, (1, 1.2)), (0, (6, 2, 1, 2))]
+EXTRA_MARKERS = [None, "s", "^", "D", "v", "P", "X", "o"]
+OUTCOME_COLOURS = {"correct": "#009E73", "incorrect": "#000000"}  # bluish green, black
+OUTCOME_MARKERS = {"correct": "o", "incorrect": "s"}
+TEXT = "#1A1A1A"  # every text: 17:1 on white
+MUTED = "#595959"  # reference lines and their labels: 7:1 on white
+
 FIGURE_NAMES = ["length_by_correctness", "accuracy", "branch_lengths"]
+HEADLINE_FIGURE_NAME = "length_2x2"  # also written by render_all when the article's four are there
 TEACHING_FIGURE_NAMES = ["token_weights", "difficulty"]
 BIAS_FIGURE_NAME = "bias"
-GROUP_STYLES = {8: ("o", "-"), 16: ("s", "--"), 64: ("^", ":")}
+GROUP_MARKERS = {8: "o", 16: "s", 64: "^"}  # the article's G = 8 drawn open
 DPI = 150
-WIDTH = 9.0  # inches: 1,350 px at DPI, sharp at README width
+MAX_BANDS = 6  # with more variants in one panel, bands would bury the lines: lines only
+
+
+@dataclass(frozen=True)
+class Theme:
+    """Sizes of a style: figure width (inches), text (points), lines and markers (points)."""
+
+    width: float
+    text: float  # every tick label, axis label, panel title, legend entry and annotation
+    title: float
+    line: float
+    marker: float
+    wrap: int  # characters per line of a variant's label
+
+
+THEMES = {
+    "paper": Theme(width=9.0, text=9.0, title=10.5, line=1.7, marker=3.5, wrap=30),
+    "slides": Theme(width=40 / 3, text=18.0, title=22.0, line=3.0, marker=7.0, wrap=22),
+}
+SLIDE_HEIGHT = 7.5  # inches: 16:9 at 13.33 in wide
 
 plt.rcParams.update(
     {
         "svg.hashsalt": "toyrl",  # stable element ids, so a re-rendered SVG is byte-identical
+        "svg.fonttype": "none",  # text as <text>, not outlines
         "axes.spines.top": False,
         "axes.spines.right": False,
         "axes.grid": True,
         "grid.alpha": 0.3,
-        "font.size": 10,
+        "text.color": TEXT,
+        "axes.labelcolor": TEXT,
+        "axes.titlecolor": TEXT,
+        "xtick.labelcolor": TEXT,
+        "ytick.labelcolor": TEXT,
+        "legend.frameon": False,
     }
 )
+
+
+class Look(NamedTuple):
+    colour: str
+    linestyle: Any
+    marker: str | None
+
+
+ARTICLE_LOOKS = {
+    name: Look(VARIANT_COLOURS[name], VARIANT_STYLES[name], VARIANT_MARKERS[name]) for name in VARIANT_COLOURS
+}
+
+
+def variant_looks(names: Sequence[str]) -> dict[str, Look]:
+    """A (colour, line style, marker) per variant, no two alike: the article's four as fixed, the
+    others in order from EXTRA_COLOURS x EXTRA_STYLES x EXTRA_MARKERS (224 looks; past those,
+    they repeat)."""
+    looks = {name: ARTICLE_LOOKS[name] for name in names if name in ARTICLE_LOOKS}
+    taken = set(looks.values())
+    pool = [
+        look
+        for marker, style, colour in itertools.product(EXTRA_MARKERS, EXTRA_STYLES, EXTRA_COLOURS)
+        if (look := Look(colour, style, marker)) not in taken
+    ]
+    others = [name for name in dict.fromkeys(names) if name not in looks]
+    looks.update({name: pool[i % len(pool)] for i, name in enumerate(others)})
+    return {name: looks[name] for name in dict.fromkeys(names)}
+
+
+def variant_label(name: str, style: str = "paper") -> str:
+    """A variant's name for a legend: the article's in words; a spec `key=value,...` without the
+    keys of its advantage and aggregation; wrapped to the style's width."""
+    if name in VARIANT_LABELS:
+        return VARIANT_LABELS[name]
+    if "=" in name:
+        items = [item.partition("=") for item in name.split(",")]
+        name = ", ".join(v if k in ("advantage", "aggregation") else f"{k}={v}" for k, _, v in items)
+    return _wrap(name, THEMES[style].wrap)
+
+
+def _outcome_label(outcome: str) -> str:
+    return rf"$E[L \mid \mathrm{{{outcome}}}]$"
+
+
+def _check_style(style: str) -> Theme:
+    if style not in THEMES:
+        raise ValueError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
+    return THEMES[style]
+
+
+# --- sizes: a legend below the axes gets the rows its entries need ---------------------------------
+
+# Height in inches of the axes, titles and tick labels without the legend: on paper, and the least
+# a slide keeps for them (a slide is SLIDE_HEIGHT tall unless a long legend needs more).
+_HEIGHTS = {
+    "length_by_correctness": (2.7, 4.6),  # per row of panels
+    HEADLINE_FIGURE_NAME: (6.2, 5.6),
+    "accuracy": (3.9, 5.4),
+    "branch_lengths": (6.4, 5.6),
+    "bias": (3.7, 5.4),
+    "token_weights": (4.0, 5.4),
+    "difficulty": (3.9, 5.4),
+}
+_WIDTHS = {"accuracy": 6.4}  # on paper; the others are the theme's width, every slide 13.33
+_COMMAND, _MARKUP = re.compile(r"\\[a-zA-Z]+"), re.compile(r"[{}_^]")
+
+
+def _visible(text: str) -> int:
+    """Characters `text` shows on one line, about: in a $...$ formula a command is one, the
+    markup none."""
+    parts = text.split("$")
+    return sum(len(_MARKUP.sub("", _COMMAND.sub("x", p)) if i % 2 else p) for i, p in enumerate(parts))
+
+
+def _legend_shape(labels: Sequence[str], theme: Theme, width: float) -> tuple[int, float]:
+    """(columns, height in inches) of a legend of `labels` below a figure `width` inches wide.
+
+    An entry is estimated at 0.62 em a visible character (DejaVu Sans averages about 0.55), 2.6 em
+    of handle and 2.8 em of gaps, so that the columns chosen fit the figure.
+    """
+    if not labels:
+        return 1, 0.0
+    lines = [label.split("\n") for label in labels]
+    entry = theme.text * (2.6 + 2.8 + 0.62 * max(_visible(line) for label in lines for line in label))
+    columns = max(1, min(len(labels), int((width - 0.2) * 72 // entry)))
+    rows = math.ceil(len(labels) / columns)
+    row_lines = sum(max(len(label) for label in lines[r * columns : (r + 1) * columns]) for r in range(rows))
+    return columns, (row_lines * 1.25 * theme.text + rows * 0.5 * theme.text + theme.text) / 72
+
+
+_PUSHES = (("correct", "up"), ("wrong", "down"))
+_DIFFICULTY_LABELS = ["GRPO", "Dr. GRPO", r"exact gradient $\propto p(1-p)$"]
+
+
+def _legend_labels(name: str, variants: Sequence[str], style: str) -> list[str]:
+    """The legend entries of figure `name`, as drawn."""
+    if name in ("length_by_correctness", HEADLINE_FIGURE_NAME):
+        return [_outcome_label(outcome) for outcome in OUTCOME_COLOURS]
+    if name == "token_weights":
+        return [f"{VARIANT_LABELS[m]}, {o} (pushed {d})" for m in ("grpo", "dr_grpo") for o, d in _PUSHES]
+    if name == "difficulty":
+        return [*_DIFFICULTY_LABELS, *(f"G = {group}" for group in GROUP_MARKERS)]
+    return [variant_label(v, style) for v in variants]
+
+
+def figure_size(name: str, variants: Sequence[str] = (), style: str = "paper") -> tuple[float, float]:
+    """(width, height) in inches of figure `name` drawn for `variants` in `style`."""
+    theme = _check_style(style)
+    width = theme.width if style == "slides" else _WIDTHS.get(name, theme.width)
+    paper, slides = _HEIGHTS[name]
+    if name == "length_by_correctness":
+        rows = max(1, math.ceil(len(variants) / 4))
+        paper, slides = paper * rows + 0.6, max(slides, 3.4 * rows) + 0.6
+    _, legend = _legend_shape(_legend_labels(name, variants, style), theme, width)
+    height = max(SLIDE_HEIGHT, slides + legend) if style == "slides" else paper + legend
+    return width, round(height, 2)
+
+
+def figure_size_pixels(name: str, variants: Sequence[str] = (), style: str = "paper") -> tuple[int, int]:
+    """(width, height) in pixels of a rendered PNG, for checks (matplotlib truncates)."""
+    width, height = figure_size(name, variants, style)
+    return int(width * DPI + 1e-8), int(height * DPI + 1e-8)
+
+
+def _new_figure(
+    name: str, variants: Sequence[str], style: str, rows: int = 1, columns: int = 1, **shared: Any
+) -> tuple[Figure, list[Axes]]:
+    fig, grid = plt.subplots(
+        rows,
+        columns,
+        figsize=figure_size(name, variants, style),
+        layout="constrained",
+        squeeze=False,
+        **shared,
+    )
+    return fig, list(grid.ravel())
 
 
 def _figure(ax: Axes) -> Figure:
@@ -61,312 +258,684 @@ def _figure(ax: Axes) -> Figure:
     return cast(Figure, ax.get_figure(root=True))
 
 
+def _wrap(text: str, chars: int) -> str:
+    """`text` in lines of at most `chars` visible characters (a formula's markup takes no room)
+    where it can be: broken at spaces, a longer word after its underscores, never inside a $...$
+    formula."""
+
+    parts = text.split("$")
+    kept = "$".join(
+        part.replace(" ", "\0").replace("_", "\1") if i % 2 else part for i, part in enumerate(parts)
+    )
+    lines = []
+    for line in kept.split("\n"):
+        current = ""
+        for word in line.split(" "):
+            pieces = re.findall(r"[^_]+_?|_", word) if _visible(word) > chars else [word]
+            for index, piece in enumerate(pieces):
+                joined = f"{current} {piece}" if current and index == 0 else current + piece
+                if current and _visible(joined) > chars:
+                    lines.append(current)
+                    current = piece
+                else:
+                    current = joined
+        lines.append(current)
+    return "\n".join(lines).replace("\0", " ").replace("\1", "_")
+
+
+def _fit(text: str, inches: float, points: float) -> str:
+    """`text` wrapped to fit `inches` at `points` (0.58 em a visible character)."""
+    return _wrap(text, max(8, int(inches * 72 / (0.58 * points))))
+
+
+def _finish(fig: Figure, theme: Theme, title: str) -> Figure:
+    """The title, and every label at the style's text size, wrapped to what it labels."""
+    width, height = fig.get_size_inches()
+    fig.suptitle(_fit(title, width - 0.3, theme.title), fontsize=theme.title)
+    for ax in fig.axes:
+        box = ax.get_position()
+        ax.tick_params(labelsize=theme.text)
+        for label, inches in (
+            (ax.title, box.width * width),
+            (ax.xaxis.label, box.width * width),
+            (ax.yaxis.label, box.height * height),
+        ):
+            label.set_text(_fit(label.get_text(), inches, theme.text))
+            label.set_fontsize(theme.text)
+    return fig
+
+
+def _legend(fig: Figure, handles: Sequence[Any], labels: Sequence[str], theme: Theme) -> None:
+    """One legend below the axes (outside them: it covers no data), in as many columns as fit."""
+    columns, _ = _legend_shape(labels, theme, fig.get_figwidth())
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncol=columns,
+        fontsize=theme.text,
+        handlelength=2.6,
+        handler_map={tuple: HandlerTuple(ndivide=1)},
+    )
+
+
+# --- curves ---------------------------------------------------------------------------------------
+
+
 def _variants(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame["variant"]))
 
 
-def _band(ax: Axes, frame: pd.DataFrame, column: str, colour: str, label: str | None, **line: object) -> None:
-    """Mean over seeds against step, with a +-1 sd band when there is more than one seed."""
+def _markevery(points: int, index: int, count: int) -> tuple[int, int]:
+    """Markers about every eighth of a curve, staggered across curves so that twins show both."""
+    every = max(1, points // 8)
+    return (index * every // max(count, 1)) % every, every
+
+
+def _curve(
+    ax: Axes,
+    frame: pd.DataFrame,
+    column: str,
+    look: Look,
+    theme: Theme,
+    label: str,
+    stagger: tuple[int, int] = (0, 1),
+    scale: float = 1.0,
+    band: bool = True,
+    hatched: bool | None = None,
+) -> Any:
+    """Mean over seeds against step, with a +-1 sd band when there are several seeds (and `band`):
+    filled, or hatched (by default under any but a solid line), so that coinciding bands stay
+    apart. Returns the legend handle: the line, or the band and the line."""
     by_step = frame.groupby("step")[column]
-    mean, sd = by_step.mean(), by_step.std()
-    ax.plot(mean.index, mean.to_numpy(), color=colour, label=label, linewidth=1.8, **line)  # type: ignore[arg-type]
-    if frame["seed"].nunique() > 1:
-        ax.fill_between(mean.index, mean - sd, mean + sd, color=colour, alpha=0.18, linewidth=0)
-
-
-def _batch(ax: Axes, frame: pd.DataFrame, column: str, colour: str) -> None:
-    """The sampled batches' own values, mean over seeds, faint, behind the exact line."""
-    values = frame.groupby("step")[column].mean()
-    ax.plot(values.index, values.to_numpy(), color=colour, alpha=0.2, linewidth=0.6)
-
-
-def _cap(frame_cap: int | None, ax: Axes) -> None:
-    if frame_cap is not None:
-        ax.axhline(frame_cap, color="0.4", linewidth=0.8, linestyle=":")
-        ax.annotate(
-            "cap", (0, frame_cap), xytext=(2, -10), textcoords="offset points", fontsize=8, color="0.4"
+    mean, sd = by_step.mean() * scale, by_step.std() * scale
+    steps = mean.index.to_numpy()
+    (line,) = ax.plot(
+        steps,
+        mean.to_numpy(),
+        color=look.colour,
+        linestyle=look.linestyle,
+        marker=look.marker,
+        markevery=_markevery(len(steps), *stagger),
+        markersize=theme.marker,
+        linewidth=theme.line,
+        label=label,
+        zorder=3 if look.linestyle == "-" else 4,
+    )
+    if not band or frame["seed"].nunique() < 2:
+        return line
+    low, high = (mean - sd).to_numpy(), (mean + sd).to_numpy()
+    if not (look.linestyle != "-" if hatched is None else hatched):
+        patch = ax.fill_between(steps, low, high, color=look.colour, alpha=0.16, linewidth=0, zorder=1)
+    else:
+        patch = ax.fill_between(
+            steps, low, high, facecolor="none", edgecolor=look.colour, hatch="////", linewidth=0, alpha=0.5
         )
+    return (patch, line)
+
+
+def _reference_lines(ax: Axes, theme: Theme, cap: int | None, min_length: int | None) -> None:
+    """The cap and min_length as dotted lines, each named at the left, where lengths start low."""
+    for value, name, below in ((cap, "cap", True), (min_length, "min_length", False)):
+        if value is None:
+            continue
+        ax.axhline(value, color=MUTED, linewidth=theme.line * 0.6, linestyle=(0, (1, 2)), zorder=2)
+        ax.annotate(
+            f"{name} {value:,}",
+            (0, value),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, -2 if below else 2),
+            textcoords="offset points",
+            va="top" if below else "bottom",
+            fontsize=theme.text,
+            color=MUTED,
+        )
+
+
+def _length_panel(
+    ax: Axes, runs: pd.DataFrame, theme: Theme, cap: int | None, min_length: int | None
+) -> list[Any]:
+    """E[L | correct] and E[L | incorrect] of one variant's runs, the cap and min_length marked."""
+    handles = []
+    for index, outcome in enumerate(OUTCOME_COLOURS):
+        look = Look(OUTCOME_COLOURS[outcome], "-", OUTCOME_MARKERS[outcome])
+        label = _outcome_label(outcome)
+        handles.append(
+            _curve(ax, runs, f"length_{outcome}", look, theme, label, (index, 2), hatched=index == 1)
+        )
+    _reference_lines(ax, theme, cap, min_length)
+    ax.set_ylim(0, max(cap or 0, float(runs[["length_correct", "length_incorrect"]].max().max())) * 1.05)
+    return handles
+
+
+def plot_length_2x2(
+    frame: pd.DataFrame, cap: int | None = None, min_length: int | None = None, style: str = "paper"
+) -> Figure:
+    """The article's 2 x 2 design, E[L | correct] and E[L | incorrect] against step: rows with and
+    without std scaling, columns GRPO's per-response length mean 1/|o_i| and a constant 1/L_norm
+    (GRPO, std-only; length-only, Dr. GRPO). Shared axes; the cap and min_length marked.
+
+    The article's central picture: in the left column the incorrect curve climbs toward the cap,
+    whatever the std term does; in the right column it stays with the correct one.
+    """
+    theme = _check_style(style)
+    names = ["grpo", "std_only", "length_only", "dr_grpo"]
+    fig, axes = _new_figure(HEADLINE_FIGURE_NAME, names, style, 2, 2, sharex=True, sharey=True)
+    headers = [r"normalised by $|o_i|$ (per-response mean)", r"normalised by a constant $L_{\mathrm{norm}}$"]
+    handles: list[Any] = []
+    for index, (ax, name) in enumerate(zip(axes, names, strict=True)):
+        handles = _length_panel(ax, frame[frame["variant"] == name], theme, cap, min_length)
+        ax.set_title(f"{headers[index]}\n{VARIANT_LABELS[name]}" if index < 2 else VARIANT_LABELS[name])
+    for ax, scaled in ((axes[0], "with"), (axes[2], "without")):
+        ax.set_ylabel(f"{scaled} std scaling\nlength (tokens)")
+    for ax in axes[2:]:
+        ax.set_xlabel("training step")
+    _legend(fig, handles, _legend_labels(HEADLINE_FIGURE_NAME, names, style), theme)
+    return _finish(fig, theme, "Length by correctness: std scaling (rows) × length normalisation (columns)")
 
 
 def plot_length_by_correctness(
-    frame: pd.DataFrame, axes: Sequence[Axes] | None = None, cap: int | None = None
+    frame: pd.DataFrame,
+    axes: Sequence[Axes] | None = None,
+    cap: int | None = None,
+    min_length: int | None = None,
+    style: str = "paper",
 ) -> Figure:
-    """One panel per variant: E[L | correct] (solid) and E[L | incorrect] (dashed) against step.
-
-    The article's central picture: under GRPO and length-only the incorrect curve climbs toward the
-    cap; under Dr. GRPO it does not outgrow the correct one.
-    """
+    """One panel per variant, four to a row: E[L | correct] and E[L | incorrect] against step on
+    shared axes, the cap and min_length marked. `toyrl plot`'s view of any set of variants; the
+    article's four are also drawn as their 2 x 2 design (`plot_length_2x2`)."""
+    theme = _check_style(style)
     variants = _variants(frame)
+    columns = min(len(variants), 4)
     if axes is None:
-        columns = min(len(variants), 4)
         rows = -(-len(variants) // columns)
-        fig, grid = plt.subplots(rows, columns, figsize=(WIDTH, 3.2 * rows), sharey=True, squeeze=False)
-        axes = list(grid.ravel())
-    fig = _figure(axes[0])
-    for ax, variant in zip(axes, variants, strict=False):
-        runs = frame[frame["variant"] == variant]
-        colour = VARIANT_COLOURS.get(variant, "0.2")
-        for column, style, label in [("correct", "-", "correct"), ("incorrect", "--", "incorrect")]:
-            _batch(ax, runs, f"batch_length_{column}", colour)
-            _band(ax, runs, f"length_{column}", colour, label, linestyle=style)
-        _cap(cap, ax)
-        ax.set_title(VARIANT_LABELS.get(variant, variant), color=colour, fontweight="bold")
-        ax.set_xlabel("training step")
-        ax.set_ylim(bottom=0)
-    axes[0].set_ylabel("mean response length (tokens)")
-    axes[0].legend(loc="lower right", frameon=False)
-    fig.suptitle("Response length by correctness (exact expectation; faint: sampled batches)")
-    fig.tight_layout()
-    return fig
-
-
-def plot_accuracy(frame: pd.DataFrame, ax: Axes | None = None) -> Figure:
-    """Exact accuracy P(correct) against step, one line per variant (faint: batch accuracy)."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(WIDTH * 0.6, 3.6))
-    for variant in _variants(frame):
-        runs = frame[frame["variant"] == variant]
-        colour = VARIANT_COLOURS.get(variant, "0.2")
-        _batch(ax, runs.assign(batch_accuracy=runs["batch_accuracy"] * 100), "batch_accuracy", colour)
-        _band(
-            ax,
-            runs.assign(accuracy=runs["accuracy"] * 100),
-            "accuracy",
-            colour,
-            VARIANT_LABELS.get(variant, variant),
+        _, axes = _new_figure(
+            "length_by_correctness", variants, style, rows, columns, sharex=True, sharey=True
         )
+        for ax in axes[len(variants) :]:
+            ax.set_visible(False)
+    fig = _figure(axes[0])
+    handles: list[Any] = []
+    for index, (ax, variant) in enumerate(zip(axes, variants, strict=False)):
+        handles = _length_panel(ax, frame[frame["variant"] == variant], theme, cap, min_length)
+        ax.set_title(variant_label(variant, style))
+        if index % columns == 0:
+            ax.set_ylabel("length (tokens)")
+        if index >= len(variants) - columns:
+            ax.set_xlabel("training step")
+            ax.xaxis.set_tick_params(labelbottom=True)
+    _legend(fig, handles, _legend_labels("length_by_correctness", variants, style), theme)
+    return _finish(fig, theme, "Response length by correctness (exact expectations)")
+
+
+def plot_accuracy(frame: pd.DataFrame, ax: Axes | None = None, style: str = "paper") -> Figure:
+    """Exact accuracy P(correct) against step, one line per variant."""
+    theme = _check_style(style)
+    variants = _variants(frame)
+    fig, (ax,) = _new_figure("accuracy", variants, style) if ax is None else (_figure(ax), [ax])
+    looks = variant_looks(variants)
+    labels = [variant_label(v, style) for v in variants]
+    bands = len(variants) <= MAX_BANDS
+    handles = [
+        _curve(
+            ax,
+            frame[frame["variant"] == v],
+            "accuracy",
+            looks[v],
+            theme,
+            label,
+            (i, len(variants)),
+            100,
+            bands,
+        )
+        for i, (v, label) in enumerate(zip(variants, labels, strict=True))
+    ]
     ax.set_xlabel("training step")
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 100)
-    ax.legend(frameon=False, loc="upper left")
-    ax.set_title("Accuracy (exact; faint: sampled batches)")
-    fig = _figure(ax)
-    fig.tight_layout()
-    return fig
+    _legend(fig, handles, labels, theme)
+    return _finish(
+        fig, theme, "Accuracy (exact expectation" + (", band ± 1 sd over seeds)" if bands else ")")
+    )
+
+
+def _one_in(value: float, _: object = None) -> str:
+    """A stop probability as '1/N', N with thousands separators."""
+    return f"1/{1 / value:,.0f}" if value > 0 else ""
 
 
 def plot_branch_lengths(
-    frame: pd.DataFrame, axes: Sequence[Axes] | None = None, cap: int | None = None
+    frame: pd.DataFrame, axes: Sequence[Axes] | None = None, cap: int | None = None, style: str = "paper"
 ) -> Figure:
-    """Where the drift happens: E[L | right approach] and E[L | wrong approach] against step.
+    """Where the drift happens, per approach (columns: right, wrong): the expected length
+    E[L | approach] (top) and the per-token stop probability s = sigma(phi) that alone sets it
+    (bottom, log scale), E[min(K, cap)] = (1 - (1 - s)^cap) / s.
 
-    Each is set by one stop logit alone (phi_right, phi_wrong): E[min(K, cap)] = (1 - (1 - s)^cap) / s.
-    The right panel is the length bias made visible: a wrong approach earns nothing at any length, so
-    the true gradient never moves phi_wrong, yet length-normalised losses drive it down.
+    The right column is the length bias made visible: a wrong approach earns nothing at any length,
+    so the true gradient never moves phi_wrong, yet length-normalised losses drive it down.
     """
+    theme = _check_style(style)
+    variants = _variants(frame)
     if axes is None:
-        _, grid = plt.subplots(1, 2, figsize=(WIDTH, 3.6), sharey=True)
-        axes = list(grid)
+        _, axes = _new_figure("branch_lengths", variants, style, 2, 2, sharex=True)
+        axes[0].sharey(axes[1])
+        axes[2].sharey(axes[3])
     fig = _figure(axes[0])
-    titles = ["right approach (set by phi_right)", "wrong approach (set by phi_wrong): earns nothing"]
-    for ax, branch, title in zip(axes, ["right", "wrong"], titles, strict=True):
-        for variant in _variants(frame):
-            runs = frame[frame["variant"] == variant]
-            colour = VARIANT_COLOURS.get(variant, "0.2")
-            label = VARIANT_LABELS.get(variant, variant)
-            style = VARIANT_STYLES.get(variant, "-")
-            _band(ax, runs, f"length_{branch}_approach", colour, label, linestyle=style)
-        _cap(cap, ax)
-        ax.set_title(title)
-        ax.set_xlabel("training step")
-        ax.set_ylim(bottom=0)
-    axes[0].set_ylabel("expected length E[L | approach] (tokens)")
-    fig.suptitle("Where the drift happens: each approach's expected length (exact)")
-    axes[0].legend(frameon=False, loc="lower right")
-    fig.tight_layout()
-    return fig
+    looks = variant_looks(variants)
+    labels = [variant_label(v, style) for v in variants]
+    handles: list[Any] = []
+    for column, (branch, title) in enumerate(
+        (("right", "right approach"), ("wrong", "wrong approach: earns nothing"))
+    ):
+        top, bottom = axes[column], axes[column + 2]
+        handles = []
+        for i, (variant, label) in enumerate(zip(variants, labels, strict=True)):
+            runs, look, stagger = frame[frame["variant"] == variant], looks[variant], (i, len(variants))
+            bands = len(variants) <= MAX_BANDS
+            handles.append(
+                _curve(top, runs, f"length_{branch}_approach", look, theme, label, stagger, band=bands)
+            )
+            _curve(bottom, runs, f"stop_prob_{branch}", look, theme, label, stagger, band=bands)
+        _reference_lines(top, theme, cap, None)
+        top.set_title(title)
+        top.set_ylim(bottom=0)
+        start = frame.loc[frame["step"] == frame["step"].min(), f"stop_prob_{branch}"].mean()
+        bottom.set_title(
+            rf"its stop probability $\sigma(\varphi_{{\mathrm{{{branch}}}}})$, from {_one_in(start)}"
+        )
+        bottom.set_yscale("log")
+        bottom.yaxis.set_major_locator(FixedLocator([1 / n for n in (30, 100, 300, 1e3, 3e3, 1e4, 3e4, 1e5)]))
+        bottom.yaxis.set_major_formatter(FuncFormatter(_one_in))
+        bottom.yaxis.set_minor_formatter(NullFormatter())
+        bottom.set_xlabel("training step")
+        if len(variants) <= MAX_BANDS:  # with more, the labels would sit on other lines
+            _label_ends(bottom, frame, f"stop_prob_{branch}", theme)
+    axes[0].set_ylabel("expected length (tokens)")
+    axes[2].set_ylabel("stop probability per token")
+    _legend(fig, handles, labels, theme)
+    return _finish(fig, theme, "Where the drift happens: each approach's length and its stop probability")
 
 
-def plot_sweep(table: pd.DataFrame, axes_keys: list[str]) -> Figure:
+def _label_ends(ax: Axes, frame: pd.DataFrame, column: str, theme: Theme) -> None:
+    """GRPO's and Dr. GRPO's final value of `column` (mean over seeds) by their last points, the
+    higher above its line, the lower below (its line falls toward it, leaving room there): the
+    numbers the README quotes. The y limits leave room for them."""
+    means = frame.groupby(["variant", "step"])[column].mean()
+    last_step = frame["step"].max()
+    ends = {v: float(means[v, last_step]) for v in ("grpo", "dr_grpo") if (v, last_step) in means.index}
+    for variant, value in ends.items():
+        above = value >= max(ends.values())
+        ax.annotate(
+            f"{VARIANT_LABELS[variant]} {_one_in(value)}",
+            (last_step, value),
+            xytext=(-4, 6 if above else -6),
+            textcoords="offset points",
+            ha="right",
+            va="bottom" if above else "top",
+            fontsize=theme.text,
+        )
+    ax.set_ylim(float(means.min()) / 4, float(means.max()) * 3)
+
+
+def plot_sweep(table: pd.DataFrame, axes_keys: list[str], style: str = "paper") -> Figure:
     """Final accuracy and final E[L | incorrect] across a sweep's grid, one line per variant.
 
     x is the first grid axis (or the variant alone); one row of panels per combination of the other
-    axes. Points are means over seeds with +-1 sd error bars.
+    axes. Points are means over seeds with +-1 sd error bars, each variant's nudged sideways a
+    little so that equal ones stay visible.
     """
+    theme = _check_style(style)
     last = table[table["step"] == table.groupby(["variant", *axes_keys])["step"].transform("max")]
     x_key = axes_keys[0] if axes_keys else None
     facets = axes_keys[1:]
     groups = list(last.groupby(facets, sort=False)) if facets else [((), last)]
-    fig, grid = plt.subplots(len(groups), 2, figsize=(WIDTH, 3.2 * len(groups)), squeeze=False)
+    variants = _variants(last)
+    looks = variant_looks(variants)
+    labels = [variant_label(v, style) for v in variants]
+    _, legend_height = _legend_shape(labels, theme, theme.width)
+    fig, grid = plt.subplots(
+        len(groups),
+        2,
+        figsize=(theme.width, 3.2 * len(groups) + 0.6 + legend_height),
+        squeeze=False,
+        layout="constrained",
+    )
+    handles: dict[str, Any] = {}
     for row, (facet, part) in zip(grid, groups, strict=True):
+        numeric = bool(x_key) and pd.api.types.is_numeric_dtype(part[x_key])
+        log_x = numeric and (part[x_key] > 0).all() and part[x_key].nunique() > 2
         for ax, column, label in (
             (row[0], "accuracy", "final accuracy (%)"),
-            (row[1], "length_incorrect", "final E[L | incorrect] (tokens)"),
+            (row[1], "length_incorrect", r"final $E[L \mid \mathrm{incorrect}]$ (tokens)"),
         ):
             scale = 100 if column == "accuracy" else 1
-            for position, variant in enumerate(_variants(part)):
+            for position, variant in enumerate(variants):
                 runs = part[part["variant"] == variant]
+                if runs.empty:
+                    continue
                 stats = runs.groupby(x_key if x_key else "variant", sort=False)[column].agg(["mean", "std"])
-                xs = stats.index.to_numpy() if x_key else [position]
-                ax.errorbar(
+                xs = stats.index.to_numpy() if x_key else np.array([position])
+                if numeric:  # nudged sideways, at most 8% of the range across all, so equal points show
+                    shift = (position - (len(variants) - 1) / 2) * min(0.015, 0.08 / len(variants))
+                    values = np.log10(part[x_key]) if log_x else part[x_key]
+                    span = float(values.max() - values.min()) or 1.0
+                    xs = xs * 10 ** (shift * span) if log_x else xs + shift * span
+                look = looks[variant]
+                handles[variant] = ax.errorbar(
                     xs,
                     stats["mean"] * scale,
                     yerr=stats["std"].fillna(0) * scale,
-                    marker="o",
+                    marker=look.marker or "o",
+                    markersize=theme.marker,
+                    linestyle=look.linestyle,
+                    linewidth=theme.line,
                     capsize=3,
-                    color=VARIANT_COLOURS.get(variant, None),
-                    label=VARIANT_LABELS.get(variant, variant),
+                    color=look.colour,
+                    label=variant_label(variant, style),
+                    zorder=3 if look.linestyle == "-" else 4,
                 )
             ax.set_ylabel(label)
-            ax.set_xlabel(x_key or "variant")
-            if (
-                x_key
-                and pd.api.types.is_numeric_dtype(part[x_key])
-                and (part[x_key] > 0).all()
-                and part[x_key].nunique() > 2
-            ):
+            ax.set_xlabel(x_key or "variant (see the legend)")
+            if not x_key:
+                ax.set_xticks([])
+            if log_x:
                 ax.set_xscale("log")
-                values = sorted(part[x_key].unique())
-                ax.set_xticks(values, [f"{v:g}" for v in values])
+                ticks = sorted(part[x_key].unique())
+                ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
                 ax.minorticks_off()
             if facets:
                 names = facet if isinstance(facet, tuple) else (facet,)
-                ax.set_title(", ".join(f"{k} = {v}" for k, v in zip(facets, names, strict=True)), fontsize=9)
-    grid[0][0].legend(frameon=False, fontsize=7)
-    fig.suptitle("Sweep: final step, mean ± sd over seeds")
-    fig.tight_layout()
-    return fig
+                ax.set_title(", ".join(f"{k} = {v}" for k, v in zip(facets, names, strict=True)))
+    drawn = [v for v in variants if v in handles]
+    _legend(fig, [handles[v] for v in drawn], [variant_label(v, style) for v in drawn], theme)
+    return _finish(fig, theme, "Sweep: final step, mean ± sd over seeds")
 
 
-def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None) -> Figure:
-    """The bias over training: cosine of E[g] to grad J, and E[g]'s squared-norm share on phi_wrong.
+def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None, style: str = "paper") -> Figure:
+    """The bias over training, exact: the cosine of E[g] to grad J (left; near 1 in the middle),
+    and E[g]'s cosine with the phi_wrong axis, u_w / |u| (right).
 
-    `table` is `toyrl.bias.bias_over_training` (one row per variant, seed and step); lines are
-    means over seeds with a +-1 sd band. grad J has no phi_wrong component, so any share there is
-    the length bias: the expected update making wrong answers longer (share u_w^2 / |u|^2, from 0
-    to 1; its sign, always the lengthening one here, is in `toyrl bias`'s phi_wrong cosine).
+    `table` is `toyrl.bias.bias_over_training` (one row per variant, seed and step). With up to
+    twelve seeds each is drawn thin behind the mean, as their spread is no band around it (seeds
+    part ways); with more, the band is +- 1 sd. grad J has no phi_wrong component, so whatever E[g]
+    has there is the length bias: negative, it lowers the wrong approach's stop logit, which makes
+    wrong answers longer. Its square is that axis's share of |E[g]|^2 (`phi_wrong_share`).
     """
+    theme = _check_style(style)
+    variants = _variants(table)
     if axes is None:
-        _, grid = plt.subplots(1, 2, figsize=(WIDTH, 3.6))
-        axes = list(grid)
+        _, axes = _new_figure(BIAS_FIGURE_NAME, variants, style, 1, 3, sharex=True)
     fig = _figure(axes[0])
-    for variant in _variants(table):
+    looks = variant_looks(variants)
+    labels = [variant_label(v, style) for v in variants]
+    thin = table["seed"].nunique() <= 12
+    handles = []
+    for i, (variant, label) in enumerate(zip(variants, labels, strict=True)):
         runs = table[table["variant"] == variant]
-        colour, style = VARIANT_COLOURS.get(variant, "0.2"), VARIANT_STYLES.get(variant, "-")
-        label = VARIANT_LABELS.get(variant, variant)
-        _band(axes[0], runs, "cosine", colour, label, linestyle=style)
-        _band(
-            axes[1], runs.assign(share=runs["phi_wrong_share"] * 100), "share", colour, label, linestyle=style
-        )
-    axes[0].set_ylabel("cosine(E[g], grad J)")
+        look = looks[variant]
+        for ax, column in zip(axes, ("cosine", "cosine", "phi_wrong_cosine"), strict=True):
+            if thin:
+                for _, seed in runs.groupby("seed"):
+                    ax.plot(
+                        seed["step"],
+                        seed[column],
+                        color=look.colour,
+                        linestyle=look.linestyle,
+                        linewidth=theme.line * 0.35,
+                        alpha=0.45,
+                        zorder=2,
+                    )
+            handle = _curve(ax, runs, column, look, theme, label, (i, len(variants)), band=not thin)
+        handles.append(handle)
     axes[0].set_ylim(-1.05, 1.05)
-    axes[0].axhline(0, color="0.4", linewidth=0.8)
-    axes[0].set_title("direction: 1 = the true gradient's", fontsize=10)
-    axes[1].set_ylabel("share of |E[g]|² along phi_wrong (%)")
-    axes[1].set_ylim(0, 100)
-    axes[1].set_title("squared-norm share lengthening wrong answers", fontsize=10)
+    axes[0].set_ylabel(r"$\cos(E[\hat g], \nabla J)$")
+    axes[0].set_title("direction: 1 = the true gradient's")
+    axes[1].set_ylim(0.995, 1.0005)
+    axes[1].set_title("the same, near 1")
+    axes[2].set_ylim(-1.05, 1.05)
+    axes[2].set_ylabel(r"$\cos(E[\hat g], \varphi_{\mathrm{wrong}}$ axis)")
+    axes[2].set_title("below 0: makes wrong answers longer")
     for ax in axes:
+        ax.axhline(0, color=MUTED, linewidth=theme.line * 0.4, zorder=1)
         ax.set_xlabel("training step")
-    # Between the zero line of the unbiased variants and the biased ones' band: over no data.
-    axes[1].legend(frameon=False, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 0.05), ncol=2)
-    fig.suptitle("Exact expected update against the true gradient of expected accuracy")
-    fig.tight_layout()
-    return fig
+    _legend(fig, handles, labels, theme)
+    seeds = "thin lines: each seed" if thin else "band: ± 1 sd over seeds"
+    title = rf"The exact expected update $E[\hat g]$ against the true gradient $\nabla J$ ({seeds})"
+    return _finish(fig, theme, title)
 
 
-def plot_token_weights(lengths: np.ndarray, curves: dict[str, np.ndarray], ax: Axes | None = None) -> Figure:
-    """|per-token weight| against response length, correct and wrong, GRPO and Dr. GRPO (log-log).
+def plot_token_weights(
+    lengths: np.ndarray,
+    curves: dict[str, np.ndarray],
+    length_norm: float,
+    axes: Sequence[Axes] | None = None,
+    style: str = "paper",
+) -> Figure:
+    """Per-token weight (left) and total push, weight x |o| (right), of a correct and a wrong
+    response against its length |o|, GRPO and Dr. GRPO, on linear axes.
 
-    `curves` is `toyrl.examples.token_weight_curves(lengths)`. GRPO's weights fall as 1/|o|, so a
-    long wrong answer is pushed down gently per token; Dr. GRPO's are flat in length.
+    `curves` is `toyrl.examples.token_weight_curves(lengths, length_norm=length_norm)`. GRPO's
+    weights fall as 1/|o|, so its total push is the advantage at any length: a long wrong answer
+    costs no more than a short one. Dr. GRPO's weights are flat, so its push grows with length.
+    The values at the article's 200-token correct and 800-token wrong answers are written out.
     """
-    if ax is None:
-        _, ax = plt.subplots(figsize=(WIDTH * 0.6, 3.8))
-    for name in ("grpo", "dr_grpo"):
-        colour = VARIANT_COLOURS[name]
-        for outcome, style, push in (("correct", "-", "pushed up"), ("wrong", "--", "pushed down")):
-            label = f"{VARIANT_LABELS[name]}, {outcome} ({push})"
-            ax.plot(lengths, np.abs(curves[f"{name}_{outcome}"]), color=colour, linestyle=style, label=label)
-    for length, outcome in ((200, "correct"), (800, "wrong")):
-        weight = abs(float(np.interp(length, lengths, curves[f"grpo_{outcome}"])))
-        ax.plot([length], [weight], "o", color=VARIANT_COLOURS["grpo"])
-        ax.annotate(
-            f"{outcome}, {length} tokens:\n{weight:.5f}",
-            (length, weight),
-            xytext=(6, 4),
-            textcoords="offset points",
-            fontsize=8,
+    theme = _check_style(style)
+    if axes is None:
+        _, axes = _new_figure("token_weights", [], style, 1, 2, sharex=True)
+    fig = _figure(axes[0])
+    handles, labels = [], []
+    for index, name in enumerate(("grpo", "dr_grpo")):
+        look = ARTICLE_LOOKS[name]
+        for outcome, direction in _PUSHES:
+            weight = curves[f"{name}_{outcome}"]
+            label = f"{VARIANT_LABELS[name]}, {outcome} (pushed {direction})"
+            for ax, values in ((axes[0], weight * 1e3), (axes[1], weight * lengths)):
+                (line,) = ax.plot(
+                    lengths,
+                    values,
+                    color=look.colour,
+                    linestyle=look.linestyle,
+                    marker="^" if direction == "up" else "v",
+                    markevery=_markevery(len(lengths), index, 2),
+                    markersize=theme.marker * 1.2,
+                    linewidth=theme.line,
+                    label=label,
+                )
+            handles.append(line)
+            labels.append(label)
+
+    def curve_at(name: str, length: float, outcome: str = "wrong") -> float:
+        return float(np.interp(length, lengths, curves[f"{name}_{outcome}"]))
+
+    at = {
+        name: {o: float(np.interp(n, lengths, curves[f"{name}_{o}"])) for o, n in _SHOWN}
+        for name in ("grpo", "dr_grpo")
+    }
+    for name in at:
+        for outcome, length in _SHOWN:
+            for ax, value in ((axes[0], at[name][outcome] * 1e3), (axes[1], at[name][outcome] * length)):
+                ax.plot(
+                    [length],
+                    [value],
+                    "o",
+                    color=ARTICLE_LOOKS[name].colour,
+                    markersize=theme.marker * 1.5,
+                    zorder=5,
+                )
+    weights = "\n".join(
+        f"{'a 200-token correct' if outcome == 'correct' else 'an 800-token wrong'} answer:\n"
+        + "\n".join(f"   {VARIANT_LABELS[name]} {_signed(at[name][outcome], 5)}" for name in at)
+        for outcome, _ in _SHOWN
+    )
+    pushes = "a wrong answer, 200 → 800 tokens:\n" + "\n".join(
+        f"   {VARIANT_LABELS[name]} {_signed(curve_at(name, 200) * 200, 3)} → "
+        f"{_signed(curve_at(name, 800) * 800, 3)} ({note})"
+        for name, note in (("grpo", "the same"), ("dr_grpo", "4×"))
+    )
+    for ax, text in ((axes[0], weights), (axes[1], pushes)):
+        ax.text(
+            0.98,
+            0.97,
+            text,
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=theme.text,
+            linespacing=1.3,
         )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("response length |o| (tokens)")
-    ax.set_ylabel("|per-token weight|")
-    ax.set_title("Per-token weight: G = 8, two correct; Dr. GRPO L_norm = 2000", fontsize=10)
-    ax.legend(frameon=False, fontsize=8, loc="upper right")
-    fig = _figure(ax)
-    fig.tight_layout()
-    return fig
+        ax.axhline(0, color=MUTED, linewidth=theme.line * 0.4, zorder=1)
+        ax.set_xlabel(r"response length $|o|$ (tokens)")
+        ax.set_xlim(0, lengths.max())
+    axes[0].set_ylim(-4, 16)
+    axes[0].set_ylabel(r"per-token weight ($\times 10^{-3}$)")
+    axes[0].set_title("each token's weight")
+    axes[1].set_ylim(-0.8, 3.0)
+    axes[1].set_ylabel(r"total push: weight $\times$ $|o|$")
+    axes[1].set_title("the whole response's push")
+    _legend(fig, handles, labels, theme)
+    norm = rf"$L_{{\mathrm{{norm}}}}$ = cap = {length_norm:,.0f}"
+    title = f"A response in a G = 8 group, two correct (Dr. GRPO's {norm})"
+    return _finish(fig, theme, title)
 
 
-def plot_difficulty(profiles: dict[str, Any], axes: Sequence[Axes] | None = None) -> Figure:
-    """A group's total update mass sum |A_i| against pass rate, relative to a 50/50 group.
+_SHOWN = (("correct", 200), ("wrong", 800))  # article, "Worked example by hand"
 
-    Left: at the observed pass rate k/G (the article's table, for each G). Right: in expectation
-    over the group's draw, against the prompt's true pass rate p. The dotted line is the exact
-    expected-gradient profile p(1 - p), which Dr. GRPO follows for every G and GRPO flattens.
+
+def _signed(value: float, decimals: int) -> str:
+    """`value` with its sign, a true minus."""
+    return f"{value:+.{decimals}f}".replace("-", "\u2212")
+
+
+def plot_difficulty(
+    profiles: dict[str, Any], axes: Sequence[Axes] | None = None, style: str = "paper"
+) -> Figure:
+    """A group's update mass, the sum of its |A_i|, against pass rate, relative to a 50/50 group.
+
+    Left: at the observed pass rate k/G (the article's table is G = 8, drawn open; a larger G adds
+    points on the same curves). Right: in expectation over the group's draw, against the prompt's
+    true pass rate p. The grey line is the exact expected-gradient profile p(1 - p), which Dr. GRPO
+    follows for every G and GRPO flattens, more as G grows. Markers tell the group sizes apart.
     `profiles` is `toyrl.examples.difficulty_profiles`.
     """
+    theme = _check_style(style)
     if axes is None:
-        _, grid = plt.subplots(1, 2, figsize=(WIDTH, 3.8), sharey=True)
-        axes = list(grid)
+        fig, axes = _new_figure("difficulty", [], style, 1, 2, sharey=True)
+        cast(Any, fig.get_layout_engine()).set(wspace=0.06)  # the panels' 1.0 and 0.0 apart
     fig = _figure(axes[0])
     pass_rates = profiles["pass_rates"]
+    exact: dict[str, Any] = {
+        "color": "#BBBBBB",
+        "linewidth": theme.line * 3,
+        "solid_capstyle": "butt",
+        "zorder": 1,
+    }
     for ax in axes:
-        ax.plot(pass_rates, profiles["gradient"], color="black", linestyle=":", label="exact gradient p(1-p)")
-    for group, (marker, style) in GROUP_STYLES.items():
+        ax.plot(pass_rates, profiles["gradient"], label=_DIFFICULTY_LABELS[2], **exact)
+    groups = list(GROUP_MARKERS)
+
+    def group_marker(group: int, colour: str) -> dict[str, Any]:
+        return {
+            "marker": GROUP_MARKERS[group],
+            "markersize": theme.marker * (1.6 if group == 8 else 1.0),
+            "markerfacecolor": "white" if group == 8 else colour,
+            "markeredgewidth": theme.line * 0.7,
+        }
+
+    for group in reversed(groups):  # G = 8 last: on top
         for name in ("grpo", "dr_grpo"):
-            colour, label = VARIANT_COLOURS[name], f"{VARIANT_LABELS[name]}, G = {group}"
+            look = ARTICLE_LOOKS[name]
+            label = f"{VARIANT_LABELS[name]}, G = {group}"
             observed = profiles["observed"][group]
             axes[0].plot(
                 observed["p"],
                 observed[name],
-                marker=marker,
                 linestyle="none",
-                color=colour,
-                markersize=4,
-                alpha=0.8,
+                color=look.colour,
                 label=label,
+                zorder=6 - groups.index(group),
+                **group_marker(group, look.colour),
             )
             axes[1].plot(
-                pass_rates, profiles["expected"][group][name], linestyle=style, color=colour, label=label
+                pass_rates,
+                profiles["expected"][group][name],
+                color=look.colour,
+                linestyle=look.linestyle,
+                markevery=_markevery(len(pass_rates), groups.index(group), len(groups)),
+                linewidth=theme.line,
+                label=label,
+                zorder=3,
+                **group_marker(group, look.colour),
             )
-    axes[0].set_title("at the group's observed pass rate k/G", fontsize=10)
-    axes[1].set_title("expected over the draw, at true pass rate p", fontsize=10)
+    axes[0].set_title("at the group's observed pass rate k/G")
+    axes[1].set_title("expected over the group's draw, at true pass rate p")
     for ax in axes:
         ax.set_xlabel("pass rate")
         ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.05)
-    axes[0].set_ylabel("update mass / mass at 50%")
-    axes[1].legend(frameon=False, fontsize=7, loc="lower center", ncol=2)
-    fig.suptitle("Difficulty bias: GRPO's std division flattens the p(1 - p) profile, more so as G grows")
-    fig.tight_layout()
-    return fig
+        ax.set_ylim(0, 1.08)
+    axes[0].set_ylabel(r"update mass $\sum_i |A_i|$ / mass at $p = 1/2$")
+    handles = [
+        Line2D([], [], color=VARIANT_COLOURS["grpo"], linestyle=VARIANT_STYLES["grpo"], linewidth=theme.line),
+        Line2D(
+            [],
+            [],
+            color=VARIANT_COLOURS["dr_grpo"],
+            linestyle=VARIANT_STYLES["dr_grpo"],
+            linewidth=theme.line,
+        ),
+        Line2D([], [], **exact),
+        *(Line2D([], [], color=TEXT, linestyle="none", **group_marker(group, TEXT)) for group in groups),
+    ]
+    _legend(fig, handles, _legend_labels("difficulty", [], style), theme)
+    title = r"Difficulty bias: GRPO's std division flattens the $p(1-p)$ profile, more so as G grows"
+    return _finish(fig, theme, title)
 
 
-def render_bias(table: pd.DataFrame, folder: Path) -> list[Path]:
+# --- files ----------------------------------------------------------------------------------------
+
+
+def render_bias(table: pd.DataFrame, folder: Path, style: str = "paper") -> list[Path]:
     """The bias-over-training figure as PNG and SVG in `folder`."""
-    return save_figures({BIAS_FIGURE_NAME: plot_bias(table)}, folder)
+    return save_figures({BIAS_FIGURE_NAME: plot_bias(table, style=style)}, folder)
 
 
-def render_teaching(folder: Path) -> list[Path]:
-    """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`."""
+def render_teaching(folder: Path, style: str = "paper") -> list[Path]:
+    """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`, at the
+    article's settings; Dr. GRPO's L_norm is the cap, as in the runs (the article's worked example,
+    and `toyrl examples length`, take 2000)."""
+    from toyrl.config import Config
     from toyrl.examples import difficulty_profiles, token_weight_curves
 
-    lengths = np.geomspace(10, 2000, 200)
+    _check_style(style)
+    config = Config()
+    lengths = np.linspace(1, config.cap, 300)
+    curves = token_weight_curves(lengths, length_norm=config.length_norm_value)
+    profiles = difficulty_profiles(list(GROUP_MARKERS), np.linspace(0, 1, 201))
     figures = {
-        "token_weights": plot_token_weights(lengths, token_weight_curves(lengths)),
-        "difficulty": plot_difficulty(difficulty_profiles(list(GROUP_STYLES), np.linspace(0, 1, 201))),
+        "token_weights": plot_token_weights(lengths, curves, config.length_norm_value, style=style),
+        "difficulty": plot_difficulty(profiles, style=style),
     }
     return save_figures(figures, folder)
 
 
-def render_all(frame: pd.DataFrame, folder: Path, cap: int | None = None) -> list[Path]:
-    """Every figure as PNG and SVG in `folder`; returns the paths written."""
+def render_all(
+    frame: pd.DataFrame,
+    folder: Path,
+    cap: int | None = None,
+    min_length: int | None = None,
+    style: str = "paper",
+) -> list[Path]:
+    """Every figure of a results table as PNG and SVG in `folder` (FIGURE_NAMES, and the 2 x 2
+    headline when the article's four variants are there); returns the paths written."""
+    _check_style(style)
     figures = {
-        "length_by_correctness": plot_length_by_correctness(frame, cap=cap),
-        "accuracy": plot_accuracy(frame),
-        "branch_lengths": plot_branch_lengths(frame, cap=cap),
+        "length_by_correctness": plot_length_by_correctness(
+            frame, cap=cap, min_length=min_length, style=style
+        ),
+        "accuracy": plot_accuracy(frame, style=style),
+        "branch_lengths": plot_branch_lengths(frame, cap=cap, style=style),
     }
+    if set(VARIANT_COLOURS) <= set(frame["variant"]):
+        figures[HEADLINE_FIGURE_NAME] = plot_length_2x2(frame, cap=cap, min_length=min_length, style=style)
     return save_figures(figures, folder)
 
 
@@ -380,20 +949,31 @@ def save_figures(figures: dict[str, Figure], folder: Path) -> list[Path]:
             fig.savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
             path = folder / f"{name}.{kind}"
             data = buffer.getvalue()
-            write_atomic(path, _numbered_ids(data.decode("utf-8")) if kind == "svg" else data)
+            write_atomic(path, _readable_svg(data.decode("utf-8")) if kind == "svg" else data)
             written.append(path)
         plt.close(fig)
     return written
 
 
-# matplotlib names an SVG's markers and clip paths by a hash of their path and transform, whose
-# floats carry the data limits to the last bit: a last-bit difference in the data (another CPU's
-# exp) renames them all. Numbered in order of appearance instead, they depend on the drawing alone.
-_SVG_ID = re.compile(r'(?<=id=")[mp][0-9a-f]{10}(?=")|(?<=#)[mp][0-9a-f]{10}\b')
+# matplotlib names an SVG's markers, clip paths and hatches by a hash of their path and transform,
+# whose floats carry the data limits to the last bit: a last-bit difference in the data (another
+# CPU's exp) renames them all. Numbered in order of appearance instead, they depend on the drawing
+# alone.
+_SVG_ID = re.compile(r'(?<=id=")[hmp][0-9a-f]{10}(?=")|(?<=#)[hmp][0-9a-f]{10}\b')
+# matplotlib writes a mathtext label as one <text> of one <tspan> per glyph, grouped by font, on
+# lines of their own; in reading order (by x) and without the whitespace between them, the text
+# reads as written, for search, editing and translation. Each glyph keeps its own position.
+_MATH_TEXT = re.compile(r"(<text>\n)((?:[ \t]*<tspan [^\n]*</tspan>\n)+)")
+_TSPAN_X = re.compile(r'<tspan x="([-0-9.e]+)"')
 
 
-def _numbered_ids(svg: str) -> str:
-    """The SVG with its hashed marker and clip-path ids renamed m1, m2, ... and p1, p2, ..."""
+def _glyph_x(tspan: str) -> float:
+    found = _TSPAN_X.search(tspan)
+    return float(found.group(1)) if found else 0.0
+
+
+def _readable_svg(svg: str) -> str:
+    """The SVG with its hashed ids renamed m1, p1, h1, ... and its mathtext in reading order."""
     names: dict[str, str] = {}
 
     def rename(match: re.Match[str]) -> str:
@@ -402,52 +982,42 @@ def _numbered_ids(svg: str) -> str:
             names[old] = f"{old[0]}{sum(1 for n in names if n[0] == old[0]) + 1}"
         return names[old]
 
-    return _SVG_ID.sub(rename, svg)
+    def in_order(match: re.Match[str]) -> str:
+        glyphs = sorted((line.strip() for line in match.group(2).splitlines()), key=_glyph_x)
+        return match.group(1) + "".join(glyphs) + "\n"
 
-
-def figure_size_pixels(name: str, variants: int) -> tuple[int, int]:
-    """(width, height) in pixels of a rendered PNG, for checks; `variants` matters for the panel grid."""
-    if name == "length_by_correctness":
-        height = 3.2 * -(-variants // min(variants, 4))
-    else:
-        height = {
-            "token_weights": 3.8,
-            "difficulty": 3.8,
-            "accuracy": 3.6,
-            "branch_lengths": 3.6,
-            "bias": 3.6,
-        }[name]
-    width = WIDTH * 0.6 if name in ("accuracy", "token_weights") else WIDTH
-    return round(width * DPI), round(height * DPI)
+    return _MATH_TEXT.sub(in_order, _SVG_ID.sub(rename, svg))
 
 
 def plot_families(data: dict[str, Any]) -> Figure:
     """The families study (`scripts/families_study.py`, its results/families.json): per variant,
     the final accuracy, E[L | correct] and E[L | incorrect], and the tokens generated per step,
     mean +- SE over seeds."""
+    theme = THEMES["paper"]
     entries = {row: e for row, e in data["variants"].items() if not row.startswith("alpha_")}
     rows = list(entries)[::-1]  # the first row on top
     y = np.arange(len(rows))
-    fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 0.26 * len(rows) + 1.4), sharey=True)
+    size = (theme.width, 0.26 * len(rows) + 1.9)
+    fig, axes = plt.subplots(1, 3, figsize=size, sharey=True, layout="constrained")
 
-    def bars(ax: Axes, key: str, scale: float, **style: Any) -> None:
+    def bars(ax: Axes, key: str, scale: float, **style: Any) -> Any:
         mean = np.array([entries[r][key]["mean"] for r in rows]) * scale
         se = np.array([entries[r][key]["se"] for r in rows]) * scale
-        ax.errorbar(mean, y, xerr=se, fmt="o", markersize=4, capsize=2, linewidth=1, **style)
+        return ax.errorbar(mean, y, xerr=se, linestyle="none", markersize=4, capsize=2, linewidth=1, **style)
 
-    bars(axes[0], "accuracy_pct", 1.0, color="0.2")
+    bars(axes[0], "accuracy_pct", 1.0, color=TEXT, marker="o")
     axes[0].set_xlabel("final accuracy (%)")
-    bars(axes[1], "length_incorrect", 1.0, color=VARIANT_COLOURS["grpo"], label="incorrect")
-    bars(axes[1], "length_correct", 1.0, color=VARIANT_COLOURS["dr_grpo"], label="correct")
-    axes[1].set_xlabel("final E[L] (ramble tokens)")
-    axes[1].legend(loc="lower right", fontsize=8)
-    bars(axes[2], "tokens_per_step", 1e-3, color="0.2")
+    handles = [
+        bars(axes[1], f"length_{o}", 1.0, color=OUTCOME_COLOURS[o], marker=OUTCOME_MARKERS[o])
+        for o in OUTCOME_COLOURS
+    ]
+    axes[1].set_xlabel(r"final $E[L]$ (ramble tokens)")
+    bars(axes[2], "tokens_per_step", 1e-3, color=TEXT, marker="o")
     axes[2].set_xlabel("tokens per step (1000s)")
-    axes[0].set_yticks(y, [entries[r]["label"] for r in rows], fontsize=8)
+    axes[0].set_yticks(y, [entries[r]["label"] for r in rows])
+    _legend(fig, handles, [_outcome_label(o) for o in OUTCOME_COLOURS], theme)
     seeds = len(data["meta"]["seeds"])
-    fig.suptitle(f"The families at the article's settings: mean ± SE over {seeds} seeds", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, theme, f"The families at the article's settings: mean ± SE over {seeds} seeds")
 
 
 def plot_length_power(data: dict[str, Any]) -> Figure:
@@ -455,35 +1025,36 @@ def plot_length_power(data: dict[str, Any]) -> Figure:
     the final E[L | incorrect] and E[L | correct], and the exact cosine of E[g] to grad J at the
     initial policies and along training (each seed's mean over the checkpoints), mean +- SE over
     seeds."""
+    theme = THEMES["paper"]
     alphas = np.array(data["meta"]["alphas"])
     entries = [data["variants"][f"alpha_{a:.1f}"] for a in alphas]
-    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(theme.width, 4.3), layout="constrained")
 
-    def curve(ax: Axes, values: list[dict[str, float]], colour: str, label: str, **style: Any) -> None:
+    def curve(ax: Axes, values: list[dict[str, float]], colour: str, **style: Any) -> Any:
         mean, se = np.array([v["mean"] for v in values]), np.array([v["se"] for v in values])
-        ax.errorbar(
-            alphas, mean, yerr=se, color=colour, label=label, marker="o", markersize=3, capsize=2, **style
+        return ax.errorbar(
+            alphas, mean, yerr=se, color=colour, markersize=4, capsize=2, linewidth=theme.line, **style
         )
 
-    curve(axes[0], [e["length_incorrect"] for e in entries], VARIANT_COLOURS["grpo"], "incorrect")
-    curve(axes[0], [e["length_correct"] for e in entries], VARIANT_COLOURS["dr_grpo"], "correct")
-    axes[0].set_xlabel("alpha (0: per-response mean, 1: Dr. GRPO's constant)")
-    axes[0].set_ylabel("final E[L | ...] (ramble tokens)")
-    axes[0].legend(fontsize=8)
-    curve(axes[1], [e["cosine_initial"] for e in entries], "0.2", "at the initial policy")
-    curve(
-        axes[1],
-        [e["cosine_along_mean"] for e in entries],
-        "#009E73",
-        "along training (mean of checkpoints)",
-        linestyle="--",
-    )
-    axes[1].set_xlabel("alpha")
-    axes[1].set_ylabel("cos(E[g], grad J), exact")
-    axes[1].legend(fontsize=8)
+    handles = [
+        curve(axes[0], [e[f"length_{o}"] for e in entries], OUTCOME_COLOURS[o], marker=OUTCOME_MARKERS[o])
+        for o in OUTCOME_COLOURS
+    ]
+    axes[0].set_xlabel(r"$\alpha$ (0: per-response mean, 1: Dr. GRPO's constant)")
+    axes[0].set_ylabel(r"final $E[L]$ (ramble tokens)")
+    handles += [
+        curve(axes[1], [e["cosine_initial"] for e in entries], TEXT, marker="o"),
+        curve(axes[1], [e["cosine_along_mean"] for e in entries], "#56B4E9", marker="s"),
+    ]
+    axes[1].set_xlabel(r"$\alpha$")
+    axes[1].set_ylabel(r"$\cos(E[\hat g], \nabla J)$, exact")
+    labels = [
+        *(_outcome_label(o) for o in OUTCOME_COLOURS),
+        "cosine at the initial policy",
+        "cosine along training (mean of checkpoints)",
+    ]
+    _legend(fig, handles, labels, theme)
     seeds = len(data["meta"]["seeds"])
-    fig.suptitle(
-        f"The power family: the drift of wrong answers against the bias ({seeds} seeds)", fontsize=10
-    )
-    fig.tight_layout()
-    return fig
+    family = r"$D_i = |o_i|^{1-\alpha} L^{\alpha}$"
+    title = f"The power family {family}: wrong answers' drift against the bias ({seeds} seeds)"
+    return _finish(fig, theme, title)

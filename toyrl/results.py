@@ -9,31 +9,36 @@ pair; results regenerated on another machine are compared with saved ones by one
 from __future__ import annotations
 
 import contextlib
+import csv
 import fcntl
 import hashlib
-import importlib.metadata
+import io
 import json
 import os
 import platform
 import signal
+import sys
 import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
 import numpy as np
-import pandas as pd
 
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, from_spec
-from toyrl.plugins import plugins_used
 from toyrl.policy import FloatArray
 from toyrl.train import EXACT_COLUMNS
 from toyrl.variants import parse_variant
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from toyrl.experiment import Columns
 
 COLUMN_DOCS = {
     "variant": "loss variant (toyrl.objective.VARIANTS)",
@@ -153,7 +158,8 @@ def metadata(
     """Everything needed to remake a results file: version, configuration, variants (each by its
     canonical spec), seeds, whether the runs are mean-field ones, and the plugins whose stages
     the variants use (`toyrl.plugins`: name, version, SHA-256 of the source, path as given), if any."""
-    plugins = plugins_used(variants)
+    # No plugin is loaded unless toyrl.plugins was imported (which most runs do not need).
+    plugins = sys.modules["toyrl.plugins"].plugins_used(variants) if "toyrl.plugins" in sys.modules else []
     return {
         "toyrl_version": __version__,
         "command": command,
@@ -178,7 +184,23 @@ def metadata(
 
 
 def _installed_version(package: str) -> str | None:
-    """A package's installed version, read without importing it (None if it is not installed)."""
+    """A package's installed version, read without importing it (None if it is not installed):
+    from the name of its `NAME-VERSION.dist-info` folder on sys.path, the first one Python would
+    import, as importlib.metadata finds it (which is asked when there is no such folder; importing
+    it takes longer than a short run's CSV)."""
+    prefix = f"{package}-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(prefix) and name.endswith(".dist-info"):
+                return name[len(prefix) : -len(".dist-info")]
+        if package in names:  # imported from here, yet without a dist-info: ask importlib.metadata
+            break
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
@@ -420,9 +442,15 @@ def _variants_through_exp(names: Sequence[str]) -> list[str]:
     return chosen
 
 
-def _results_on_disk_if_equal(path: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame | None:
+def _results_on_disk_if_equal(
+    path: Path, table: Columns, meta: dict[str, Any], progress: WriteProgress | None = None
+) -> pd.DataFrame | Columns | None:
     """The results already at `path` if they were made by this version with the same settings and
-    agree with `frame` within the tolerance (`compare_results`); None otherwise."""
+    agree with `table` within the tolerance (`compare_results`); None otherwise.
+
+    The bytes come first: when `table` written out has the SHA-256 the sidecar records for the
+    CSV on disk (the same machine, the same numbers), `table` itself is returned, and the CSV is
+    neither read nor parsed. Otherwise the saved table is loaded and compared cell by cell."""
     sidecar = sidecar_path(path)
     if not (path.is_file() and sidecar.is_file()):
         return None
@@ -430,32 +458,82 @@ def _results_on_disk_if_equal(path: Path, frame: pd.DataFrame, meta: dict[str, A
         existing = _read_json(sidecar)
         if not _same_settings(existing, meta) or existing.get("toyrl_version") != meta.get("toyrl_version"):
             return None
+        recorded = existing.get("csv_sha256")
+        if recorded and recorded == _file_sha256(path):
+            digest = hashlib.sha256()
+            _write_csv(table, digest.update, _checking(progress))
+            if digest.hexdigest() == recorded:
+                return table
         saved, _ = load_results(path)
     except InvalidInput:
         return None
-    return saved if compare_results(saved, frame, mean_field=bool(meta.get("mean_field"))).same else None
+    from toyrl.experiment import frame_of
+
+    same = compare_results(saved, frame_of(table), mean_field=bool(meta.get("mean_field"))).same
+    return saved if same else None
 
 
-def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> tuple[pd.DataFrame, bool]:
-    """Write `frame` to `path` (CSV, floats written to round-trip exactly) and `meta` beside it.
+WriteProgress = Callable[[str, int, int], None]
+"""progress(stage, rows done, rows in all) while results are saved: stage "comparing with" (the
+results already on disk, when they may be kept) or "writing"."""
+
+
+def _checking(progress: WriteProgress | None) -> Callable[[int, int], None] | None:
+    return None if progress is None else lambda done, total: progress("comparing with", done, total)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            while block := stream.read(1 << 20):
+                digest.update(block)
+    except OSError as error:
+        raise InvalidInput(f"{path}: {error.strerror or error}") from None
+    return digest.hexdigest()
+
+
+@overload
+def save_results(
+    frame: pd.DataFrame, path: Path, meta: dict[str, Any], progress: WriteProgress | None = None
+) -> tuple[pd.DataFrame, bool]: ...
+
+
+@overload
+def save_results(
+    frame: Columns, path: Path, meta: dict[str, Any], progress: WriteProgress | None = None
+) -> tuple[pd.DataFrame | Columns, bool]: ...
+
+
+def save_results(
+    frame: pd.DataFrame | Columns,
+    path: Path,
+    meta: dict[str, Any],
+    progress: WriteProgress | None = None,
+) -> tuple[pd.DataFrame | Columns, bool]:
+    """Write `frame` (a DataFrame, or `toyrl.experiment.Columns`) to `path` (CSV, floats written to
+    round-trip exactly) and `meta` beside it.
 
     If `path` already holds results of this version and settings that agree with `frame` within the
     cross-machine tolerance, they are kept as they are (a clone stays clean when another CPU rounds
     the last bits differently). Returns (the results now on disk, whether they were kept).
     Both files are written together (`write_together`), and the sidecar records the CSV's SHA-256:
     a pair left mismatched by a kill between the two renames is detected on loading.
+    The CSV's bytes are those of pandas' `to_csv(index=False, lineterminator="\\n")`.
     """
-    kept = _results_on_disk_if_equal(path, frame, meta)
+    table = csv_columns(frame)
+    kept = _results_on_disk_if_equal(path, table, meta, progress)
     if kept is not None:
-        return kept, True
+        return (frame if kept is table else kept), True
     digest = hashlib.sha256()
 
     def write_csv(stream: BinaryIO) -> None:
-        for start in range(0, max(len(frame), 1), CSV_ROWS_PER_WRITE):
-            part = frame.iloc[start : start + CSV_ROWS_PER_WRITE]
-            data = part.to_csv(index=False, header=start == 0, lineterminator="\n").encode("utf-8")
+        def write(data: bytes) -> None:
             digest.update(data)
             stream.write(data)
+
+        writing = None if progress is None else lambda done, total: progress("writing", done, total)
+        _write_csv(table, write, writing)
 
     def write_sidecar(stream: BinaryIO) -> None:  # after the CSV: its digest is known by then
         stream.write((json.dumps(meta | {"csv_sha256": digest.hexdigest()}, indent=2) + "\n").encode())
@@ -464,7 +542,93 @@ def save_results(frame: pd.DataFrame, path: Path, meta: dict[str, Any]) -> tuple
     return frame, False
 
 
-CSV_ROWS_PER_WRITE = 100_000  # rows formatted at a time: a large table never becomes one string
+CSV_ROWS_PER_WRITE = 20_000  # rows formatted at a time: a large table never becomes one string
+
+
+def csv_columns(frame: pd.DataFrame | Columns) -> Columns:
+    """A table's columns as numpy arrays, in order: a DataFrame's, or `Columns` as they are."""
+    if isinstance(frame, dict):
+        return frame
+    return {str(name): frame[name].to_numpy() for name in frame.columns}
+
+
+def table_rows(table: Columns) -> int:
+    return len(next(iter(table.values()))) if table else 0
+
+
+def _write_csv(
+    table: Columns, write: Callable[[bytes], Any], progress: Callable[[int, int], None] | None = None
+) -> None:
+    """The table as CSV, CSV_ROWS_PER_WRITE rows at a time, each piece passed to `write`.
+
+    The bytes are pandas' `to_csv(index=False, lineterminator="\\n")`: floats as their shortest
+    round-trip repr (which is numpy's `astype(str)`, pandas' way), NaN as an empty field, integers
+    as digits, text quoted by the csv module's minimal rule (pandas' writer), joined by commas.
+    """
+    rows = table_rows(table)
+    quoted: dict[str, str] = {}
+    if progress is not None:
+        progress(0, rows)
+    for start in range(0, max(rows, 1), CSV_ROWS_PER_WRITE):
+        stop = min(start + CSV_ROWS_PER_WRITE, rows)
+        text = _csv_lines([values[start:stop] for values in table.values()], quoted)
+        if start == 0:
+            text = ",".join(_csv_quoted(str(name), quoted) for name in table) + "\n" + text
+        write(text.encode("utf-8"))
+        if progress is not None:
+            progress(stop, rows)
+
+
+def _csv_lines(parts: list[np.ndarray], quoted: dict[str, str]) -> str:
+    """Rows of CSV from columns of equal length (`_csv_cells` each), joined by commas."""
+    columns = [_csv_cells(values, quoted) for values in parts]
+    return "".join([line + "\n" for line in map(",".join, zip(*columns, strict=True))])
+
+
+def _csv_cells(values: np.ndarray, quoted: dict[str, str]) -> list[str]:
+    """A column's fields: float64 as their repr (which is numpy's `astype(str)`, pandas' way; NaN
+    empty), other floats as `astype(str)`, integers as digits, anything else as quoted text."""
+    if values.dtype == np.float64:
+        cells = _float_cells(values)
+    elif values.dtype.kind == "f":
+        cells = values.astype(str).tolist()
+    elif values.dtype.kind in "iub":
+        return list(map(str, values.tolist()))
+    else:
+        return [
+            ""
+            if value is None or (isinstance(value, float) and value != value)
+            else _csv_quoted(str(value), quoted)
+            for value in values.tolist()
+        ]
+    for row in np.flatnonzero(np.isnan(values)).tolist():
+        cells[row] = ""
+    return cells
+
+
+def _float_cells(values: np.ndarray) -> list[str]:
+    """repr of each float64, the costly part of a CSV (about 0.5 us a number), done less: a column of
+    few distinct values (by their bits: -0.0 is not 0.0) formats each once, and a column of whole
+    numbers below 1e16 (token counts) formats them as integers, whose repr is theirs plus ".0"."""
+    if len(values) >= 64:
+        distinct, inverse = np.unique(values.view(np.int64), return_inverse=True)
+        if 4 * len(distinct) <= len(values):
+            text = np.array(list(map(repr, distinct.view(np.float64).tolist())), dtype=object)
+            return list(text[inverse.ravel()])
+    with np.errstate(invalid="ignore"):
+        whole = (values == np.trunc(values)) & (np.abs(values) < 1e16) & ~((values == 0) & np.signbit(values))
+    if whole.all():
+        return [f"{number}.0" for number in values.astype(np.int64).tolist()]
+    return list(map(repr, values.tolist()))
+
+
+def _csv_quoted(text: str, quoted: dict[str, str]) -> str:
+    """A text field as the csv module writes it among others (quoted only where it must be)."""
+    if text not in quoted:
+        line = io.StringIO()
+        csv.writer(line, lineterminator="\n").writerow([text, ""])
+        quoted[text] = line.getvalue()[: -len(",\n")]
+    return quoted[text]
 
 
 def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
@@ -571,6 +735,8 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
                 f"{path}: does not match {sidecar.name} (a write was interrupted?); "
                 "run the command that made it again"
             )
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
@@ -625,16 +791,39 @@ def _check_runs(frame: pd.DataFrame, path: Path) -> None:
         )
 
 
-def final_summary(frame: pd.DataFrame) -> pd.DataFrame:
+def final_statistics(frame: pd.DataFrame | Columns) -> tuple[list[str], list[int], FloatArray, FloatArray]:
+    """Per variant (in the table's order) at the last step: the number of seeds, and the mean and
+    sd (over seeds, ddof 1; NaN for one seed) of each of SUMMARY_COLUMNS, as [variants, columns]."""
+    table = csv_columns(frame)
+    last = table["step"] == table["step"].max()
+    variants = np.asarray(table["variant"])[last].astype(str)
+    names = list(dict.fromkeys(variants.tolist()))
+    values = np.stack([np.asarray(table[column], dtype=np.float64)[last] for column in SUMMARY_COLUMNS], 1)
+    counts, means, sds = (
+        [],
+        np.empty((len(names), len(SUMMARY_COLUMNS))),
+        np.empty((len(names), len(SUMMARY_COLUMNS))),
+    )
+    for i, name in enumerate(names):
+        rows = values[variants == name]
+        counts.append(len(rows))
+        means[i] = rows.mean(axis=0)
+        sds[i] = rows.std(axis=0, ddof=1) if len(rows) > 1 else np.nan
+    return names, counts, means, sds
+
+
+def final_summary(frame: pd.DataFrame | Columns) -> pd.DataFrame:
     """Per variant, mean and sd (over seeds, ddof 1) of the last step's exact metrics.
 
     Columns are a (metric, statistic) MultiIndex; rows keep the frame's variant order.
     """
-    last = frame[frame["step"] == frame["step"].max()]
-    order = list(dict.fromkeys(last["variant"]))
-    summary = last.groupby("variant", sort=False)[SUMMARY_COLUMNS].agg(["mean", "std"])
-    summary.insert(0, ("seeds", "n"), last.groupby("variant", sort=False).size())
-    return summary.loc[order]
+    import pandas as pd
+
+    names, counts, means, sds = final_statistics(frame)
+    data: dict[tuple[str, str], Any] = {("seeds", "n"): counts}
+    for j, column in enumerate(SUMMARY_COLUMNS):
+        data[(column, "mean")], data[(column, "std")] = means[:, j], sds[:, j]
+    return pd.DataFrame(data, index=pd.Index(names, name="variant"))
 
 
 SUMMARY_HEADER = [
@@ -648,35 +837,122 @@ SUMMARY_HEADER = [
 ]
 
 
-def _summary_rows(summary: pd.DataFrame) -> list[list[str]]:
+def summary_rows(frame: pd.DataFrame | Columns) -> list[list[str]]:
     """Cells of the summary: accuracy in percent (1 decimal), lengths in tokens, "mean ± sd"."""
     rows = []
-    for variant, row in summary.iterrows():
-        cells = [str(variant), str(int(row[("seeds", "n")]))]
-        for column, scale, digits in [("accuracy", 100, 1)] + [(c, 1, 0) for c in SUMMARY_COLUMNS[1:]]:
-            mean, sd = row[(column, "mean")] * scale, row[(column, "std")] * scale
+    for name, count, mean_row, sd_row in zip(*final_statistics(frame), strict=True):
+        cells = [name, str(count)]
+        for j, (scale, digits) in enumerate([(100, 1)] + [(1, 0)] * (len(SUMMARY_COLUMNS) - 1)):
+            mean, sd = mean_row[j] * scale, sd_row[j] * scale
             cells.append(f"{mean:.{digits}f}" + ("" if np.isnan(sd) else f" ± {sd:.{digits}f}"))
         rows.append(cells)
     return rows
 
 
-def format_table(rows: Sequence[Sequence[str]], indent: str = "", left_first: bool = True) -> str:
+def format_table(
+    rows: Sequence[Sequence[str]], indent: str = "", left_first: bool = True, width: int | None = None
+) -> str:
     """Rows of cells (the first the header) as an aligned text table with a rule under the header:
-    numbers right-aligned, the first column left-aligned when `left_first`."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    numbers right-aligned, the first column left-aligned when `left_first`.
+
+    With `width` (the terminal's columns), a table too wide for it has its header cells wrapped
+    onto several lines; if its cells are still too wide, it is cut into several tables of
+    consecutive columns, one under the other, each repeating the first column. Cells are never
+    cut: a single cell wider than `width` stays whole.
+    """
+    header, body = list(rows[0]), [list(row) for row in rows[1:]]
+    cells = [max((len(row[i]) for row in body), default=0) for i in range(len(header))]
+    natural = [max(len(title), cell) for title, cell in zip(header, cells, strict=True)]
+    if width is None or _table_width(natural, indent) <= width:
+        return _aligned(header, body, natural, indent, left_first)
+    smallest = [max([cell, *map(len, title.split())]) for title, cell in zip(header, cells, strict=True)]
+    if _table_width(smallest, indent) <= width or len(header) <= 2:
+        return _aligned(
+            header,
+            body,
+            _widen(header, smallest, natural, width - _table_width(smallest, indent)),
+            indent,
+            left_first,
+        )
+    blocks: list[list[int]] = []
+    for column in range(1, len(header)):
+        block = blocks[-1] if blocks else None
+        if block is None or _table_width([smallest[i] for i in [0, *block, column]], indent) > width:
+            blocks.append([column])
+        else:
+            block.append(column)
+    # As many tables, with the columns shared out as evenly as they fit (not a full one and a rest).
+    columns = list(range(1, len(header)))
+    even = [list(part) for part in np.array_split(columns, len(blocks))]
+    if all(_table_width([smallest[i] for i in [0, *block]], indent) <= width for block in even):
+        blocks = [[int(i) for i in block] for block in even]
+    return "\n\n".join(
+        format_table([[row[i] for i in [0, *block]] for row in rows], indent, left_first, width)
+        for block in blocks
+    )
+
+
+def _table_width(widths: Sequence[int], indent: str) -> int:
+    return len(indent) + sum(widths) + 2 * (len(widths) - 1)
+
+
+def _widen(header: Sequence[str], smallest: list[int], natural: list[int], spare: int) -> list[int]:
+    """Column widths from `smallest` up towards `natural`, using `spare` columns where they save the
+    most header lines first."""
+    import textwrap
+
+    widths = list(smallest)
+
+    def lines(i: int, w: int) -> int:
+        return len(textwrap.wrap(header[i], w, break_long_words=False)) or 1
+
+    while spare > 0:
+        tallest = max(range(len(widths)), key=lambda i: (lines(i, widths[i]), -i))
+        if lines(tallest, widths[tallest]) == 1:
+            break
+        # The least widening that takes a line off the tallest header, if the spare columns allow.
+        target = next(
+            (
+                w
+                for w in range(widths[tallest] + 1, natural[tallest] + 1)
+                if lines(tallest, w) < lines(tallest, widths[tallest])
+            ),
+            None,
+        )
+        if target is None or target - widths[tallest] > spare:
+            break
+        spare -= target - widths[tallest]
+        widths[tallest] = target
+    return widths
+
+
+def _aligned(
+    header: Sequence[str], body: Sequence[Sequence[str]], widths: Sequence[int], indent: str, left_first: bool
+) -> str:
+    import textwrap
 
     def line(cells: Sequence[str]) -> str:
-        return indent + "  ".join(
-            text.ljust(width) if i == 0 and left_first else text.rjust(width)
-            for i, (text, width) in enumerate(zip(cells, widths, strict=True))
+        return (
+            indent
+            + "  ".join(
+                text.ljust(width) if i == 0 and left_first else text.rjust(width)
+                for i, (text, width) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
         )
 
-    return "\n".join([line(rows[0]), indent + "  ".join("-" * w for w in widths), *map(line, rows[1:])])
+    titles = [
+        [title] if len(title) <= width else textwrap.wrap(title, width, break_long_words=False)
+        for title, width in zip(header, widths, strict=True)
+    ]
+    height = max(len(lines) for lines in titles)
+    titles = [[""] * (height - len(lines)) + lines for lines in titles]  # the last line on the rule
+    heading = [line([lines[k] for lines in titles]) for k in range(height)]
+    return "\n".join([*heading, indent + "  ".join("-" * w for w in widths), *map(line, body)])
 
 
-def format_summary(summary: pd.DataFrame) -> str:
-    """The summary as an aligned text table for the terminal."""
-    return format_table([SUMMARY_HEADER, *_summary_rows(summary)])
+def format_summary(frame: pd.DataFrame | Columns, width: int | None = None) -> str:
+    """The last step's summary of a results table as an aligned text table for the terminal."""
+    return format_table([SUMMARY_HEADER, *summary_rows(frame)], width=width)
 
 
 def final_table_markdown(frame: pd.DataFrame, article: bool) -> str:
@@ -685,7 +961,7 @@ def final_table_markdown(frame: pd.DataFrame, article: bool) -> str:
     With `article`, a last column gives the article's figures for the variants it reports.
     """
     header = [cell.replace("|", "\\|") for cell in SUMMARY_HEADER]
-    rows = _summary_rows(final_summary(frame))
+    rows = summary_rows(frame)
     if article:
         header.append("article: accuracy %, tokens")
         for row in rows:

@@ -490,8 +490,3 @@ def _read_run(path: Path, steps: int) -> pd.DataFrame:
     if list(rows.columns) != COLUMNS or len(rows) != steps + 1:
         raise InvalidInput(f"{path}: not a run of {steps + 1} rows of toyrl's columns; {remedy}")
     return rows
-
-
-def estimate_left(done: int, total: int, elapsed: float, finished_now: int) -> float:
-    """Seconds left at the rate of the runs done in this session (inf before any)."""
-    return math.inf if finished_now == 0 else elapsed / finished_now * (total - done)
