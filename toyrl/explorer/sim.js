@@ -652,9 +652,8 @@
      phi of its branch with the summed score 1[stopped] - L s; the sums are divided by n. */
   function onPolicyGradient(theta, batch, weight, n) {
     const P = theta.length - 2, B = batch.prompt_index.length, N = weight.length, G = N / B;
-    const grad = new Float64Array(P + 2);
     const stopRight = expit(theta[P]), stopWrong = expit(theta[P + 1]);
-    const approach = new Float64Array(N), rambleRight = new Float64Array(N), rambleWrong = new Float64Array(N);
+    const approach = new Float64Array(N), ramble = new Float64Array(N);
     for (let b = 0; b < B; b++) {
       const j = batch.prompt_index[b], p = expit(theta[j]), positive = positiveScore(theta[j]);
       for (let g = 0; g < G; g++) {
@@ -663,10 +662,21 @@
         let score = batch.stopped[i] - batch.length[i] * (right ? stopRight : stopWrong);
         const phi = theta[right ? P : P + 1];
         if (batch.stopped[i] && batch.length[i] === 1 && phi > SCORE_EXACT_ABOVE) score = expit(-phi);
-        (right ? rambleRight : rambleWrong)[i] = weight[i] * score; // 0 in the other branch's sum
+        ramble[i] = weight[i] * score;
       }
-      grad[j] = -sum(approach, b * G, G) / n;
     }
+    return scatterGradient(theta, batch, approach, ramble, n);
+  }
+
+  /* The loss gradient [P + 2] from each response's terms: `approach` [N] on its prompt's psi_j,
+     `ramble` [N] on its branch's phi, summed in numpy's order and divided by n (the one scatter of
+     both forms, as toyrl.policy.policy_gradient's). */
+  function scatterGradient(theta, batch, approach, ramble, n) {
+    const P = theta.length - 2, B = batch.prompt_index.length, N = approach.length, G = N / B;
+    const grad = new Float64Array(P + 2);
+    const rambleRight = new Float64Array(N), rambleWrong = new Float64Array(N);
+    for (let i = 0; i < N; i++) (batch.right[i] === 1 ? rambleRight : rambleWrong)[i] = ramble[i]; // 0 in the other branch's sum
+    for (let b = 0; b < B; b++) grad[batch.prompt_index[b]] = -sum(approach, b * G, G) / n;
     grad[P] = -sum(rambleRight) / n;
     grad[P + 1] = -sum(rambleWrong) / n;
     return grad;
@@ -819,22 +829,18 @@
       });
     }
     const { coefficient, clipped } = objectiveCoefficients(objective, ratio, advantage, part, tokenCounts(batch), klTerm, tokens);
-    const grad = new Float64Array(P + 2);
     const stopRight = expit(theta[P]), stopWrong = expit(theta[P + 1]);
     const stopScore = [positiveScore(theta[P]), positiveScore(theta[P + 1])];
-    const approach = new Float64Array(N), rambleRight = new Float64Array(N), rambleWrong = new Float64Array(N);
+    const approach = new Float64Array(N), ramble = new Float64Array(N);
     for (let b = 0; b < B; b++) {
       const j = batch.prompt_index[b], positive = positiveScore(theta[j]), negative = -expit(theta[j]);
       for (let g = 0; g < G; g++) {
         const i = b * G + g, onRight = batch.right[i] === 1;
         approach[i] = coefficient[0][i] * (onRight ? positive : negative);
-        const ramble = coefficient[1][i] * -(onRight ? stopRight : stopWrong) + coefficient[2][i] * stopScore[onRight ? 0 : 1];
-        (onRight ? rambleRight : rambleWrong)[i] = ramble;
+        ramble[i] = coefficient[1][i] * -(onRight ? stopRight : stopWrong) + coefficient[2][i] * stopScore[onRight ? 0 : 1];
       }
-      grad[j] = -sum(approach, b * G, G);
     }
-    grad[P] = -sum(rambleRight);
-    grad[P + 1] = -sum(rambleWrong);
+    const grad = scatterGradient(theta, batch, approach, ramble, 1); // the scale already holds 1/(D n)
     return { grad, fraction: part.tokens > 0 ? clipped / part.tokens : 0 };
   }
 
