@@ -1,25 +1,22 @@
-"""Benchmark the core against an earlier version of itself: the same workloads, timed in one run.
+"""Benchmark the core against earlier versions of itself: the same workloads, timed in one run.
 
-    python scripts/bench_core.py [--baseline REV] [--repeats 5] [--tries 3] [--only TASK ...]
-                                 [--out results/bench_core.txt]
+    python scripts/bench_core.py [--repeats 5] [--tries 3] [--only TASK ...] [--out results/bench_core.txt]
 
-The baseline is a git revision of this repository (by default the last commit before the core was
-redesigned), checked out into a temporary worktree. Each workload runs in a fresh process of each
-version, the two versions taking turns, `--repeats` times, and is timed `--tries` times in each
-process, the fastest kept (the timing least disturbed by the rest of the machine); the medians
-over processes and their ratios are reported. Only wall time of the simulation itself is
-measured (imports and set-up excluded).
+The baselines are git revisions of this repository, checked out into temporary worktrees:
+`REDESIGN` (567dae0, the last commit before the core was redesigned as one step, top to bottom)
+and `ARITHMETIC` (cdac3e0, the last commit before toyrl's own kernels and variates made every
+number the same bits on every machine). Each workload runs in a fresh process of each version,
+the versions taking turns, `--repeats` times, and is timed `--tries` times in each process, the
+fastest kept (the timing least disturbed by the rest of the machine); the medians over processes
+and their ratios are reported. Only wall time of the simulation itself is measured (imports and
+set-up excluded).
 
-Workloads (the targets of the redesign):
-- the article set: 4 variants x 6 seeds x 400 steps, one chunk;
-- a 4-epoch PPO preset (DAPO's settings, num_iterations=4): 24 seeds x 200 steps;
-- one num_iterations=4 run with 23 plain Dr. GRPO runs, chunked as `run_experiment` chunks them
-  (by schedule), and all 24 in one array, against the 4-epoch run alone plus the 23 plain runs
-  alone (200 steps);
-- mean-field runs, 256 x 100 steps, against the same runs sampled; and, as a floor, the time of
-  the exponentials alone that a mean-field run's numbers are made of: P(K = k) = exp(log s +
-  (k - 1) log q) for every length k <= cap, run, branch and step, one libm exp each. Computing
-  q^(k - 1) any other way (by powers, a recurrence or a closed form) gives other last bits.
+Workloads and targets:
+- the article set: 4 variants x 6 seeds x 400 steps, one chunk: at most 1.25x its time before
+  the portable arithmetic;
+- a 4-epoch PPO preset (DAPO's settings, num_iterations=4): 24 seeds x 200 steps: at least 2x
+  faster than before the redesign;
+- mean-field runs, 256 x 100 steps, against the same runs sampled: at most 2x.
 """
 
 from __future__ import annotations
@@ -33,7 +30,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BASELINE = "567dae0"  # the last commit before "one step, top to bottom"
+REDESIGN = "567dae0"  # the last commit before "one step, top to bottom"
+ARITHMETIC = "cdac3e0"  # the last commit before the portable arithmetic
 
 PPO4 = (
     "advantage=group_std_sample,aggregation=token_mean,num_iterations=4,epsilon_high=0.28,"
@@ -71,15 +69,6 @@ except ImportError:  # toyrl 0.2
     def chunked(config, runs):  # its run_experiment kept up to 256 runs in one chunk
         run(config, runs)
 
-def exps(config, runs):  # the exps of a mean-field run: one per length, run and branch, each step
-    import numpy as np
-
-    arguments = np.linspace(-1, -30, config.cap)[None] * np.linspace(0.5, 1.5, runs)[:, None]
-    out = np.empty_like(arguments)
-    for _ in range(2 * (config.steps + 1)):  # two branches, steps + 1 evaluations
-        np.exp(arguments, out=out)
-
-
 name, ppo4 = sys.argv[2], sys.argv[3]
 plain = parse_variant("dr_grpo")
 article = [(parse_variant(v), s) for v in ("grpo", "std_only", "length_only", "dr_grpo") for s in range(6)]
@@ -93,7 +82,6 @@ tasks = {
     "plain23": lambda: run(Config(steps=200), [(plain, s) for s in range(1, 24)]),
     "mean_field256": lambda: run(Config(steps=100), [(plain, s) for s in range(256)], True),
     "sampled256": lambda: run(Config(steps=100), [(plain, s) for s in range(256)]),
-    "mean_field_exps": lambda: exps(Config(steps=100), 256),
 }
 run(Config(steps=5), article)  # warm up
 seconds = []
@@ -112,7 +100,6 @@ TASKS = [
     "plain23",
     "mean_field256",
     "sampled256",
-    "mean_field_exps",
 ]
 
 
@@ -124,73 +111,96 @@ def time_once(tree: Path, task: str, tries: int) -> float:
     return float(json.loads(result.stdout))
 
 
+# The versions each workload is timed in (every task also in this one).
+VERSIONS = {
+    "article": ("arithmetic",),
+    "ppo4": ("redesign", "arithmetic"),
+    "mixed": ("redesign",),
+    "mixed_one_chunk": ("redesign",),
+    "ppo4_alone": ("redesign",),
+    "plain23": ("redesign",),
+    "mean_field256": ("arithmetic",),
+    "sampled256": ("arithmetic",),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--baseline", default=BASELINE, help=f"git revision to compare with (default {BASELINE})"
-    )
     parser.add_argument("--repeats", type=int, default=5, help="runs per workload and version (default 5)")
     parser.add_argument(
         "--tries", type=int, default=3, help="timings per process, the fastest kept (default 3)"
     )
-    parser.add_argument("--only", nargs="+", choices=TASKS, help="time these workloads only (no table)")
+    parser.add_argument("--only", nargs="+", choices=TASKS, help="time these workloads only")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args()
+    if args.repeats < 1 or args.tries < 1:
+        parser.error("--repeats and --tries must be at least 1")
+    tasks = args.only or TASKS
     with tempfile.TemporaryDirectory() as folder:
-        baseline = Path(folder) / "baseline"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(baseline), args.baseline],
-            check=True,
-        )
+        trees = {"now": ROOT}
+        for name, revision in (("redesign", REDESIGN), ("arithmetic", ARITHMETIC)):
+            trees[name] = Path(folder) / name
+            command = [
+                "git",
+                "-C",
+                str(ROOT),
+                "worktree",
+                "add",
+                "--detach",
+                "-q",
+                str(trees[name]),
+                revision,
+            ]
+            subprocess.run(command, check=True)
         try:
-            times: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
-            for task in args.only or TASKS:
-                for _ in range(args.repeats):  # the versions take turns, so drift hits both
-                    for version, tree in (("before", baseline), ("after", ROOT)):
-                        times[version].setdefault(task, []).append(time_once(tree, task, args.tries))
+            times: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+            for task in tasks:
+                for _ in range(args.repeats):  # the versions take turns, so drift hits each
+                    for version in (*VERSIONS[task], "now"):
+                        times[version].setdefault(task, []).append(
+                            time_once(trees[version], task, args.tries)
+                        )
                 print(f"{task}: done", file=sys.stderr, flush=True)
         finally:
-            remove = ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)]
-            subprocess.run(remove, check=False)
+            for name in ("redesign", "arithmetic"):
+                remove = ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees[name])]
+                subprocess.run(remove, check=False)
     median = {v: {t: statistics.median(times[v][t]) for t in times[v]} for v in times}
-    if args.only:
-        for task in args.only:
-            b, a = median["before"][task], median["after"][task]
-            print(f"{task}: before {b:.3f}s, after {a:.3f}s, before / after {b / a:.2f}")
-        return
-    before, after = median["before"], median["after"]
-    rows = [
-        ("article set, 4 x 6 x 400", "article", "after / before <= 1"),
-        ("4-epoch PPO preset, 24 x 200", "ppo4", "before / after >= 2"),
-        ("1 x 4-epoch + 23 plain, as chunked", "mixed", ""),
-        ("  the same 24 runs in one array", "mixed_one_chunk", ""),
-        ("  the 4-epoch run alone", "ppo4_alone", ""),
-        ("  the 23 plain runs alone", "plain23", ""),
-        ("mean-field, 256 x 100", "mean_field256", ""),
-        ("sampled, 256 x 100", "sampled256", ""),
-    ]
+    now, redesign, arithmetic = median["now"], median["redesign"], median["arithmetic"]
     lines = [
-        f"baseline {args.baseline}; medians over {args.repeats} processes each (versions alternating) "
-        f"of the fastest of {args.tries} timings in the process",
-        f"{'workload':40} {'before':>9} {'after':>9}  {'after/before':>12}",
+        f"medians over {args.repeats} processes each (versions alternating) of the fastest of {args.tries} "
+        f"timings in the process; versions: {REDESIGN} (before the redesign), {ARITHMETIC} (before the "
+        "portable arithmetic), this one",
+        f"{'workload':40} {REDESIGN:>9} {ARITHMETIC:>9} {'now':>9}",
     ]
-    for label, task, _ in rows:
-        ratio = after[task] / before[task]
-        lines.append(f"{label:40} {before[task]:8.3f}s {after[task]:8.3f}s  {ratio:11.2f}x")
-    alone = after["ppo4_alone"] + after["plain23"]
-    lines += [
-        "",
-        "targets, after:",
-        f"  article set after / before: {after['article'] / before['article']:.2f} (<= 1)",
-        f"  4-epoch PPO speed-up before / after: {before['ppo4'] / after['ppo4']:.2f}x (>= 2)",
-        f"  1 x 4-epoch + 23 plain / (4-epoch alone + plain alone): {after['mixed'] / alone:.2f} (<= 1)",
-        f"    (in one array: {after['mixed_one_chunk'] / alone:.2f})",
-        f"  mean-field / sampled, 256 x 100: {after['mean_field256'] / after['sampled256']:.2f}x (<= 2)",
-        f"    (its exps alone, which bit-identical numbers need: "
-        f"{after['mean_field_exps']:.3f}s, {after['mean_field_exps'] / after['sampled256']:.2f}x sampled)",
-        f"  (before: mixed / alone {before['mixed'] / (before['ppo4_alone'] + before['plain23']):.2f}, "
-        f"mean-field / sampled {before['mean_field256'] / before['sampled256']:.2f}x)",
-    ]
+    labels = {
+        "article": "article set, 4 x 6 x 400",
+        "ppo4": "4-epoch PPO preset, 24 x 200",
+        "mixed": "1 x 4-epoch + 23 plain, as chunked",
+        "mixed_one_chunk": "  the same 24 runs in one array",
+        "ppo4_alone": "  the 4-epoch run alone",
+        "plain23": "  the 23 plain runs alone",
+        "mean_field256": "mean-field, 256 x 100",
+        "sampled256": "sampled, 256 x 100",
+    }
+
+    def cell(version: dict[str, float], task: str) -> str:
+        return f"{version[task]:8.3f}s" if task in version else f"{'':>9}"
+
+    for task in tasks:
+        lines.append(f"{labels[task]:40} {cell(redesign, task)} {cell(arithmetic, task)} {cell(now, task)}")
+    lines += ["", "targets:"]
+    if "article" in now:
+        ratio = now["article"] / arithmetic["article"]
+        lines.append(f"  article set, now / {ARITHMETIC}: {ratio:.2f} (<= 1.25)")
+    if "ppo4" in now:
+        lines.append(
+            f"  4-epoch PPO speed-up, {REDESIGN} / now: {redesign['ppo4'] / now['ppo4']:.2f}x (>= 2)"
+        )
+    if "mean_field256" in now and "sampled256" in now:
+        ratio = now["mean_field256"] / now["sampled256"]
+        before = arithmetic["mean_field256"] / arithmetic["sampled256"]
+        lines.append(f"  mean-field / sampled, 256 x 100: {ratio:.2f}x (<= 2; {before:.2f}x at {ARITHMETIC})")
     print("\n".join(lines))
     if args.out is not None:
         args.out.write_text("\n".join(lines) + "\n")

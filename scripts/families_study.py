@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from joblib import Parallel, delayed
 
-from toyrl import __version__
+from toyrl import __version__, noise
 from toyrl.config import Config
 from toyrl.expected import exact_support, expected_update, true_gradient
 from toyrl.objective import Variant, from_spec, parse_spec
@@ -103,7 +103,7 @@ def first_update(variant: Variant) -> Variant:
 
 def cosine(u: np.ndarray, g: np.ndarray) -> np.ndarray:
     """Row-wise cosine of [R, P + 2] arrays."""
-    return (u * g).sum(-1) / (np.linalg.norm(u, axis=-1) * np.linalg.norm(g, axis=-1))
+    return (u * g).sum(-1) / (np.sqrt((u * u).sum(-1)) * np.sqrt((g * g).sum(-1)))
 
 
 def train(variant: Variant, seeds: list[int], config: Config) -> dict[str, np.ndarray]:
@@ -148,16 +148,16 @@ def sampled_mean_update(variant: Variant, seed: int, config: Config) -> tuple[fl
             n = MC_CHUNK
             thetas = np.repeat(theta[None], n, axis=0)
             shape = (n, config.batch_prompts, config.group_size)
-            noise = (
-                rng.random((n, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts],
-                rng.random(shape),
-                rng.standard_exponential(shape),
+            draws = (
+                noise.permutation_prefix(rng, n, config.prompts, config.batch_prompts),
+                noise.uniform(rng, shape),
+                noise.standard_exponential(rng, shape),
             )
-            refill = [np.random.default_rng(s) for s in rng.integers(0, 2**63, n)]
+            refill = [np.random.default_rng(int(s)) for s in rng.bit_generator.random_raw(n) >> np.uint64(1)]
             step = train_step(
                 thetas,
                 Adam(thetas, config),
-                noise,
+                draws,
                 Plan.of([variant] * n),
                 config,
                 thetas.copy(),

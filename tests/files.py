@@ -6,10 +6,6 @@ takes longer than the test run itself; these helpers report where the first diff
 
 from pathlib import Path
 
-import pandas as pd
-
-from toyrl.results import compare_results, load_results
-
 
 def first_difference(a: bytes, b: bytes) -> str:
     """'' if equal; else the first differing line (number and up to 120 characters of each side)."""
@@ -30,11 +26,3 @@ def assert_identical_files(a: Path, b: Path) -> None:
     """Byte-for-byte equality, as within one machine."""
     difference = first_difference(a.read_bytes(), b.read_bytes())
     assert not difference, f"{a} and {b}: {difference}"
-
-
-def assert_equivalent_results(saved: Path | pd.DataFrame, fresh: Path | pd.DataFrame) -> None:
-    """Equality as across machines (`toyrl.results.compare_results`): exact, but exact metrics
-    within the stated relative tolerance."""
-    frames = [load_results(x)[0] if isinstance(x, Path) else x for x in (saved, fresh)]
-    comparison = compare_results(*frames)
-    assert comparison.same, comparison.describe()

@@ -214,7 +214,7 @@ BIAS_DOC_FRAGMENTS = [
     "to {s.bias.init.std_only.cosine.six.max:.5f}",
     "| {s.bias.init.std_only.cosine.all.mean:.5f}",
     "± {s.bias.init.std_only.cosine.all.se:.0e}",
-    "1e-30) | 0 | | `length_only` | {s.bias.init.length_only.cosine.six.min:.3f}",
+    "1e-29) | 0 | | `length_only` | {s.bias.init.length_only.cosine.six.min:.3f}",
     "to {s.bias.init.length_only.cosine.six.max:.3f}",
     "| {s.bias.init.length_only.cosine.all.mean:.3f}",
     "± {s.bias.init.length_only.cosine.all.se:.3f}",
@@ -348,7 +348,8 @@ def test_every_number_docs_bias_quotes_comes_from_a_generated_file(fragment: str
 
 
 def test_the_bounds_docs_bias_states_hold_in_the_generated_file() -> None:
-    """'1 (within 1e-15)', '0 (below 1e-15)', '0 (below 1e-30)': Dr. GRPO's and std-only's rows."""
+    """'1 (within 1e-15)', '0 (below 1e-14)', '0 (below 1e-29)': Dr. GRPO's and std-only's rows,
+    at every state the study evaluates (rounding around an exact 1 or 0)."""
     bias = json.loads((ROOT / "results" / "seed_study.json").read_text())["bias"]
     for key, value in bias.items():
         parts = key.split(".")
@@ -356,9 +357,9 @@ def test_the_bounds_docs_bias_states_hold_in_the_generated_file() -> None:
             continue
         variant, metric = parts[1], parts[2]
         if metric == "phi_wrong_cosine":
-            assert abs(value) < 1e-15, key
+            assert abs(value) < 1e-14, key
         elif metric == "phi_wrong_share":
-            assert value < 1e-30, key
+            assert value < 1e-29, key
         elif metric == "cosine" and variant == "dr_grpo":
             assert abs(value - 1) < 1e-15, key
     assert bias["dr_grpo.max_cosine_deviation"] < 1e-15

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from toyrl import noise
 from toyrl.config import Config
 from toyrl.expected import expected_update
 from toyrl.objective import Variant, parse_spec
@@ -457,6 +458,18 @@ class Scripted:
         return self._next(shape)
 
 
+@pytest.fixture
+def scripted_exponentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stages draw their exponentials through `toyrl.noise` (from the stream's raw bits); a
+    `Scripted` stream hands out its queued ones instead."""
+    original = noise.standard_exponential
+
+    def draw(rng: Any, shape: Any) -> np.ndarray:
+        return rng.standard_exponential(shape) if isinstance(rng, Scripted) else original(rng, shape)
+
+    monkeypatch.setattr(noise, "standard_exponential", draw)
+
+
 class FilterScript(Scripted):
     """filter_groups' refill stream: each round asks for uniforms over the pool of prompts not
     drawn yet (sorted), whose argsort is the round's draw order, then the round's approach
@@ -697,6 +710,7 @@ def test_toyrl_s_update_on_every_batch_is_this_file_s(name: str) -> None:
     assert relative_difference(got, want) < 1e-12, relative_difference(got, want)
 
 
+@pytest.mark.usefixtures("scripted_exponentials")
 def test_toyrl_s_gfpo_update_on_scripted_draws_is_this_file_s() -> None:
     """GFPO on 4,000 of its draws (of 6 x 8^6): the first G draws per prompt from the step's noise,
     the other G' - G scripted on the refill stream (approach uniforms, then exponentials)."""
@@ -717,6 +731,7 @@ def test_toyrl_s_gfpo_update_on_scripted_draws_is_this_file_s() -> None:
         assert all(not stream.queue for stream in refill)  # every scripted draw was taken
 
 
+@pytest.mark.usefixtures("scripted_exponentials")
 def test_toyrl_s_filter_groups_update_on_scripted_rounds_is_this_file_s() -> None:
     """filter_groups on 3,000 of its draws per configuration: the first round from the step's
     noise, later rounds scripted on the refill stream (the pool's order, then the responses);

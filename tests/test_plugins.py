@@ -226,7 +226,7 @@ BROKEN = {
         "normaliser",
         "def denominators(self, tokens, included, length_norm, members=None):\n"
         "        return tokens - tokens.min(), 1.0",
-        "returns 0.0 at (0, 1, 0) in D for tokens of shape (3, 3, 4) (the contract: "
+        "returns 0.0 at (1, 0, 3) in D for tokens of shape (3, 3, 4) (the contract: "
         "D [runs, prompts, group], positive where a response is in the loss)",
     ),
     "n per prompt": (

@@ -135,7 +135,8 @@ def test_results_equal_to_the_byte_are_kept_without_reading_them(
         again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and f"kept {out} and" in again.stdout
     assert {path: path.stat().st_mtime_ns for path in before} == before
-    # Saved results whose bytes differ in a last bit are compared cell by cell, and still kept.
+    # Saved results that differ in one last bit are not these results: written afresh, to the bit.
+    original = out.read_bytes()
     frame, meta = load_results(out)
     frame.loc[3, "accuracy"] = np.nextafter(frame.loc[3, "accuracy"], 1)
     sidecar = json.loads(out.with_suffix(".json").read_text())
@@ -146,5 +147,8 @@ def test_results_equal_to_the_byte_are_kept_without_reading_them(
         meta is not None
         and json.loads(out.with_suffix(".json").read_text())["csv_sha256"] != meta["csv_sha256"]
     )
-    kept = CliRunner().invoke(app, args)
-    assert kept.exit_code == 0 and f"kept {out} and" in kept.stdout and out.read_bytes() == moved
+    rewritten = CliRunner().invoke(app, args)
+    assert rewritten.exit_code == 0 and rewritten.stdout.rstrip().endswith(
+        f"wrote {out} and {out.with_suffix('.json')}"
+    )
+    assert out.read_bytes() != moved and out.read_bytes() == original

@@ -3,7 +3,7 @@ scripts/trainer_defaults_study.py, scripts/families_study.py),
 their files under results/, and docs/initialisation.md, which quotes them (tests/test_docs.py ties
 the README, docs/bias.md and docs/variants.md to the same files).
 
-- Regenerating the studies gives the committed numbers (slow: about a minute on 2 cores).
+- Regenerating the studies gives the committed numbers, to the bit (slow: about a minute on 2 cores).
 - The committed markdown is what the scripts make from the committed numbers, and the doc pastes
   its tables verbatim.
 - Every number in the doc's prose is rendered here from the committed files (`PHRASES`), and every
@@ -33,8 +33,6 @@ from toyrl.results import load_results
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 DOC = ROOT / "docs" / "initialisation.md"
-RELATIVE = 1e-9  # regenerated numbers: exact metrics differ across CPUs in the last bits
-ABSOLUTE = 1e-12  # for numbers that are rounding noise around 0 (e.g. Dr. GRPO's |cosine - 1|)
 
 # Placeholder -> template: the doc's prose holds each rendering (minus signs as U+2212; the names are
 # only labels for failure messages). Contexts: h headline, a article, c convention (seed_study.json);
@@ -313,8 +311,7 @@ def assert_same_numbers(saved: dict[str, Any], fresh: dict[str, Any], what: str)
     bad = []
     for key, a in saved.items():
         b = fresh[key]
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
-        same = math.isclose(a, b, rel_tol=RELATIVE, abs_tol=ABSOLUTE) if numbers else a == b
+        same = a == b or (a != a and b != b)  # equal to the bit (NaN where NaN): the same on any machine
         if not same:
             bad.append(f"{key}: {a!r} against {b!r}")
     assert not bad, f"{what}: {len(bad)} values differ, first {bad[:3]}"
@@ -442,9 +439,9 @@ def test_the_families_study_regenerates_its_committed_seeds() -> None:
         kept = data["variants"][row]["per_seed"]
         for column in study.PER_SEED:
             saved = [kept[column][0], kept[column][57]]
-            assert np.allclose(fresh[column], saved, rtol=RELATIVE, atol=0), (row, column)
+            assert fresh[column].tolist() == saved, (row, column)
         if "cosine_along" in fresh:
             saved = np.array(kept["cosine_along"])[[0, 57]]
-            assert np.allclose(fresh["cosine_along"], saved, rtol=RELATIVE, atol=ABSOLUTE), row
+            assert fresh["cosine_along"].tolist() == saved.tolist(), row
     cosine, _ = study.sampled_mean_update(study.variant_of("opo", "opo"), 3, config)
-    assert math.isclose(cosine, data["variants"]["opo"]["per_seed"]["cosine_initial"][3], rel_tol=RELATIVE)
+    assert cosine == data["variants"]["opo"]["per_seed"]["cosine_initial"][3]

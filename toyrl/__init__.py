@@ -9,4 +9,4 @@ to bottom, and the loop that records it) -> `expected` (exact expected updates, 
 configuration) -> `plots` -> `cli` (the `toyrl` command). docs/design.md shows how they fit.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -2,7 +2,7 @@
 
 Start-up is kept short: this module imports only the standard library, typer and
 `toyrl.config`, so `toyrl --help` loads neither numpy nor pandas; each command imports what it
-uses when it runs (`toyrl run` never imports pandas, scipy, matplotlib or joblib on one worker).
+uses when it runs (`toyrl run` never imports pandas, matplotlib or joblib on one worker).
 Help is plain text (typer's rich markup is off: it would read `[g]` and `[dask]` as markup).
 
 Output for people fits the terminal: tables and notes wrap to `COLUMNS` (or the terminal's width,
@@ -752,13 +752,7 @@ def _announce_cost(
 
 def _saved(out: Path, kept: bool) -> str:
     if kept:
-        from toyrl.results import RELATIVE_TOLERANCE
-
-        return (
-            f"kept {out} and {out.with_suffix('.json')}: the new numbers agree with them by the "
-            f"cross-machine rule (exact metrics within {RELATIVE_TOLERANCE:g} relative; "
-            "docs/reproducibility.md)"
-        )
+        return f"kept {out} and {out.with_suffix('.json')}: they already hold these numbers, to the bit"
     return f"wrote {out} and {out.with_suffix('.json')}"
 
 
@@ -863,8 +857,6 @@ def reproduce(
             progress.begin(f"simulating {runs} runs", runs * (config.steps + 1))
             frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress.update)
             progress.end()
-            # Figures are drawn from the results on disk: when those are kept (equal within the
-            # cross-machine tolerance), the figures are the committed ones to the byte.
             frame, kept = save_results(frame, out, meta, progress=progress.saving(out))
             written = _render(frame, meta, figures_dir, progress)
             progress.begin("rendering the teaching figures")

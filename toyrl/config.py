@@ -51,8 +51,9 @@ class Config:
     stop_prob_wrong: float = _describe(1 / 700, "Initial per-token stop probability on a wrong approach.")
     # The article does not say how psi starts. N(-1, 1) spreads the initial pass rates (sigma(psi)
     # from 7% to 67% between the 5th and 95th percentiles; initial accuracy 22%), and its mean is
-    # the one whose final GRPO accuracy over seeds 0-5 matches the article's 27.4%: calibrated on
-    # that figure, at those seeds, with |o_i| = L + 1 (docs/initialisation.md has the scan).
+    # the one whose final GRPO accuracy over seeds 0-5 matched the article's 27.4% with toyrl 0.3's
+    # noise: calibrated on that figure, at those seeds, with |o_i| = L + 1; with the portable noise
+    # of toyrl 0.4 they end within one standard error of it (docs/initialisation.md has the scan).
     prompt_logit_mean: float = _describe(-1.0, "Mean of the initial prompt logits psi_j ~ Normal.")
     prompt_logit_std: float = _describe(1.0, "Std of the initial prompt logits (0: all equal the mean).")
     std_eps: float = _describe(1e-6, "Epsilon added to the group reward std (std-scaled variants).")

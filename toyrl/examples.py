@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from toyrl import kernels
 from toyrl.expected import binomial_pmf
 from toyrl.objective import advantages, variant_weights
 from toyrl.policy import FloatArray
@@ -236,7 +237,7 @@ def expected_estimators(pass_rate: float, group_size: int) -> tuple[float, float
     """
     outcomes = np.array(list(itertools.product([0.0, 1.0], repeat=group_size)))
     successes = outcomes.sum(axis=-1)
-    probability = pass_rate**successes * (1 - pass_rate) ** (group_size - successes)
+    probability = kernels.power(pass_rate, successes) * kernels.power(1 - pass_rate, group_size - successes)
     score = outcomes - pass_rate
 
     def expectation(advantage: FloatArray) -> float:
@@ -315,8 +316,8 @@ def difficulty_profiles(group_sizes: list[int], pass_rates: FloatArray) -> dict[
         for name, std_scaled in (("grpo", True), ("dr_grpo", False)):
             mass = group_mass(k, group, std_scaled)
             observed[group][name] = mass / mass[group // 2] if group % 2 == 0 else mass / mass.max()
-            mean_mass = pmf @ mass
-            at_half = binomial_pmf(k.astype(np.float64), group, np.full(k.shape, 0.5)) @ mass
+            mean_mass = (pmf * mass).sum(axis=-1)  # not `@`: BLAS sums in a CPU-dependent order
+            at_half = (binomial_pmf(k.astype(np.float64), group, np.full(k.shape, 0.5)) * mass).sum()
             expected[group][name] = mean_mass / at_half
     return {
         "pass_rates": pass_rates,

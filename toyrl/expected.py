@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toyrl import kernels
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import FloatArray, expit, log_expit, split, stop_within, survival, token_count
@@ -50,18 +51,24 @@ def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
     return grad
 
 
-def binomial_pmf(k: FloatArray, n: int, p: FloatArray) -> FloatArray:
-    """P(Binomial(n, p) = k) [..., len(k)] for p [..., 1], in log space (scipy.special only:
-    scipy.stats costs 0.4 s to import). log p and log1p(-p) are taken once per p, not once per k
-    (the same bits as scipy's xlogy(k, p) and xlog1py(n - k, -p)). scipy is imported here, when
-    first needed: `toyrl variants` and `toyrl examples` import this module without it."""
-    from scipy.special import gammaln, xlog1py
+def log_factorials(n: int) -> FloatArray:
+    """log k! for k = 0..n [n + 1]: log 1 + log 2 + ... + log k, summed in that order."""
+    logs = np.zeros(n + 1)
+    logs[1:] = kernels.log(np.arange(1, n + 1, dtype=np.float64))
+    return np.cumsum(logs)
 
-    log_choose = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
-    with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = -inf, times 0 = NaN: not selected
-        successes = np.where(k == 0, 0.0, k * np.log(p))
-        failures = np.where(n - k == 0, 0.0, (n - k) * xlog1py(1.0, -p))
-    return np.exp(log_choose + successes + failures)
+
+def binomial_pmf(k: FloatArray, n: int, p: FloatArray) -> FloatArray:
+    """P(Binomial(n, p) = k) [..., len(k)] for whole numbers k in 0..n and p [..., 1], in log space:
+    exp(log n! - log k! - log (n - k)! + k log p + (n - k) log(1 - p)), log p and log1p(-p) taken
+    once per p, not once per k."""
+    factorials = log_factorials(n)
+    whole = k.astype(np.intp)
+    log_choose = factorials[n] - factorials[whole] - factorials[n - whole]
+    with np.errstate(invalid="ignore"):  # log 0 = -inf, times 0 = NaN: not selected
+        successes = np.where(k == 0, 0.0, k * kernels.log(p))
+        failures = np.where(n - k == 0, 0.0, (n - k) * kernels.log1p(-p))
+    return kernels.exp(log_choose + successes + failures)
 
 
 def exact_support(variant: Variant) -> str:
@@ -143,6 +150,24 @@ class ExactPlan:
         )
 
 
+PMF_BLOCK = 64  # lengths per block of `geometric_pmf`
+
+
+def geometric_pmf(stop_logit: FloatArray, cap: int) -> FloatArray:
+    """P(K = k) = s q^(k - 1) for k = 1..cap [R, cap], s = sigma(phi), q = 1 - s, by blocks: with
+    k - 1 = PMF_BLOCK j + i, the product of exp(log s + PMF_BLOCK j log q) [R, blocks] and
+    exp(i log q) [R, PMF_BLOCK] (two roundings more than one exp per length: a few ulp, at a
+    PMF_BLOCK-th of the exps). log q = log sigma(-phi), so tiny stop probabilities keep their
+    digits; 0 where the probability underflows."""
+    log_s, log_q = log_expit(stop_logit)[:, None], log_expit(-stop_logit)[:, None]
+    blocks = -(-cap // PMF_BLOCK)
+    offsets = np.arange(PMF_BLOCK, dtype=np.float64)
+    starts = np.arange(blocks, dtype=np.float64) * PMF_BLOCK
+    within = kernels.exp(offsets * log_q)  # q^i [R, PMF_BLOCK]
+    first = kernels.exp(log_s + starts * log_q)  # s q^(PMF_BLOCK j) [R, blocks]
+    return (first[:, :, None] * within[:, None, :]).reshape(len(stop_logit), -1)[:, :cap]
+
+
 def _branch_sums(
     stop_logit: FloatArray, config: Config, plan: ExactPlan, window: tuple[int, int] | None
 ) -> dict[str, FloatArray]:
@@ -155,14 +180,10 @@ def _branch_sums(
     """
     cap = config.cap
     k = np.arange(1, cap + 1, dtype=np.float64)
-    log_q = log_expit(-stop_logit)[..., None]
     # Three [R, cap] arrays, reused from step to step: allocating them anew each time costs more
-    # than the arithmetic (fresh pages); in-place operations give the same bits.
+    # than the arithmetic (fresh pages).
     pmf, score, spare = plan.workspace(len(stop_logit), cap)
-    np.multiply(k - 1, log_q, out=pmf)
-    np.add(log_expit(stop_logit)[..., None], pmf, out=pmf)
-    with np.errstate(over="ignore"):  # at logits near the float64 limit the pmf is 0, as it should be
-        np.exp(pmf, out=pmf)  # P(K = k) = s q^(k - 1)
+    pmf[...] = geometric_pmf(stop_logit, cap)
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
     tokens = token_count(k, config.approach_tokens)

@@ -70,7 +70,7 @@ def simulate_columns(
     """One chunk of runs, trained together (sampled, or `mean_field`), as the arrays of `COLUMNS`;
     `on_step` as in `toyrl.train.simulate`."""
     if mean_field:
-        from toyrl.expected import simulate_mean_field  # (and scipy.special): only for mean-field runs
+        from toyrl.expected import simulate_mean_field  # only for mean-field runs
 
         return to_columns(simulate_mean_field(config, runs, on_step), config.steps)
     return to_columns(simulate(config, runs, on_step), config.steps)

@@ -1,13 +1,14 @@
 """`toyrl explore`: one self-contained HTML page for a lecture, that trains the toy live, offline.
 
-The page is assembled from three files beside this one (`explorer/`): the template `page.html`,
-the simulator `sim.js` (the ramble policy, the stages the page runs, sampled and mean-field
-training, `window.toyrl.simulate`) and the interface `ui.js`. What the simulator needs from the
-Python side is embedded as JSON (`page_data`): the configuration's defaults and help texts, the
-stage registry and every preset's canonical spec (so no variant is retyped in JavaScript), and the
-standard normals that the initial prompt logits of seeds 0..15 are made of (`toyrl.train.
-initial_theta`), so a page run starts where `toyrl run` does. tests/test_explorer.py checks the
-page's numbers against this package's in headless Chromium.
+The page is assembled from files beside this one (`explorer/`): the template `page.html`, the
+simulator, which is three scripts inlined in order (`kernels.js`, toyrl.kernels' functions;
+`random.js`, numpy's SeedSequence and PCG64 streams; `sim.js`, the ramble policy, the stages the
+page runs, sampled and mean-field training, `window.toyrl.simulate`) and the interface `ui.js`.
+What the simulator needs from the Python side is embedded as JSON (`page_data`): the
+configuration's defaults and help texts, `toyrl run`'s bound on a table's rows, and the stage
+registry and every preset's canonical spec (so no variant is retyped in JavaScript). The page draws
+each seed's numbers itself, from the same streams as `toyrl run`, and computes the same bits:
+tests/test_explorer.py checks it against this package in headless Chromium.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ import pandas as pd
 from toyrl import __version__
 from toyrl.config import Config, field_help
 from toyrl.expected import exact_support
+from toyrl.experiment import MAX_ROWS
 from toyrl.objective import DEFAULTS, KIND_KEYS
 from toyrl.stages import REGISTRY, parameters, simulated_only
-from toyrl.train import run_streams
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
 
 RECORDED = ["accuracy", "length_correct", "length_incorrect"]
-PAGE_SEEDS = 16  # seeds whose initial prompt logits the page holds (its seed control: 1-16 seeds)
-PAGE_PROMPTS = 64  # ... for up to this many prompts (the first P normals of a seed are its P logits')
 PLACEHOLDERS = {"data": "/*__TOYRL_DATA__*/null", "sim": "/*__SIM_JS__*/", "ui": "/*__UI_JS__*/"}
 MAX_PAGE_BYTES = 300_000
+# The simulator's scripts, in the order they run: sim.js uses the globals the other two define.
+SIMULATOR = ("kernels.js", "random.js", "sim.js")
 
 
 def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
@@ -88,14 +89,13 @@ def _source(name: str) -> str:
 def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the page's simulator and interface read: see the module docstring."""
     config = Config()
-    normals = [run_streams(seed)[0].standard_normal(PAGE_PROMPTS).tolist() for seed in range(PAGE_SEEDS)]
     return {
         "version": __version__,
         "config": {
             f.name: {"default": getattr(config, f.name), "help": field_help(f.name)}
             for f in dataclasses.fields(Config)
         },
-        "initial_normals": normals,
+        "max_rows": MAX_ROWS,  # toyrl run's bound on the rows of a table, the page's too
         "registry": _registry(),
         "defaults": DEFAULTS,
         "kind_keys": KIND_KEYS,
@@ -117,17 +117,21 @@ def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def build_explorer(recorded: dict[str, Any] | None = None) -> str:
-    """The page, with `page_data(recorded)` and the two scripts inlined. '<' in the data is escaped
-    so no string can end the script; the scripts are checked not to contain '</script'."""
+    """The page, with `page_data(recorded)` and the scripts inlined (the simulator's three in order,
+    one script element). '<' in the data is escaped so no string can end the script; the scripts are
+    checked not to contain '</script'."""
     folder = resources.files("toyrl").joinpath("explorer")
     page = folder.joinpath("page.html").read_text(encoding="utf-8")
     payload = json.dumps(page_data(recorded), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     parts = {"data": payload}
-    for key, file in (("sim", "sim.js"), ("ui", "ui.js")):
-        script = folder.joinpath(file).read_text(encoding="utf-8")
-        if "</script" in script.lower():
-            raise ValueError(f"explorer/{file} must not contain '</script'")
-        parts[key] = script
+    for key, files in (("sim", SIMULATOR), ("ui", ("ui.js",))):
+        scripts = []
+        for file in files:
+            script = folder.joinpath(file).read_text(encoding="utf-8")
+            if "</script" in script.lower():
+                raise ValueError(f"explorer/{file} must not contain '</script'")
+            scripts.append(script)
+        parts[key] = "\n".join(scripts)
     for placeholder in PLACEHOLDERS.values():
         if page.count(placeholder) != 1:
             raise ValueError(f"explorer/page.html must hold {placeholder} once")

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toyrl import noise
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import Batch, Coefficients, FloatArray, OwnLogits, sample_batch
@@ -291,11 +292,12 @@ def probe_inputs() -> tuple[Batch, FloatArray, FloatArray]:
     their truncations, so that a statistic over the runs changes when one run does."""
     config = PROBE_CONFIG
     theta = np.stack([initial_theta(config, run_streams(seed)[0]) for seed in range(RUNS)])
-    rng = np.random.default_rng(39)  # a draw whose runs differ in every statistic over them
-    prompt_index = rng.random((RUNS, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
+    rng = np.random.default_rng(8)  # a draw whose runs differ in every statistic over them
+    prompt_index = noise.permutation_prefix(rng, RUNS, config.prompts, config.batch_prompts)
     shape = (RUNS, config.batch_prompts, config.group_size)
-    batch = sample_batch(theta, prompt_index, rng.random(shape), rng.standard_exponential(shape), config.cap)
-    return batch, theta, theta + 0.3 * rng.standard_normal(theta.shape)
+    approach, exponential = noise.uniform(rng, shape), noise.standard_exponential(rng, shape)
+    batch = sample_batch(theta, prompt_index, approach, exponential, config.cap)
+    return batch, theta, theta + 0.3 * noise.standard_normal(rng, theta.shape)
 
 
 @dataclass(frozen=True)

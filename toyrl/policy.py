@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from toyrl import kernels
+
 FloatArray = NDArray[np.float64]
 IndexArray = NDArray[np.intp]
 
@@ -41,24 +43,14 @@ P_INCORRECT_DIRECT = 1e-200
 SCORE_EXACT_ABOVE = 12.0
 
 
-def expit(x: FloatArray) -> FloatArray:
-    """sigma(x) = 1 / (1 + e^-x), as scipy.special.expit computes it (the same bits where numpy's
-    exp is the C library's); numpy alone, so that importing the core does not import scipy."""
-    with np.errstate(over="ignore"):  # e^-x = inf: sigma = 0, the right limit
-        return 1.0 / (1.0 + np.exp(-x))
-
-
-def log_expit(x: FloatArray) -> FloatArray:
-    """log sigma(x) = -softplus(-x), without overflow: x - log1p(e^x) for x < 0, else -log1p(e^-x)
-    (scipy.special.log_expit's two branches, which numpy's logaddexp takes in the same way)."""
-    return -np.logaddexp(0.0, -x)
+expit = kernels.expit  # sigma(x) = 1 / (1 + e^-x)
+log_expit = kernels.log_expit  # log sigma(x) = -softplus(-x)
 
 
 def logit(p: FloatArray) -> FloatArray:
-    """log(p / (1 - p)), the inverse of `expit` (for p in (0, 1)). scipy.special.logit takes another
-    formula for p in (0.3, 0.65), where initial stop logits may differ from toyrl 0.2's in the last bit."""
+    """log(p / (1 - p)), the inverse of `expit` (for p in (0, 1))."""
     p = np.asarray(p, dtype=np.float64)
-    return np.log(p / (1 - p))
+    return kernels.log(p / (1 - p))
 
 
 def split(theta: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -73,19 +65,19 @@ def prompt_logits(psi: FloatArray, prompt_index: NDArray[np.intp]) -> FloatArray
 
 def log_continue(stop_logit: FloatArray) -> FloatArray:
     """log(1 - sigma(phi)) = -softplus(phi): log-probability that a ramble token is not the stop."""
-    return -np.logaddexp(0.0, stop_logit)
+    return -kernels.softplus(stop_logit)
 
 
 def survival(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
     """P(K > n) = (1 - s)^n."""
     with np.errstate(over="ignore"):  # n softplus(phi) = inf: the right limit, 0
-        return np.exp(n * log_continue(stop_logit))
+        return kernels.exp(n * log_continue(stop_logit))
 
 
 def stop_within(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
     """P(K <= n) = 1 - (1 - s)^n, without cancellation for small s."""
     with np.errstate(over="ignore"):  # n softplus(phi) = inf: the right limit, 1
-        return -np.expm1(n * log_continue(stop_logit))
+        return -kernels.expm1(n * log_continue(stop_logit))
 
 
 def log_stop_within(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
@@ -96,10 +88,9 @@ def log_stop_within(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
     -e^phi/2): so neither a subnormal nor a zero y is ever taken the log of.
     """
     deep = stop_logit < -40
-    log_y = np.where(deep, stop_logit, np.log(np.where(deep, 1.0, np.logaddexp(0.0, stop_logit))))
-    log_x = np.log(n) + log_y
-    with np.errstate(divide="ignore"):  # log(0) where x < e^-40, not selected
-        direct = np.log(stop_within(n, stop_logit))
+    log_y = np.where(deep, stop_logit, kernels.log(np.where(deep, 1.0, kernels.softplus(stop_logit))))
+    log_x = kernels.log(np.asarray(n, dtype=np.float64)) + log_y
+    direct = kernels.log(stop_within(n, stop_logit))  # log(0) = -inf where x < e^-40, not selected
     return np.where(log_x < -40, log_x, direct)
 
 
@@ -110,7 +101,7 @@ def expected_length(stop_logit: FloatArray, cap: int) -> FloatArray:
     be 0/0 or lose digits; its limit cap is returned, exact to double precision there (the next
     term is cap (cap - 1) s / 2). Rounding never takes the value outside [1, cap].
     """
-    tiny = np.logaddexp(0.0, stop_logit) < TINY
+    tiny = kernels.softplus(stop_logit) < TINY
     ratio = stop_within(cap, stop_logit) / np.where(tiny, 1.0, stop_within(1, stop_logit))
     return np.clip(np.where(tiny, float(cap), ratio), 1.0, float(cap))
 
@@ -124,22 +115,28 @@ def truncated_mean(n: FloatArray | int, stop_logit: FloatArray) -> FloatArray:
     (n + 1)/2 as phi -> -inf (y = 0 included) and 1 as phi -> +inf; the value is clipped to
     [1, (n + 1)/2] against rounding (n = 1 gives exactly 1).
     """
-    y = np.logaddexp(0.0, stop_logit)
+    y = kernels.softplus(stop_logit)
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(over="ignore"):  # x = inf for huge y: expm1(x) = inf gives the right limit, 0
         x = n * y
         small = x < 1e-2
-        direct = 1.0 / -np.expm1(-np.where(small, 1.0, y)) - n / np.expm1(np.where(small, 1.0, x))
+        direct = 1.0 / -kernels.expm1(-np.where(small, 1.0, y)) - n / kernels.expm1(np.where(small, 1.0, x))
     y_small = np.where(small, y, 0.0)  # no overflow in y^3 where the series is not used
-    series = (n + 1) / 2 - (n**2 - 1) * y_small / 12 + (n**4 - 1) * y_small**3 / 720
+    n_squared = n * n  # products, not powers: the C library's pow rounds as each platform's does
+    series = (
+        (n + 1) / 2
+        - (n_squared - 1) * y_small / 12
+        + (n_squared * n_squared - 1) * (y_small * y_small * y_small) / 720
+    )
     return np.clip(np.where(small, series, direct), 1.0, (n + 1) / 2)
 
 
 def _log_mean_expit(logits: FloatArray) -> FloatArray:
-    """log(mean_j sigma(logit_j)) over the last axis, finite for every finite logit."""
-    from scipy.special import logsumexp  # only on this rare path: the core imports no scipy
-
-    return logsumexp(log_expit(logits), axis=-1) - np.log(logits.shape[-1])
+    """log(mean_j sigma(logit_j)) over the last axis, finite for every finite logit: the largest
+    log sigma plus the log of the mean of the others' exp relative to it."""
+    logs = log_expit(logits)
+    top = logs.max(axis=-1)
+    return top + kernels.log(kernels.exp(logs - top[..., None]).mean(axis=-1))
 
 
 def _length_incorrect_tail(
@@ -160,7 +157,7 @@ def _length_incorrect_tail(
     """
     log_wrong = _log_mean_expit(-psi)
     log_right = _log_mean_expit(psi)
-    y = np.logaddexp(0.0, phi_right)
+    y = kernels.softplus(phi_right)
     with np.errstate(over="ignore"):  # cap y = inf: the truncation weight is 0
         log_truncated = log_right - cap * y
     if min_length > 1:
@@ -168,13 +165,17 @@ def _length_incorrect_tail(
     else:
         log_short = np.full_like(log_right, -np.inf)
     top = np.maximum(log_wrong, np.maximum(log_short, log_truncated))
-    w_wrong, w_short, w_truncated = (np.exp(v - top) for v in (log_wrong, log_short, log_truncated))
+    w_wrong, w_short, w_truncated = (kernels.exp(v - top) for v in (log_wrong, log_short, log_truncated))
     total = w_wrong + w_short + w_truncated
     return (w_wrong * length_wrong + w_short * short_mean + w_truncated * cap) / total
 
 
-def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, FloatArray]:
-    """Exact expectations under the policy, prompts weighted uniformly; each value has shape [R].
+def exact_metrics(
+    theta: FloatArray, cap: int, min_length: int, sigma: tuple[FloatArray, FloatArray] | None = None
+) -> dict[str, FloatArray]:
+    """Exact expectations under the policy, prompts weighted uniformly; each value has shape [R]
+    (theta [R, P + 2]; or [..., R] for theta [..., R, P + 2]). `sigma`, if given, is (sigma(theta),
+    sigma(-theta)), a token table's (the same bits as taking them here).
 
     accuracy = mean_j sigma(psi_j) P_right(m <= K <= cap), m = min_length;
     length_mean = E[L]; length_correct = E[L | correct] = m - 1 + E[J | J <= cap - m + 1] by
@@ -194,8 +195,9 @@ def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, Flo
     E[L | wrong], E[K | K < m] and cap that it is at that theta.
     """
     psi, phi_right, phi_wrong = split(theta)
-    p_right = expit(psi).mean(axis=-1)
-    p_wrong = expit(-psi).mean(axis=-1)
+    positive, negative = kernels.expit_pair(theta) if sigma is None else sigma
+    p_right = positive[..., :-2].mean(axis=-1)
+    p_wrong = negative[..., :-2].mean(axis=-1)
     window = cap - min_length + 1
     stop_in_window = survival(min_length - 1, phi_right) * stop_within(window, phi_right)
     short = stop_within(min_length - 1, phi_right)
@@ -224,8 +226,8 @@ def exact_metrics(theta: FloatArray, cap: int, min_length: int) -> dict[str, Flo
         "length_right_approach": length_right,
         "length_wrong_approach": length_wrong,
         "p_right_approach": p_right,
-        "stop_prob_right": expit(phi_right),
-        "stop_prob_wrong": expit(phi_wrong),
+        "stop_prob_right": positive[..., -2],
+        "stop_prob_wrong": positive[..., -1],
     }
 
 
@@ -311,21 +313,24 @@ def sample_batch(
     approach_uniform: FloatArray,
     length_exponential: FloatArray,
     cap: int,
+    probability: FloatArray | None = None,
 ) -> Batch:
     """Sample G responses to each of the B chosen prompts of every run, by inversion.
 
-    prompt_index [R, B]; approach_uniform ~ U(0, 1) and length_exponential ~ Exp(1), [R, B, G].
-    The approach is right iff u < sigma(psi_j). K = floor(E / softplus(phi)) + 1 has
+    prompt_index [R, B]; approach_uniform ~ U(0, 1) and length_exponential ~ Exp(1), [R, B, G];
+    `probability`, if given, is sigma(theta) [R, P + 2] (a `TokenTable`'s, so that it is not taken
+    twice). The approach is right iff u < sigma(psi_j). K = floor(E / softplus(phi)) + 1 has
     P(K > k) = exp(-k softplus(phi)) = (1 - s)^k, the geometric law; it is clipped at cap + 1 as a
     float before any integer conversion, so tiny stop probabilities cannot overflow.
     """
-    psi, phi_right, phi_wrong = split(theta)
-    psi_batch = prompt_logits(psi, prompt_index)
-    right = approach_uniform < expit(psi_batch)[..., None]
+    psi, _, _ = split(theta)
+    if probability is None:
+        right = approach_uniform < expit(prompt_logits(psi, prompt_index))[..., None]
+    else:
+        right = approach_uniform < prompt_logits(probability[:, :-2], prompt_index)[..., None]
     # softplus per run and branch, then selected: no transcendental per response.
-    rate = np.where(
-        right, np.logaddexp(0.0, phi_right)[:, None, None], np.logaddexp(0.0, phi_wrong)[:, None, None]
-    )
+    rate = kernels.softplus(theta[:, -2:])
+    rate = np.where(right, rate[:, 0, None, None], rate[:, 1, None, None])
     # rate = 0 (phi below about -745) never stops: E / 0 = inf, and 0 / 0 = NaN, which fmin drops.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         rambled = np.fmin(np.floor(length_exponential / rate) + 1, cap + 1)
@@ -351,19 +356,21 @@ class TokenTable:
 
     theta: FloatArray
     probability: FloatArray
+    complement: FloatArray  # sigma(-x), taken with sigma(x) (`kernels.expit_pair`)
     extreme: bool  # some logit is above SCORE_EXACT_ABOVE
 
     @classmethod
     def of(cls, theta: FloatArray) -> TokenTable:
         extreme = bool((theta > SCORE_EXACT_ABOVE).any())
-        return cls(theta.copy(), expit(theta), extreme)  # a copy: theta may move on in place
+        probability, complement = kernels.expit_pair(theta)
+        return cls(theta.copy(), probability, complement, extreme)  # a copy: theta may move on in place
 
     # The rest is taken when first asked for: an on-policy update needs sigma alone.
     @functools.cached_property
     def positive_score(self) -> FloatArray:
         """1 - sigma(x) of each logit [R, P + 2], the score of its positive outcome."""
         if self.extreme:
-            return np.where(self.theta > SCORE_EXACT_ABOVE, expit(-self.theta), 1 - self.probability)
+            return np.where(self.theta > SCORE_EXACT_ABOVE, self.complement, 1 - self.probability)
         return 1 - self.probability
 
     @functools.cached_property
@@ -378,7 +385,7 @@ class TokenTable:
 
     def rows(self, rows: IndexArray | slice) -> TokenTable:
         """The table of some runs only (log-probabilities, elementwise, are the same bits either way)."""
-        table = TokenTable(self.theta[rows], self.probability[rows], self.extreme)
+        table = TokenTable(self.theta[rows], self.probability[rows], self.complement[rows], self.extreme)
         for name in ("positive_score", "log_positive", "log_negative"):
             if name in self.__dict__:
                 table.__dict__[name] = self.__dict__[name][rows]

@@ -2,8 +2,10 @@
 
 Both files are first written whole to temporary files in the same folder, then renamed into place
 (`write_together`), so a reader never sees a half-written file and a failed write leaves the old
-pair; results regenerated on another machine are compared with saved ones by one rule
-(`compare_results`).
+pair. toyrl's numbers are the same bits on every machine (docs/reproducibility.md), so a
+regeneration is compared with saved results cell for cell (`compare_results`), and the sidecar
+records the arithmetic that made them (`ARITHMETIC`): a file of an older toyrl, whose numbers
+depended on the CPU, is refused with one line.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -32,8 +33,6 @@ from toyrl import __version__
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, from_spec
 from toyrl.policy import FloatArray
-from toyrl.train import EXACT_COLUMNS
-from toyrl.variants import parse_variant
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -176,9 +175,8 @@ def metadata(
         },
         "seeds": [int(seed) for seed in seeds],
         **({"plugins": [plugin.record() for plugin in plugins]} if plugins else {}),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "matplotlib": _installed_version("matplotlib"),
+        "arithmetic": ARITHMETIC,
+        "matplotlib": _installed_version("matplotlib"),  # the figures' bytes depend on it
         "columns": COLUMN_DOCS,
     }
 
@@ -321,66 +319,45 @@ def _interruptions_deferred() -> Iterator[None]:
             signal.raise_signal(received[0])
 
 
-# Exact-metric columns are closed forms through exp, expm1 and log1p, whose last bits differ from one
-# CPU to another (numpy picks its SIMD kernels by instruction set): compared within this relative
-# tolerance. Identities, sampled-batch columns and counts are compared exactly: their arithmetic
-# is the same on every machine (measured: identical on two x86-64 CPUs whose exact metrics differ by
-# up to 5e-16). Runs whose parameters carry exp's rounding (mean-field runs; PPO epochs or a KL term)
-# are compared within the tolerance in every numeric column (`compare_results`).
-RELATIVE_TOLERANCE = 1e-12
+# The arithmetic results are made with: every number a function of IEEE-754 basic operations and
+# the PCG64 stream alone (`toyrl.kernels`, `toyrl.noise`), the same bits on every machine. Recorded
+# in every sidecar; a new value whenever a kernel, a transform or an order of operations changes.
+ARITHMETIC = "ieee754-basic/1"
 IDENTITY_COLUMNS = ("variant", "seed", "step")
-TOLERANT_COLUMNS = frozenset(EXACT_COLUMNS)
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """How two results tables differ: cells compared, cells that differ, cells beyond what is allowed."""
+    """How two results tables differ: cells compared, cells that differ, and the first difference
+    (a cell, or the structural difference)."""
 
     cells: int
     differing: int
-    beyond: int
-    max_relative: float  # largest relative difference among the tolerant columns' cells
-    first: str = ""  # the first cell beyond what is allowed, or the structural difference
+    first: str = ""
 
     @property
     def same(self) -> bool:
-        return self.beyond == 0 and not self.first
+        return self.differing == 0 and not self.first
 
     def describe(self) -> str:
-        """One line: equal within tolerance, or what differs first and how much."""
+        """One line: equal, or what differs first and how many cells do."""
         if self.same:
-            return (
-                f"equal within {RELATIVE_TOLERANCE:g} relative: {self.differing:,} of {self.cells:,} cells "
-                f"differ, by at most {self.max_relative:.2g} relative"
-            )
-        beyond = f"; {self.beyond:,} of {self.cells:,} cells differ beyond it" if self.beyond else ""
-        return f"{self.first}{beyond} (largest relative difference {self.max_relative:.3g})"
+            return f"equal: all {self.cells:,} cells"
+        differing = f"; {self.differing:,} of {self.cells:,} cells differ" if self.differing else ""
+        return f"{self.first}{differing}"
 
 
-def relative_difference(saved: FloatArray, fresh: FloatArray) -> FloatArray:
-    """|a - b| / max(|a|, |b|) per cell: 0 where equal (NaN and NaN, or equal infinities), inf where
-    one side is NaN or infinite and the other is not."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        scale = np.maximum(np.abs(saved), np.abs(fresh))
-        difference = np.abs(saved - fresh) / scale
-    same = (saved == fresh) | (np.isnan(saved) & np.isnan(fresh))
-    return np.where(same, 0.0, np.where(np.isfinite(difference), difference, np.inf))
-
-
-def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool = False) -> Comparison:
-    """Compare a results table with a regeneration of it, as another machine would make it.
-
-    The same columns and rows are required; identity, sampled-batch and count columns must be equal
-    to the bit, exact-metric columns equal within RELATIVE_TOLERANCE, and so must every numeric
-    column of runs whose parameters follow exp's rounding (mean-field runs; PPO epochs or a KL term).
-    Reports the first offending cell and how many there are; never the tables.
-    """
+def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame) -> Comparison:
+    """Compare a results table with a regeneration of it: the same columns and rows, every cell
+    equal to the bit (NaN where NaN). toyrl's numbers are the same on every machine (docs/
+    reproducibility.md), so nothing else is allowed. Reports the first differing cell and how many
+    differ; never the tables."""
     if list(saved.columns) != list(fresh.columns):
         missing = [c for c in saved.columns if c not in fresh.columns]
         extra = [c for c in fresh.columns if c not in saved.columns]
-        return Comparison(0, 0, 0, 0.0, f"different columns (missing {missing}, extra {extra})")
+        return Comparison(0, 0, f"different columns (missing {missing}, extra {extra})")
     if len(saved) != len(fresh):
-        return Comparison(0, 0, 0, 0.0, f"{len(saved):,} rows against {len(fresh):,}")
+        return Comparison(0, 0, f"{len(saved):,} rows against {len(fresh):,}")
     keys = [c for c in IDENTITY_COLUMNS if c in saved.columns]
     for key in keys:
         unequal = np.flatnonzero(saved[key].to_numpy() != fresh[key].to_numpy())
@@ -389,88 +366,47 @@ def compare_results(saved: pd.DataFrame, fresh: pd.DataFrame, mean_field: bool =
             return Comparison(
                 0,
                 0,
-                0,
-                0.0,
                 f"different runs: row {row} is {key} {saved[key].iloc[row]} against {fresh[key].iloc[row]}",
             )
-    numeric = [c for c in saved.columns if c not in keys]
-    # Rows whose parameters themselves carry exp's rounding: mean-field runs, and runs whose later
-    # updates use exact ratios or a KL term (PPO epochs, beta > 0) computed through numpy's exp.
-    if mean_field:
-        carried = np.ones(len(saved), dtype=bool)
-    elif "variant" in saved.columns:
-        names = [str(name) for name in saved["variant"].unique()]
-        carried = saved["variant"].isin(_variants_through_exp(names)).to_numpy()
-    else:
-        carried = np.zeros(len(saved), dtype=bool)
-    cells = differing = beyond = 0
-    largest, first = 0.0, ""
-    for column in numeric:
+    cells = differing = 0
+    first = ""
+    for column in [c for c in saved.columns if c not in keys]:
         try:
             a = saved[column].to_numpy(dtype=np.float64)
             b = fresh[column].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
-            return Comparison(0, 0, 0, 0.0, f"column {column} does not hold numbers")
-        relative = relative_difference(a, b)
-        tolerant = np.full(len(a), True) if column in TOLERANT_COLUMNS else carried
-        over = relative > np.where(tolerant, RELATIVE_TOLERANCE, 0.0)
+            return Comparison(0, 0, f"column {column} does not hold numbers")
+        unequal = ~((a == b) | (np.isnan(a) & np.isnan(b)))
         cells += len(a)
-        differing += int(np.count_nonzero(relative))
-        beyond += int(np.count_nonzero(over))
-        if tolerant.any():
-            largest = max(largest, float(relative[tolerant].max()))
-        if over.any() and not first:
-            row = int(np.flatnonzero(over)[0])
+        differing += int(np.count_nonzero(unequal))
+        if unequal.any() and not first:
+            row = int(np.flatnonzero(unequal)[0])
             where = ", ".join(f"{key} {saved[key].iloc[row]}" for key in keys) or f"row {row}"
-            kind = f"within {RELATIVE_TOLERANCE:g}" if tolerant[row] else "exactly"
-            first = f"{column} at {where}: {float(a[row])!r} against {float(b[row])!r} (must agree {kind})"
-    return Comparison(cells, differing, beyond, largest, first)
+            first = f"{column} at {where}: {float(a[row])!r} against {float(b[row])!r}"
+    return Comparison(cells, differing, first)
 
 
-def _variants_through_exp(names: Sequence[str]) -> list[str]:
-    """The variant names (or specs) among `names` whose updates after the first, or whose KL term,
-    go through numpy's exp, or whose normaliser through pow (`length_power` between its ends); names
-    that do not parse are left out (compared by the exact rule)."""
-    chosen = []
-    for name in names:
-        try:
-            variant = parse_variant(str(name))
-        except InvalidInput:
-            continue
-        if variant.updates > 1 or variant.kl.beta > 0 or getattr(variant.normaliser, "through_libm", False):
-            chosen.append(str(name))
-    return chosen
-
-
-def _results_on_disk_if_equal(
-    path: Path, table: Columns, meta: dict[str, Any], progress: WriteProgress | None = None
-) -> pd.DataFrame | Columns | None:
-    """The results already at `path` if they were made by this version with the same settings and
-    agree with `table` within the tolerance (`compare_results`); None otherwise.
-
-    The bytes come first: when `table` written out has the SHA-256 the sidecar records for the
-    CSV on disk (the same machine, the same numbers), `table` itself is returned, and the CSV is
-    neither read nor parsed. Otherwise the saved table is loaded and compared cell by cell."""
+def _results_on_disk_are(
+    path: Path, table: Columns, meta: dict[str, Any], progress: WriteProgress | None
+) -> bool:
+    """Whether `path` already holds `table`, made by this version with the same settings: its
+    sidecar records the SHA-256 of the CSV on disk, and `table` written out has the same one (the
+    CSV is neither read nor parsed)."""
     sidecar = sidecar_path(path)
     if not (path.is_file() and sidecar.is_file()):
-        return None
+        return False
     try:
         existing = _read_json(sidecar)
         if not _same_settings(existing, meta) or existing.get("toyrl_version") != meta.get("toyrl_version"):
-            return None
+            return False
         recorded = existing.get("csv_sha256")
-        if recorded and recorded == _file_sha256(path):
-            digest = hashlib.sha256()
-            _write_csv(table, digest.update, _checking(progress))
-            if digest.hexdigest() == recorded:
-                return table
-        saved, _ = load_results(path)
+        if not recorded or recorded != _file_sha256(path):
+            return False
     except InvalidInput:
-        return None
-    from toyrl.experiment import frame_of
-
-    same = compare_results(saved, frame_of(table), mean_field=bool(meta.get("mean_field"))).same
-    return saved if same else None
+        return False
+    digest = hashlib.sha256()
+    _write_csv(table, digest.update, _checking(progress))
+    return digest.hexdigest() == recorded
 
 
 WriteProgress = Callable[[str, int, int], None]
@@ -502,7 +438,7 @@ def save_results(
 @overload
 def save_results(
     frame: Columns, path: Path, meta: dict[str, Any], progress: WriteProgress | None = None
-) -> tuple[pd.DataFrame | Columns, bool]: ...
+) -> tuple[Columns, bool]: ...
 
 
 def save_results(
@@ -514,17 +450,15 @@ def save_results(
     """Write `frame` (a DataFrame, or `toyrl.experiment.Columns`) to `path` (CSV, floats written to
     round-trip exactly) and `meta` beside it.
 
-    If `path` already holds results of this version and settings that agree with `frame` within the
-    cross-machine tolerance, they are kept as they are (a clone stays clean when another CPU rounds
-    the last bits differently). Returns (the results now on disk, whether they were kept).
+    If `path` already holds these results (the same bytes, made by this version with these
+    settings), they are left as they are, untouched. Returns (`frame`, whether they were kept).
     Both files are written together (`write_together`), and the sidecar records the CSV's SHA-256:
     a pair left mismatched by a kill between the two renames is detected on loading.
     The CSV's bytes are those of pandas' `to_csv(index=False, lineterminator="\\n")`.
     """
     table = csv_columns(frame)
-    kept = _results_on_disk_if_equal(path, table, meta, progress)
-    if kept is not None:
-        return (frame if kept is table else kept), True
+    if _results_on_disk_are(path, table, meta, progress):
+        return frame, True
     digest = hashlib.sha256()
 
     def write_csv(stream: BinaryIO) -> None:
@@ -756,6 +690,11 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         raise InvalidInput(f"{path}: columns {', '.join(numeric)} must hold numbers")
     frame["variant"] = frame["variant"].astype(str)
     _check_runs(frame, path)
+    if meta is not None and meta.get("arithmetic") != ARITHMETIC:
+        raise InvalidInput(
+            f"{path}: made by toyrl {meta.get('toyrl_version', '(unknown)')}, whose numbers depend on the "
+            f"CPU's exp and log; regenerate it with this toyrl ({meta.get('command') or 'toyrl run'})"
+        )
     version = meta.get("toyrl_version") if meta else None
     if version and version != __version__:
         warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)

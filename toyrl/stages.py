@@ -64,6 +64,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from toyrl import kernels, noise
 from toyrl.config import Config, InvalidInput
 from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable, expit, sample_batch
 
@@ -239,9 +240,10 @@ class FilterGroups:
                         break
                     size = min(self.round_prompts or prompts, len(pool))
                     rng = refill[run]
-                    choice = pool[rng.random(len(pool)).argsort()[:size]]
+                    choice = pool[noise.permutation_prefix(rng, (), len(pool), size)]
                     shape = (1, size, group)
-                    approach, exponential = rng.random(shape), rng.standard_exponential(shape)
+                    approach = noise.uniform(rng, shape)
+                    exponential = noise.standard_exponential(rng, shape)
                     drawn = sample_batch(
                         theta[run : run + 1], choice[None], approach, exponential, config.cap
                     )
@@ -304,7 +306,7 @@ class GroupFilter:
     ) -> tuple[Batch, FloatArray]:
         prompts, group = batch.right.shape[-2:]
         shape = (prompts, self.draws - group)
-        extra = [(rng.random(shape), rng.standard_exponential(shape)) for rng in refill]
+        extra = [(noise.uniform(rng, shape), noise.standard_exponential(rng, shape)) for rng in refill]
         more = sample_batch(
             theta,
             batch.prompt_index,
@@ -673,13 +675,8 @@ class LengthPower:
         if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a <= 1:
             raise InvalidInput(f"alpha must be a number in [0, 1] (got {a!r})")
 
-    @property
-    def through_libm(self) -> bool:
-        """Whether its denominators carry pow's rounding (which may differ across CPUs)."""
-        return self.alpha not in (0, 1)
-
     def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
-        return tokens ** (1 - self.alpha) * length_norm**self.alpha
+        return kernels.power(tokens, 1 - self.alpha) * kernels.power(length_norm, self.alpha)
 
     def denominators(
         self,
@@ -970,8 +967,8 @@ class GSPO:
         ratio = update.gather(update.ratio_positive, update.ratio_negative)  # [3, R, B, G]
         counts = update.counts
         tokens = counts.sum(axis=0)
-        with np.errstate(divide="ignore"):
-            sequence = np.exp(np.where(counts > 0, counts * np.log(ratio), 0.0).sum(axis=0) / tokens)
+        log_ratio = np.where(counts > 0, counts * kernels.log(ratio), 0.0)  # log 0 = -inf: not selected
+        sequence = kernels.exp(log_ratio.sum(axis=0) / tokens)
         advantage = update.advantage
         low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
         clipped = ((advantage > 0) & (sequence > 1 + high)) | ((advantage < 0) & (sequence < 1 - low))

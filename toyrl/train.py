@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from toyrl import kernels, noise
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import (
@@ -87,7 +88,7 @@ Rows = IndexArray | slice
 
 def initial_theta(config: Config, rng: np.random.Generator) -> FloatArray:
     """theta_0 [P + 2]: psi_j ~ Normal(prompt_logit_mean, prompt_logit_std), phi at the set stops."""
-    psi = config.prompt_logit_mean + config.prompt_logit_std * rng.standard_normal(config.prompts)
+    psi = config.prompt_logit_mean + config.prompt_logit_std * noise.standard_normal(rng, config.prompts)
     phi = logit(np.array([config.stop_prob_right, config.stop_prob_wrong]))
     return np.concatenate([psi, phi])
 
@@ -312,33 +313,35 @@ def _within(rows: Rows, group: Rows) -> Rows:
 class Adam:
     """Adam (Kingma and Ba, bias-corrected) over every run's parameters, with a step count per run.
 
-    The bias corrections 1 - beta^t are Python floats computed per distinct step count, so a run's
-    numbers do not depend on how many runs share the array, and nothing is sized by the number of
-    updates a run will take.
+    The bias corrections 1 - beta^t (`kernels.power`, not the C library's pow) are taken from a
+    table over t, grown as the counts grow (each entry is elementwise: the same bits whatever the
+    table's size), so a run's numbers do not depend on how many runs share the array, and nothing
+    is sized by the number of updates a run will take.
     """
 
     def __init__(self, theta: FloatArray, config: Config) -> None:
         self.config = config
         self.moment1, self.moment2 = np.zeros_like(theta), np.zeros_like(theta)
         self.count = np.zeros(theta.shape[0], dtype=np.int64)
+        self.table = np.empty((2, 0))  # (1 - beta1^t, 1 - beta2^t) at t = 0, 1, ...
 
     def _corrections(self, counts: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
         """(1 - beta1^t, 1 - beta2^t) [rows, 1] for each row's step count t (0-d when all share one)."""
-        b1, b2 = self.config.adam_beta1, self.config.adam_beta2
+        largest = int(counts.max())
+        if largest >= self.table.shape[1]:
+            t = np.arange(max(2 * largest, 1024), dtype=np.float64)
+            betas = np.array([[self.config.adam_beta1], [self.config.adam_beta2]])
+            self.table = 1 - kernels.power(betas, t)
         if counts[0] == counts[-1] and (counts == counts[0]).all():  # the common case: one count
-            t = int(counts[0])
-            return np.array(1 - b1**t), np.array(1 - b2**t)
-        unique, inverse = np.unique(counts, return_inverse=True)
-        first = np.array([1 - b1 ** int(t) for t in unique])[inverse]
-        second = np.array([1 - b2 ** int(t) for t in unique])[inverse]
-        return first[:, None], second[:, None]
+            return self.table[0, counts[0]], self.table[1, counts[0]]
+        return self.table[0, counts][:, None], self.table[1, counts][:, None]
 
     def step(self, theta: FloatArray, grad: FloatArray, rows: Rows) -> None:
         """One step of the runs `rows` of theta, in place; grad [rows, P + 2] is theirs."""
         c = self.config
         self.count[rows] += 1
         m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad
-        v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * grad**2
+        v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * (grad * grad)
         self.moment1[rows], self.moment2[rows] = m, v
         correction1, correction2 = self._corrections(self.count[rows])
         theta[rows] -= c.lr * (m / correction1) / (np.sqrt(v / correction2) + c.adam_eps)
@@ -368,7 +371,7 @@ def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) 
         "batch_length_correct": np.where(n_correct > 0, length_correct, np.nan),
         "batch_length_incorrect": np.where(n_incorrect > 0, length_incorrect, np.nan),
         "zero_variance_fraction": uniform.mean(axis=-1),
-        "grad_norm": np.linalg.norm(grad, axis=-1),
+        "grad_norm": np.sqrt((grad * grad).sum(axis=-1)),
     }
 
 
@@ -399,14 +402,11 @@ def step_noise(
         n = min(block, config.steps + 1 - start)
         # A uniformly random permutation's first B entries: B distinct prompts.
         prompt_index = np.stack(
-            [
-                run[1].random((n, config.prompts)).argsort(axis=-1)[:, : config.batch_prompts]
-                for run in streams
-            ],
+            [noise.permutation_prefix(run[1], n, config.prompts, config.batch_prompts) for run in streams],
             axis=1,
         )
-        approach = np.stack([run[2].random((n, *shape)) for run in streams], axis=1)
-        exponential = np.stack([run[3].standard_exponential((n, *shape)) for run in streams], axis=1)
+        approach = np.stack([noise.uniform(run[2], (n, *shape)) for run in streams], axis=1)
+        exponential = np.stack([noise.standard_exponential(run[3], (n, *shape)) for run in streams], axis=1)
         for offset in range(n):
             yield prompt_index[offset], approach[offset], exponential[offset]
 
@@ -429,7 +429,7 @@ def step_orders(
     while True:
         positions = np.broadcast_to(natural, (len(draws), int(draws.max()), *shape)).copy()
         for run in np.flatnonzero(draws):
-            order = streams[run][4].random((int(draws[run]), responses)).argsort(axis=-1)
+            order = noise.permutation_prefix(streams[run][4], int(draws[run]), responses, responses)
             ranks = np.empty_like(order)
             np.put_along_axis(ranks, order, np.arange(responses)[None], axis=-1)
             positions[run] = ranks[np.minimum(np.arange(positions.shape[1]), len(ranks) - 1)].reshape(
@@ -439,10 +439,11 @@ def step_orders(
 
 
 class Step(NamedTuple):
-    """What one step leaves to the recorder, for every run: the batch, its rewards, the gradient of
-    the first update [R, P + 2], the fraction of tokens clipped, averaged over the updates [R], and
-    the tokens the step's sampler generated [R]."""
+    """What one step leaves to the recorder, for every run: the token table of the policy it started
+    from, the batch, its rewards, the gradient of the first update [R, P + 2], the fraction of
+    tokens clipped, averaged over the updates [R], and the tokens the step's sampler generated [R]."""
 
+    table: TokenTable
     batch: Batch
     rewards: FloatArray
     grad: FloatArray
@@ -525,11 +526,10 @@ class Epoch:
         if kl:
             assert self.ref is not None
             ref = self.ref.rows(rows)
-            with np.errstate(over="ignore"):
-                kl_positive = np.exp(ref.log_positive - table.log_positive) - 1
-                kl_negative = np.exp(ref.log_negative - table.log_negative) - 1
-        ratio_positive = np.exp(table.log_positive - old.log_positive)
-        ratio_negative = np.exp(table.log_negative - old.log_negative)
+            kl_positive = kernels.exp(ref.log_positive - table.log_positive) - 1
+            kl_negative = kernels.exp(ref.log_negative - table.log_negative) - 1
+        ratio_positive = kernels.exp(table.log_positive - old.log_positive)
+        ratio_negative = kernels.exp(table.log_negative - old.log_negative)
         weighted = plan.kl_ratio_weighted[rows]
         if kl and weighted.any():  # d(rho k3) / d log pi = rho log(pi_ref / pi), per logit and outcome
             assert self.ref is not None and kl_positive is not None and kl_negative is not None
@@ -598,7 +598,9 @@ def train_step(
     (prompt_index, approach uniforms, length exponentials); `theta_ref` the KL term's reference
     policy (the initial one); `positions` the step's orders of the responses (`step_orders`; None:
     the batch's own order); `refill` each run's refill stream (for a sampler that draws more)."""
-    batch, tokens_sampled = plan.sampled(sample_batch(theta, *noise, config.cap), theta, config, refill)
+    old = TokenTable.of(theta)
+    drawn = sample_batch(theta, *noise, config.cap, old.probability)
+    batch, tokens_sampled = plan.sampled(drawn, theta, config, refill)
     rewards = plan.rewards(batch, config)
     selected = plan.included(batch)
     advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))  # once a batch
@@ -613,7 +615,6 @@ def train_step(
         return Part.of(batch, selected & parts[0], denominator, n)
 
     first = part(0)
-    old = TokenTable.of(theta)
     clip_sum = np.zeros(len(theta))
 
     # The first update is on-policy: ratio 1, so every token of a response has weight w = A / D and
@@ -633,7 +634,7 @@ def train_step(
             if _any(rows):
                 grad[rows], _ = epoch.gradient(objective, rows, theta[rows], plan, first)
     if not apply:
-        return Step(batch, rewards, grad, clip_sum, tokens_sampled)
+        return Step(old, batch, rewards, grad, clip_sum, tokens_sampled)
     adam.step(theta, plan.clipped(grad, slice(None)), slice(None))
     for update in range(1, int(plan.updates.max())):  # later updates: ratios move from 1
         active = plan.updates > update
@@ -645,7 +646,7 @@ def train_step(
             later_grad, clip_fraction = epoch.gradient(objective, rows, theta[rows], plan, current)
             clip_sum[rows] += clip_fraction
             adam.step(theta, plan.clipped(later_grad, rows), rows)
-    return Step(batch, rewards, grad, clip_sum / plan.updates, tokens_sampled)
+    return Step(old, batch, rewards, grad, clip_sum / plan.updates, tokens_sampled)
 
 
 class Trajectory(NamedTuple):
@@ -668,6 +669,8 @@ class Recorder:
         self.block = noise_block_steps(config, n_runs)
         theta_shape = (n_runs, config.prompts + 2)
         self.states, self.grads = np.empty((self.block, *theta_shape)), np.empty((self.block, *theta_shape))
+        # sigma(theta_t) and sigma(-theta_t), from the step's token table (sampled runs only)
+        self.sigma = np.empty((2, self.block, *theta_shape)) if sampled else None
         shape = (self.block, n_runs, config.batch_prompts, config.group_size)
         self.lengths, self.correct = np.zeros(shape), np.zeros(shape)  # batch statistics count correctness
         self.clip_fractions = np.zeros((self.block, n_runs))
@@ -683,12 +686,15 @@ class Recorder:
         slot = step % self.block
         self.grads[slot] = grad
         if sampled is not None:
+            assert self.sigma is not None
+            self.sigma[0, slot], self.sigma[1, slot] = sampled.table.probability, sampled.table.complement
             self.lengths[slot], self.correct[slot] = sampled.batch.length, correct(sampled.batch, self.config)
             self.clip_fractions[slot] = sampled.clip_fraction
             self.tokens_sampled[slot] = sampled.tokens_sampled
         if slot == self.block - 1 or step == self.steps:
             first, used = step - slot, slot + 1
-            metrics = exact_metrics(self.states[:used], self.config.cap, self.config.min_length)
+            sigma = None if self.sigma is None else (self.sigma[0, :used], self.sigma[1, :used])
+            metrics = exact_metrics(self.states[:used], self.config.cap, self.config.min_length, sigma)
             metrics |= batch_statistics(self.lengths[:used], self.correct[:used], self.grads[:used])
             metrics["clip_fraction"] = self.clip_fractions[:used]
             metrics["tokens_sampled"] = self.tokens_sampled[:used]
@@ -718,7 +724,7 @@ def simulate(
     theta_ref = theta.copy()  # the KL term's reference: the initial policy
     adam = Adam(theta, config)
     recorder = Recorder(config, runs, sampled=True)
-    noise, orders = step_noise(streams, config), step_orders(streams, plan, config)
+    draws, orders = step_noise(streams, config), step_orders(streams, plan, config)
     for step in range(config.steps + 1):
         if on_step is not None:
             on_step(step, theta)
@@ -726,7 +732,7 @@ def simulate(
         sampled = train_step(
             theta,
             adam,
-            next(noise),
+            next(draws),
             plan,
             config,
             theta_ref,

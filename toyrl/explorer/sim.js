@@ -1,7 +1,10 @@
 /* toyrl's simulator, in the page: the ramble policy, every registered stage, sampled training and
    mean-field training on the exact expected update. A port of toyrl.policy, toyrl.stages,
-   toyrl.train and toyrl.expected (the same formulas, in the same order of operations, numpy's
-   pairwise sums included); tests/test_explorer.py checks it against them in headless Chromium.
+   toyrl.train and toyrl.expected that computes the same bits as the package: every transcendental
+   is toyrlKernels' (kernels.js, toyrl.kernels operation for operation), every random number is
+   drawn from numpy's PCG64 streams by toyrlRandom (random.js) and transformed as toyrl.noise does,
+   and every formula keeps Python's order of operations, numpy's pairwise sums included.
+   tests/test_explorer.py checks it against `toyrl run`, value for value, in headless Chromium.
 
    window.toyrl:
      data                 the embedded TOYRL_DATA (toyrl.explore.page_data)
@@ -13,17 +16,16 @@
      start(spec)          a run, trained step by step: {runs, steps, t, done, advance(n), column(name)}
      simulate(spec)       start(spec) run to the end, as the flat columns of `toyrl run`
    spec: {variants: [...] (or variant: one), seeds: n (0..n-1) or [seeds], steps, mean_field,
-          any Config field, and, to replay Python's numbers: theta0 [per seed: P + 2 logits],
-          noise [per seed: {prompt_index, approach, exponential}, each per step], orders [per run:
-          per step, the schedule's shuffled positions], refill [per run: a sampler's draws, in
-          order]; gradients: true keeps each step's loss gradient}.
-   Without theta0, seed s starts from Python's initial logits (data.initial_normals[s]); without
-   recorded noise, each (seed, stream) has its own generator (xoshiro128**), shared by the seed's
-   variants (common random numbers, as in toyrl.train), but not numpy's: page runs and Python runs
-   of a seed start alike and then differ by their noise. */
+          any Config field; theta0 [per seed: P + 2 logits] to start elsewhere than the seed's
+          initial policy; gradients: true keeps each step's loss gradient}.
+   A run (variant, seed) owns the six streams of toyrl.train.STREAMS, SeedSequence(seed).spawn(6),
+   and draws from them exactly what Python draws: seed s in the page is the run `toyrl run` makes
+   of seed s. The variants of a seed share its initial logits and step noise (common random
+   numbers), as in toyrl.train. */
 "use strict";
 (function () {
   const DATA = TOYRL_DATA;
+  const K = toyrlKernels; // exp, expm1, log, log1p, softplus, logExpit, expit, power, normalQuantile
   const TINY = 2.2250738585072014e-308; // smallest normal double (toyrl.policy.TINY)
   const P_INCORRECT_DIRECT = 1e-200;
   const SCORE_EXACT_ABOVE = 12.0;
@@ -40,16 +42,11 @@
   class InputError extends Error {}
   const fail = (message) => { throw new InputError(message); };
 
-  // --- numerics: numpy's and toyrl.policy's formulas -------------------------------------------
-  const expit = (x) => 1 / (1 + Math.exp(-x));
-  function softplus(x) { // numpy's logaddexp(0, x), branch for branch
-    if (x === 0) return Math.LN2;
-    return -x > 0 ? Math.log1p(Math.exp(x)) : x + Math.log1p(Math.exp(-x));
-  }
-  const logExpit = (x) => -softplus(-x);
+  // --- numerics: toyrl.policy's formulas, on toyrl.kernels' functions ---------------------------
+  const expit = K.expit, logExpit = K.logExpit, softplus = K.softplus;
   const logContinue = (phi) => -softplus(phi); // log(1 - s)
-  const survival = (n, phi) => Math.exp(n * logContinue(phi)); // P(K > n)
-  const stopWithin = (n, phi) => -Math.expm1(n * logContinue(phi)); // P(K <= n)
+  const survival = (n, phi) => K.exp(n * logContinue(phi)); // P(K > n)
+  const stopWithin = (n, phi) => -K.expm1(n * logContinue(phi)); // P(K <= n)
   const clip = (x, low, high) => Math.min(Math.max(x, low), high);
 
   /* sum(values[start .. start + n)) in numpy's order (its pairwise summation: eight running sums in
@@ -81,9 +78,9 @@
     return sum(values, start, half) + sum(values, start + half, n - half);
   }
   function logStopWithin(n, phi) { // log P(K <= n), finite where P(K <= n) underflows
-    const logY = phi < -40 ? phi : Math.log(softplus(phi));
-    const logX = Math.log(n) + logY;
-    return logX < -40 ? logX : Math.log(stopWithin(n, phi));
+    const logY = phi < -40 ? phi : K.log(softplus(phi));
+    const logX = K.log(n) + logY;
+    return logX < -40 ? logX : K.log(stopWithin(n, phi));
   }
 
   function expectedLength(phi, cap) { // E[min(K, cap)], in [1, cap]
@@ -95,21 +92,22 @@
     const y = softplus(phi);
     const x = n * y;
     let value;
-    if (x < 1e-2) {
-      value = (n + 1) / 2 - (n * n - 1) * y / 12 + (Math.pow(n, 4) - 1) * Math.pow(y, 3) / 720;
+    if (x < 1e-2) { // products, not powers, as Python's
+      const nSquared = n * n;
+      value = (n + 1) / 2 - (nSquared - 1) * y / 12 + (nSquared * nSquared - 1) * (y * y * y) / 720;
     } else {
-      value = 1 / -Math.expm1(-y) - n / Math.expm1(x);
+      value = 1 / -K.expm1(-y) - n / K.expm1(x);
     }
     return clip(value, 1, (n + 1) / 2);
   }
 
-  function logMeanExpit(logits, sign) { // log mean_j sigma(sign logit_j), by logsumexp
-    let top = -Infinity;
+  /* log mean_j sigma(sign logit_j): the largest log sigma plus the log of the mean of the exps
+     relative to it (toyrl.policy._log_mean_expit). */
+  function logMeanExpit(logits, sign) {
     const logs = logits.map((x) => logExpit(sign * x));
+    let top = -Infinity;
     for (const v of logs) top = Math.max(top, v);
-    let total = 0;
-    for (const v of logs) total += Math.exp(v - top);
-    return top + Math.log(total) - Math.log(logits.length);
+    return top + K.log(sum(logs.map((v) => K.exp(v - top))) / logs.length);
   }
 
   function lengthIncorrectTail(psi, phiRight, cap, minLength, lengthWrong, shortMean) {
@@ -117,8 +115,8 @@
     const logRight = logMeanExpit(psi, 1);
     const logTruncated = logRight - cap * softplus(phiRight);
     const logShort = minLength > 1 ? logRight + logStopWithin(minLength - 1, phiRight) : -Infinity;
-    const top = Math.max(logWrong, logShort, logTruncated);
-    const [w, s, t] = [logWrong, logShort, logTruncated].map((v) => Math.exp(v - top));
+    const top = Math.max(logWrong, Math.max(logShort, logTruncated));
+    const [w, s, t] = [logWrong, logShort, logTruncated].map((v) => K.exp(v - top));
     return (w * lengthWrong + s * shortMean + t * cap) / (w + s + t);
   }
 
@@ -154,35 +152,19 @@
     };
   }
 
-  // --- randomness: xoshiro128** per (seed, stream), seeded by splitmix32 --------------------------
-  function splitmix32(state) {
-    return () => {
-      state = (state + 0x9e3779b9) | 0;
-      let z = state;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-      return (z ^ (z >>> 16)) >>> 0;
-    };
+  // --- randomness: numpy's streams (toyrl.train.run_streams), transformed as toyrl.noise does ----
+  const STREAM = { init: 0, prompts: 1, approach: 2, length: 3, shuffle: 4, refill: 5 }; // toyrl.train.STREAMS
+
+  /* n standard exponentials, -log U with U = ((x >> 12) + 1/2) 2^-52 (toyrl.noise.standard_exponential),
+     into out[offset ..]. */
+  function exponentials(rng, n, out = new Float64Array(n), offset = 0) {
+    rng.fill(n, "open", out, offset);
+    for (let i = offset; i < offset + n; i++) out[i] = -K.log(out[i]);
+    return out;
   }
 
-  class Generator {
-    constructor(seed, stream) {
-      const mix = splitmix32(Math.imul(seed + 1, 0x632be5ab) ^ Math.imul(stream + 1, 0x2545f491));
-      [this.s0, this.s1, this.s2, this.s3] = [mix() | 0, mix() | 0, mix() | 0, mix() | 0];
-    }
-    next() { // xoshiro128** (Blackman and Vigna), on int32 state words
-      const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
-      const t = this.s1 << 9;
-      this.s2 ^= this.s0; this.s3 ^= this.s1; this.s1 ^= this.s2; this.s0 ^= this.s3;
-      this.s2 ^= t; this.s3 = rotl(this.s3, 11);
-      return result;
-    }
-    random() { // uniform on [0, 1), 53 bits
-      return ((this.next() >>> 5) * 67108864 + (this.next() >>> 6)) / 9007199254740992;
-    }
-    exponential() { return -Math.log1p(-this.random()); }
-  }
-  const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+  /* A run's refill stream: a sampler's further draws (toyrl.noise.uniform, standard_exponential). */
+  const refillSource = (rng) => ({ random: (n) => rng.fill(n, "random"), exponential: (n) => exponentials(rng, n) });
 
   // --- configuration (toyrl.config.Config's fields and checks) ------------------------------------
   const CONFIG_FIELDS = Object.keys(DATA.config);
@@ -487,12 +469,7 @@
       for (let i = 0; i < N; i++) if (included[i] && (!members || members[i])) total += tokens[i];
       return [new Float64Array(N).fill(total), 1];
     }
-    if (stage.class === "LengthPower") {
-      const a = stage.alpha; // numpy takes x ** 0.5 as sqrt(x)
-      const power = (x, e) => (e === 0.5 ? Math.sqrt(x) : Math.pow(x, e));
-      const norm = Math.pow(c.length_norm_value, a);
-      return [tokens.map((t) => power(t, 1 - a) * norm), memberCount()];
-    }
+    if (stage.class === "LengthPower") return [tokens.map((t) => responseDenominator(stage, t, c.length_norm_value)), memberCount()];
     const D = stage.by_tokens ? Float64Array.from(tokens) : new Float64Array(N).fill(stage.by_length_norm ? c.length_norm_value : 1);
     return [D, stage.averaged ? memberCount() : 1];
   }
@@ -603,7 +580,7 @@
           for (let j = 0; j < c.prompts; j++) if (!used.has(j)) pool.push(j);
           if (pool.length === 0) break;
           const size = Math.min(stage.round_prompts || B, pool.length);
-          const choice = Int32Array.from(argsort(refill.random(pool.length)).slice(0, size), (k) => pool[k]);
+          const choice = Int32Array.from(toyrlRandom.permutationPrefix(refill.random(pool.length), pool.length, size), (k) => pool[k]);
           const approach = refill.random(size * G), exponential = refill.exponential(size * G);
           batch = sampleBatch(theta, choice, approach, exponential, c.cap, G);
           tokens += generated(batch);
@@ -715,8 +692,8 @@
       if (name === "gspo") { // one sequence ratio: the geometric mean of the response's token ratios
         const count = counts[0][i] + counts[1][i] + counts[2][i];
         let logSum = 0;
-        for (let k = 0; k < 3; k++) logSum += counts[k][i] > 0 ? counts[k][i] * Math.log(ratio[k][i]) : 0;
-        const sequence = Math.exp(logSum / count);
+        for (let k = 0; k < 3; k++) logSum += counts[k][i] > 0 ? counts[k][i] * K.log(ratio[k][i]) : 0;
+        const sequence = K.exp(logSum / count);
         const off = (A > 0 && sequence > 1 + high) || (A < 0 && sequence < 1 - low);
         if (off && inLoss) clipped += count;
         for (let k = 0; k < 3; k++) {
@@ -819,12 +796,12 @@
     const P = theta.length - 2, B = batch.prompt_index.length, N = advantage.length, G = N / B;
     const now = logTables(theta, batch.prompt_index);
     const logOf = (table, x, positive) => (positive ? table.positive : table.negative).get(x);
-    const ratio = atTokens(batch, P, (x, positive) => Math.exp(logOf(now, x, positive) - logOf(old, x, positive)));
+    const ratio = atTokens(batch, P, (x, positive) => K.exp(logOf(now, x, positive) - logOf(old, x, positive)));
     let klTerm = null;
     if (kl) { // beta (pi_ref / pi - 1); ratio-weighted, beta rho log(pi_ref / pi)
       klTerm = atTokens(batch, P, (x, positive) => {
         const logRatio = logOf(kl.ref, x, positive) - logOf(now, x, positive);
-        const value = kl.weighted ? Math.exp(logOf(now, x, positive) - logOf(old, x, positive)) * logRatio : Math.exp(logRatio) - 1;
+        const value = kl.weighted ? K.exp(logOf(now, x, positive) - logOf(old, x, positive)) * logRatio : K.exp(logRatio) - 1;
         return kl.beta * value;
       });
     }
@@ -858,7 +835,7 @@
     const { stages } = run.variant, schedule = stages.schedule, theta = run.theta;
     const G = c.group_size, N = c.batch_prompts * G;
     const noise = run.noise(step);
-    const drawn = sampleBatch(theta, noise.prompt_index, noise.approach, noise.exponential, c.cap, G, noise.batch);
+    const drawn = sampleBatch(theta, noise.prompt_index, noise.approach, noise.exponential, c.cap, G, run.batch);
     const [batch, tokensSampled] = samplerBatch(stages.sampler, drawn, theta, c, run.refill);
     const correct = correctness(batch, c);
     const rewards = rewardsOf(stages.reward, batch, c, correct);
@@ -930,19 +907,19 @@
 
   // --- the exact expected update (toyrl.expected) -------------------------------------------------
   const LOG_FACTORIAL = [0];
-  function logFactorial(m) { // log m!, from the logs of 1..m (exact to a few ulps at these sizes)
+  function logFactorial(m) { // log m! = log 1 + ... + log m, summed in that order (toyrl.expected.log_factorials)
     while (LOG_FACTORIAL.length <= m) {
       const k = LOG_FACTORIAL.length;
-      LOG_FACTORIAL.push(LOG_FACTORIAL[k - 1] + Math.log(k));
+      LOG_FACTORIAL.push(LOG_FACTORIAL[k - 1] + K.log(k));
     }
     return LOG_FACTORIAL[m];
   }
 
   function binomialPmf(n, p, out) { // P(Binomial(n, p) = k) for k = 0..n, in log space, into out
-    const logP = Math.log(p), logQ = Math.log1p(-p);
+    const logP = K.log(p), logQ = K.log1p(-p);
     for (let k = 0; k <= n; k++) {
       const successes = k === 0 ? 0 : k * logP, failures = n - k === 0 ? 0 : (n - k) * logQ;
-      out[k] = Math.exp(logFactorial(n) - logFactorial(k) - logFactorial(n - k) + successes + failures);
+      out[k] = K.exp(logFactorial(n) - logFactorial(k) - logFactorial(n - k) + successes + failures);
     }
     return out;
   }
@@ -958,30 +935,43 @@
   }
 
   function responseDenominator(stage, tokens, lengthNorm) {
-    if (stage.class === "LengthPower") {
-      const e = 1 - stage.alpha;
-      return (e === 0.5 ? Math.sqrt(tokens) : Math.pow(tokens, e)) * Math.pow(lengthNorm, stage.alpha);
-    }
+    if (stage.class === "LengthPower") return K.power(tokens, 1 - stage.alpha) * K.power(lengthNorm, stage.alpha);
     return stage.by_tokens ? tokens : stage.by_length_norm ? lengthNorm : 1;
   }
 
   const SCRATCH = [];
-  function scratch(cap) { // three arrays [cap], kept for the next call
-    if (SCRATCH.length === 0 || SCRATCH[0].length !== cap) SCRATCH.splice(0, 3, ...[0, 1, 2].map(() => new Float64Array(cap)));
+  function scratch(cap) { // four arrays [cap], kept for the next call
+    if (SCRATCH.length === 0 || SCRATCH[0].length !== cap) SCRATCH.splice(0, 4, ...[0, 1, 2, 3].map(() => new Float64Array(cap)));
     return SCRATCH;
+  }
+
+  const PMF_BLOCK = 64; // lengths per block of geometricPmf (toyrl.expected.PMF_BLOCK)
+  const WITHIN = new Float64Array(PMF_BLOCK);
+
+  /* P(K = k) = s q^(k - 1) for k = 1..cap into out [cap], by blocks as toyrl.expected.geometric_pmf:
+     with k - 1 = 64 j + i, exp(log s + 64 j log q) exp(i log q). */
+  function geometricPmf(phi, cap, out) {
+    const logS = logExpit(phi), logQ = logExpit(-phi);
+    for (let i = 0; i < PMF_BLOCK; i++) WITHIN[i] = K.exp(i * logQ);
+    for (let start = 0; start < cap; start += PMF_BLOCK) {
+      const first = K.exp(logS + start * logQ), end = Math.min(start + PMF_BLOCK, cap);
+      for (let k = start; k < end; k++) out[k] = first * WITHIN[k - start];
+    }
+    return out;
   }
 
   /* Sums over one branch's outcomes of P(o)/D(o) and P(o) score(o)/D(o), split at the reward's window
      [low, high] of K when given (toyrl.expected._branch_sums). */
   function branchSums(phi, c, variant, window) {
     const cap = c.cap, stages = variant.stages, approachTokens = c.approach_tokens, lengthNorm = c.length_norm_value;
-    const logQ = logExpit(-phi), logS = logExpit(phi), s = expit(phi);
+    const s = expit(phi);
     const scale = (stages.normaliser.averaged ?? true) ? 1 : c.batch_prompts * c.group_size;
     const keepTail = stages.selector.name !== "stopped";
-    const [weight, scored, masked] = scratch(cap);
+    const [weight, scored, masked, pmfs] = scratch(cap);
+    geometricPmf(phi, cap, pmfs);
     let dTail = 1;
     for (let k = 1; k <= cap; k++) {
-      let pmf = Math.exp(logS + (k - 1) * logQ);
+      let pmf = pmfs[k - 1];
       const d = responseDenominator(stages.normaliser, k + approachTokens, lengthNorm);
       let score = 1 - k * s;
       if (k === 1 && phi > SCORE_EXACT_ABOVE) score = expit(-phi);
@@ -995,7 +985,7 @@
     const tailScored = keepTail ? scale * tail * (-cap * s) / dTail : 0;
     if (!window) return { weightOut: sum(weight) + tailWeight, scoredOut: sum(scored) + tailScored };
     const maskedSum = (values, inside) => { // numpy's: the values times the mask, summed over every k
-      for (let k = 1; k <= cap; k++) masked[k - 1] = (k >= window[0] && k <= window[1]) === inside ? values[k - 1] : 0;
+      for (let k = 1; k <= cap; k++) masked[k - 1] = values[k - 1] * ((k >= window[0] && k <= window[1]) === inside ? 1 : 0);
       return sum(masked);
     };
     return {
@@ -1043,12 +1033,12 @@
   }
 
   // --- Adam and the run ----------------------------------------------------------------------------
-  class Adam {
+  class Adam { // toyrl.train.Adam: its bias corrections 1 - beta^t by toyrl.kernels.power
     constructor(size, c) { this.c = c; this.m = new Float64Array(size); this.v = new Float64Array(size); this.t = 0; }
     step(theta, grad) {
       const { adam_beta1: b1, adam_beta2: b2, adam_eps: eps, lr } = this.c, m = this.m, v = this.v;
       this.t += 1;
-      const correction1 = 1 - Math.pow(b1, this.t), correction2 = 1 - Math.pow(b2, this.t);
+      const correction1 = 1 - K.power(b1, this.t), correction2 = 1 - K.power(b2, this.t);
       for (let i = 0; i < theta.length; i++) {
         m[i] = m[i] * b1 + (1 - b1) * grad[i];
         v[i] = v[i] * b2 + (1 - b2) * (grad[i] * grad[i]);
@@ -1059,95 +1049,60 @@
 
   const norm = (v) => Math.sqrt(sum(v.map((x) => x * x)));
 
-  function initialTheta(c, seed, given) {
+  /* theta_0 [P + 2] (toyrl.train.initial_theta): psi_j = mean + std z_j, z_j = Phi^-1(U_j) from the
+     seed's init stream (toyrl.noise.standard_normal), phi = logit of the set stop probabilities; or
+     the spec's theta0 for the seed. */
+  function initialTheta(c, init, given) {
     const P = c.prompts;
-    if (given) {
-      if (!Array.isArray(given) || given.length !== P + 2) fail(`theta0 must hold prompts + 2 = ${P + 2} logits per seed`);
+    if (given !== undefined) {
+      if (!Array.isArray(given) || given.length !== P + 2 || !given.every(Number.isFinite)) fail(`theta0 must hold prompts + 2 = ${P + 2} finite logits per seed`);
       return Float64Array.from(given);
     }
-    if (!(seed < DATA.initial_normals.length)) fail(`seeds must be in 0..${DATA.initial_normals.length - 1}: the page holds the initial logits of those (got ${seed})`);
-    if (P > DATA.initial_normals[seed].length) fail(`prompts must be at most ${DATA.initial_normals[seed].length} in the page (got ${P})`);
-    const theta = new Float64Array(P + 2);
-    for (let j = 0; j < P; j++) theta[j] = c.prompt_logit_mean + c.prompt_logit_std * DATA.initial_normals[seed][j];
-    theta[P] = Math.log(c.stop_prob_right / (1 - c.stop_prob_right));
-    theta[P + 1] = Math.log(c.stop_prob_wrong / (1 - c.stop_prob_wrong));
+    const theta = init.fill(P, "open", new Float64Array(P + 2));
+    for (let j = 0; j < P; j++) theta[j] = c.prompt_logit_mean + c.prompt_logit_std * K.normalQuantile(theta[j]);
+    theta[P] = K.log(c.stop_prob_right / (1 - c.stop_prob_right));
+    theta[P + 1] = K.log(c.stop_prob_wrong / (1 - c.stop_prob_wrong));
     return theta;
   }
 
-  /* One step's noise and the batch it gives, as arrays reused from step to step. */
-  function buffers(B, N) {
-    return {
-      prompt_index: new Int32Array(B), approach: new Float64Array(N), exponential: new Float64Array(N),
-      batch: { right: new Uint8Array(N), length: new Float64Array(N), stopped: new Uint8Array(N) },
-    };
-  }
-
-  /* The noise of a seed's step: B distinct prompts (a partial Fisher-Yates shuffle), approach
-     uniforms and length exponentials [B G]; from the spec's recorded noise when given. */
-  function noiseSource(seed, c, recorded) {
-    const B = c.batch_prompts, N = B * c.group_size;
-    if (recorded) {
-      return (step) => {
-        const at = (name) => { const v = recorded[name]?.[step]; if (!v) fail(`noise.${name} has no step ${step}`); return v.flat(); };
-        const drawn = buffers(B, N);
-        drawn.prompt_index.set(at("prompt_index")); drawn.approach.set(at("approach")); drawn.exponential.set(at("exponential"));
-        return drawn;
-      };
-    }
-    const prompts = new Generator(seed, 1), approach = new Generator(seed, 2), length = new Generator(seed, 3);
-    const order = new Int32Array(c.prompts), step = buffers(B, N);
-    return () => {
-      for (let j = 0; j < order.length; j++) order[j] = j;
-      for (let b = 0; b < B; b++) {
-        const pick = b + Math.floor(prompts.random() * (order.length - b));
-        const chosen = order[pick];
-        order[pick] = order[b]; order[b] = chosen; step.prompt_index[b] = chosen;
+  /* A seed's step noise (toyrl.train.step_noise), drawn once a step for all its variants (common
+     random numbers): B distinct prompts, the first B of the order of P uniforms (toyrl.noise.
+     permutation_prefix), and the approach uniforms and length exponentials [B G]. */
+  function noiseSource(streams, c) {
+    const B = c.batch_prompts, P = c.prompts, N = B * c.group_size, uniforms = new Float64Array(P);
+    const drawn = { step: -1, prompt_index: new Int32Array(B), approach: new Float64Array(N), exponential: new Float64Array(N) };
+    return (step) => {
+      if (step === drawn.step + 1) {
+        streams[STREAM.prompts].fill(P, "random", uniforms);
+        toyrlRandom.permutationPrefix(uniforms, P, B, 0, drawn.prompt_index);
+        streams[STREAM.approach].fill(N, "random", drawn.approach);
+        exponentials(streams[STREAM.length], N, drawn.exponential);
+        drawn.step = step;
+      } else if (step !== drawn.step) {
+        throw new Error(`step ${step}'s noise asked after step ${drawn.step}'s`);
       }
-      for (let i = 0; i < N; i++) { step.approach[i] = approach.random(); step.exponential[i] = length.exponential(); }
-      return step;
+      return drawn;
     };
   }
 
-  /* A run's refill stream (toyrl.train.STREAMS' "refill": a sampler's further draws), or the draws
-     Python's made, in the order they were made. */
-  function refillSource(seed, recorded) {
-    if (recorded) {
-      let next = 0;
-      const take = (n) => {
-        const values = recorded[next++];
-        if (!values || values.length !== n) fail(`refill draw ${next - 1} must hold ${n} values`);
-        return Float64Array.from(values);
-      };
-      return { random: take, exponential: take };
-    }
-    const refill = new Generator(seed, 5);
-    const draw = (n, exponential) => {
-      const out = new Float64Array(n);
-      for (let i = 0; i < n; i++) out[i] = exponential ? refill.exponential() : refill.random();
-      return out;
-    };
-    return { random: (n) => draw(n, false), exponential: (n) => draw(n, true) };
-  }
-
-  /* Each step's orders of the responses for a schedule that shuffles (toyrl.train.step_orders: a
-     uniformly random permutation's ranks, one order a batch ('once') or an epoch ('epoch')), from
+  /* Each step's orders of the responses for a schedule that shuffles (toyrl.train.step_orders: the
+     ranks of a uniformly random permutation, one order a batch ('once') or an epoch ('epoch')), from
      the run's shuffle stream; null when it does not shuffle. */
-  function orderSource(seed, c, schedule, recorded) {
+  function orderSource(rng, c, schedule) {
     const draws = { none: 0, once: 1, epoch: schedule.num_iterations ?? 1 }[schedule.shuffle ?? "none"];
     if (!draws) return () => null;
-    if (recorded) return (step) => recorded[step] ?? fail(`orders has no step ${step}`);
-    const shuffle = new Generator(seed, 4), N = c.batch_prompts * c.group_size;
-    return () => Array.from({ length: draws }, () => {
-      const uniforms = new Float64Array(N);
-      for (let i = 0; i < N; i++) uniforms[i] = shuffle.random();
-      const order = argsort(uniforms);
-      const ranks = new Int32Array(N);
-      order.forEach((response, rank) => { ranks[response] = rank; });
-      return ranks;
-    });
+    const N = c.batch_prompts * c.group_size;
+    return () => {
+      const uniforms = rng.fill(draws * N, "random");
+      return Array.from({ length: draws }, (_, e) => {
+        const order = toyrlRandom.permutationPrefix(uniforms, N, N, e * N), ranks = new Int32Array(N);
+        order.forEach((response, rank) => { ranks[response] = rank; });
+        return ranks;
+      });
+    };
   }
 
-  const RUN_KEYS = new Set(["variants", "variant", "seeds", "mean_field", "theta0", "noise", "refill", "orders", "gradients"]);
+  const RUN_KEYS = new Set(["variants", "variant", "seeds", "mean_field", "theta0", "gradients"]);
 
   class Run {
     constructor(spec) {
@@ -1160,8 +1115,13 @@
       const c = makeConfig(fields);
       const chosen = spec.variants ?? (spec.variant !== undefined ? [spec.variant] : null);
       if (!Array.isArray(chosen) || chosen.length === 0) fail("variants must be a non-empty list of names or specs");
+      // toyrl run's bound on a table's rows (toyrl.experiment.MAX_ROWS), checked before anything is allocated
+      const seedCount = Number.isInteger(spec.seeds) ? spec.seeds : Array.isArray(spec.seeds) ? spec.seeds.length : 1;
+      const rows = chosen.length * seedCount * (c.steps + 1);
+      if (rows > DATA.max_rows) fail(`${(chosen.length * seedCount).toLocaleString("en")} runs x ${(c.steps + 1).toLocaleString("en")} steps would be ${rows.toLocaleString("en")} rows; the limit is ${DATA.max_rows.toLocaleString("en")}: use fewer variants, seeds or steps`);
       const seeds = Number.isInteger(spec.seeds) ? Array.from({ length: spec.seeds }, (_, i) => i) : spec.seeds ?? [0];
-      if (!Array.isArray(seeds) || seeds.length === 0 || !seeds.every((s) => Number.isInteger(s) && s >= 0)) fail(`seeds must be a count >= 1 or a list of integers >= 0 (got ${JSON.stringify(spec.seeds)})`);
+      if (!Array.isArray(seeds) || seeds.length === 0 || !seeds.every((s) => Number.isSafeInteger(s) && s >= 0)) fail(`seeds must be a count >= 1 or a list of integers in 0..2^53 - 1 (got ${JSON.stringify(spec.seeds)})`);
+      if (spec.theta0 !== undefined && !(Array.isArray(spec.theta0) && spec.theta0.length === seeds.length)) fail(`theta0 must hold one policy per seed (${seeds.length})`);
       this.meanField = Boolean(spec.mean_field);
       this.variants = chosen.map(resolve);
       for (const v of this.variants) {
@@ -1176,14 +1136,23 @@
       this.config = c;
       this.steps = c.steps;
       this.runs = this.variants.flatMap((v) => seeds.map((seed) => ({ variant: v.name, seed })));
-      const starts = seeds.map((seed, i) => initialTheta(c, seed, spec.theta0?.[i]));
-      this.state = this.variants.flatMap((variant, v) => seeds.map((seed, i) => {
-        const theta = Float64Array.from(starts[i]), r = v * seeds.length + i;
+      // Each seed's streams (SeedSequence(seed).spawn(6)): its initial logits and step noise, shared
+      // by its variants; each run has the shuffle and refill streams of its own copy.
+      const shared = seeds.map((seed, i) => {
+        const streams = toyrlRandom.runStreams(seed);
+        const theta0 = initialTheta(c, streams[STREAM.init], spec.theta0?.[i]);
+        return { theta0, noise: this.meanField ? null : noiseSource(streams, c) };
+      });
+      const N = c.batch_prompts * c.group_size;
+      this.state = this.variants.flatMap((variant) => seeds.map((seed, i) => {
+        const theta = Float64Array.from(shared[i].theta0);
         const run = { variant, seed, theta, thetaRef: Float64Array.from(theta), adam: new Adam(theta.length, c) };
         if (!this.meanField) {
-          run.noise = noiseSource(seed, c, spec.noise?.[i]);
-          run.refill = refillSource(seed, spec.refill?.[r]);
-          run.orders = orderSource(seed, c, variant.stages.schedule, spec.orders?.[r]);
+          const own = toyrlRandom.runStreams(seed);
+          run.noise = shared[i].noise;
+          run.refill = refillSource(own[STREAM.refill]);
+          run.orders = orderSource(own[STREAM.shuffle], c, variant.stages.schedule);
+          run.batch = { right: new Uint8Array(N), length: new Float64Array(N), stopped: new Uint8Array(N) };
         }
         return run;
       }));

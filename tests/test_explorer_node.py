@@ -1,0 +1,135 @@
+"""The explorer's simulator under node: the cases of tests/test_explorer.py without a browser.
+
+tests/sim_node.js runs the page's three simulator scripts (toyrl/explorer/kernels.js, random.js,
+sim.js) in the order the page runs them, on the data `toyrl.explore.page_data` embeds, and evaluates
+the same expression the Chromium tests do; each case of tests/explorer_cases.py must then equal this
+package's run value for value (`==`, NaN where NaN), every column of every step, and each step's loss
+gradient where the case keeps them. The scan at the end needs no node: sim.js calls none of the
+engine's transcendental functions (Math.exp, Math.log, Math.pow, ...), whose last bits are each
+engine's own, and draws nothing from Math.random.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.explorer_cases import (
+    CASES,
+    NUMBERS,
+    check_case,
+    first_difference,
+    page_run,
+    python_side,
+    result_expression,
+)
+from toyrl.explore import page_data
+from toyrl.variants import ARTICLE
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "sim_node.js"
+NODE = shutil.which("node")
+if NODE is None and os.environ.get("CI"):
+    raise RuntimeError("CI needs node for the simulator's node tests; .ci/run installs it")
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the simulator cannot be run")
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, Any]:
+    return page_data()
+
+
+class NodeFailed(Exception):
+    """The driver's exception report: `answer` is what it printed ({error, input_error})."""
+
+    def __init__(self, stdout: str, stderr: str) -> None:
+        super().__init__(f"node: {stdout[:2000]} {stderr[:2000]}")
+        self.answer = stdout
+
+
+def node_evaluate(data: dict[str, Any], expression: str) -> str:
+    """The string value of a JavaScript expression evaluated after the simulator's scripts."""
+    assert NODE is not None
+    answer = subprocess.run(
+        [NODE, str(DRIVER)],
+        input=json.dumps({"data": data, "expression": expression}),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if answer.returncode != 0:
+        raise NodeFailed(answer.stdout, answer.stderr)
+    return answer.stdout
+
+
+@needs_node
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_simulator_under_node_computes_the_same_numbers_as_toyrl(data: dict[str, Any], case: str) -> None:
+    spec = CASES[case]
+    check_case(page_run(node_evaluate(data, result_expression(spec)), spec), spec, python_side(spec))
+
+
+@needs_node
+def test_the_article_set_under_node(data: dict[str, Any]) -> None:
+    """Prints the time of 4 variants x 6 seeds x 400 sampled steps under node (a measurement)."""
+    spec = {"variants": list(ARTICLE), "seeds": 6, "steps": 400}
+    expression = (
+        f"(() => {{ const s = performance.now(); const run = toyrl.start({json.dumps(spec)});"
+        " run.advance(run.steps);"
+        " return JSON.stringify([(performance.now() - s) / 1000, run.t, run.runs.length]); })()"
+    )
+    seconds, steps, runs = json.loads(node_evaluate(data, expression))
+    print(f"the article set (4 variants x 6 seeds x 400 steps, sampled) under node: {seconds:.3f} s")
+    assert (steps, runs) == (400, 24)
+
+
+@needs_node
+def test_a_bad_spec_is_one_input_error_under_node(data: dict[str, Any]) -> None:
+    expression = "toyrl.simulate({variants: ['grpo'], seeds: [-1]})"
+    with pytest.raises(NodeFailed) as error:
+        node_evaluate(data, expression)
+    assert json.loads(error.value.answer) == {
+        "error": "seeds must be a count >= 1 or a list of integers in 0..2^53 - 1 (got [-1])",
+        "input_error": True,
+    }
+
+
+def test_one_bit_anywhere_is_a_difference() -> None:
+    """The comparison the cases make is `==`: a last-bit change in any column at any step, or a NaN
+    where Python has a number, is reported, with where it is first."""
+    python = {name: np.linspace(1.0, 2.0, 2 * 11) for name in NUMBERS}
+    runs, steps = ["(grpo, seed 0)", "(grpo, seed 1)"], 10
+
+    def copy() -> dict[str, np.ndarray]:
+        return {name: values.copy() for name, values in python.items()}
+
+    assert first_difference(copy(), python, runs, steps) is None
+    for name in NUMBERS:
+        for row in (0, 13, 21):
+            page = copy()
+            page[name][row] = np.nextafter(page[name][row], np.inf)
+            found = first_difference(page, python, runs, steps)
+            assert found is not None and f"step {row % 11} of run {runs[row // 11]}: {name}" in found
+    page = copy()
+    page["grad_norm"][5] = np.nan
+    assert first_difference(page, python, runs, steps) is not None
+    python["batch_accuracy"][5] = np.nan  # NaN where NaN is the same
+    assert first_difference(copy(), python, runs, steps) is None
+
+
+ENGINE_MATH = {"sqrt", "floor", "ceil", "abs", "min", "max", "fround", "imul"}  # exact or correctly rounded
+
+
+def test_the_simulator_calls_no_transcendental_of_the_engine() -> None:
+    source = (ROOT / "toyrl" / "explorer" / "sim.js").read_text(encoding="utf-8")
+    used = set(re.findall(r"\bMath\.(\w+)", source))
+    assert used <= ENGINE_MATH, used - ENGINE_MATH
+    assert "toyrlKernels" in source and "toyrlRandom" in source

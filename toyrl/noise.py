@@ -1,0 +1,58 @@
+"""Random variates from the PCG64 bit stream alone: the same draws on every machine and in the page.
+
+A run's noise comes from numpy's PCG64 generators (`toyrl.train.run_streams`), whose 64-bit
+outputs are specified to the bit and the same on every platform. numpy's own transforms of them
+are not: its ziggurat exponential and normal call the C library's exp and log in their rare
+branches, and numpy does not promise their streams across versions. So toyrl takes the raw
+outputs x (uint64) and transforms them itself, with IEEE-754 arithmetic and `toyrl.kernels`:
+
+- `uniform`: numpy's `Generator.random`, (x >> 11) 2^-53, in [0, 1) (53 bits: every value exact);
+- `open_uniform`: ((x >> 12) + 1/2) 2^-52, in (0, 1) (52 bits and a half: never 0 or 1, symmetric
+  about 1/2; every value exact);
+- `standard_exponential`: -log(U), U = `open_uniform` (inversion: at most 36.7);
+- `standard_normal`: Phi^-1(U), U = `open_uniform` (inversion, Wichura's AS241: |z| below 8.3);
+- `permutation_prefix`: the first k of a uniformly random permutation, the indices of `uniform`s
+  in increasing order (a stable sort: ties, which 53-bit draws make unlikely, go to the lower index).
+
+Each variate takes exactly one output of its stream, so a stream's draws follow one another
+whatever the shapes they are drawn in. toyrl/explorer/random.js draws the same in the page.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toyrl import kernels
+
+FloatArray = NDArray[np.float64]
+Shape = int | tuple[int, ...]
+
+
+def uniform(rng: np.random.Generator, shape: Shape) -> FloatArray:
+    """U(0, 1) in [0, 1) [shape]: numpy's `Generator.random`, (x >> 11) 2^-53."""
+    return rng.random(shape)
+
+
+def open_uniform(rng: np.random.Generator, shape: Shape) -> FloatArray:
+    """U(0, 1) in (0, 1) [shape]: ((x >> 12) + 1/2) 2^-52, exact (x >> 12 < 2^52)."""
+    raw = rng.bit_generator.random_raw(shape) >> np.uint64(12)
+    return (raw.astype(np.float64) + 0.5) * 2.0**-52
+
+
+def standard_exponential(rng: np.random.Generator, shape: Shape) -> FloatArray:
+    """Exp(1) [shape] by inversion: -log U, U = `open_uniform`."""
+    return -kernels.log(open_uniform(rng, shape))
+
+
+def standard_normal(rng: np.random.Generator, shape: Shape) -> FloatArray:
+    """Normal(0, 1) [shape] by inversion: Phi^-1(U), U = `open_uniform` (`kernels.normal_quantile`)."""
+    return kernels.normal_quantile(open_uniform(rng, shape))
+
+
+def permutation_prefix(rng: np.random.Generator, rows: Shape, size: int, count: int) -> NDArray[np.intp]:
+    """The first `count` entries of a uniformly random permutation of 0..size-1 for each of `rows`
+    [*rows, count]: the order of `size` uniforms per row (a stable argsort, so ties cannot depend on
+    the sorting algorithm)."""
+    shape = (rows,) if isinstance(rows, int) else rows
+    return uniform(rng, (*shape, size)).argsort(axis=-1, kind="stable")[..., :count]
