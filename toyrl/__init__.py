@@ -1,6 +1,8 @@
 """toyrl: an exact toy simulation of GRPO's length bias and its removal by Dr. GRPO.
 
-The pipeline, one module a step: `policy` (the ramble policy in closed form, its token table and
+Every number rests on `kernels` (exp, log and their kin in IEEE-754 basic arithmetic: the same bits
+on every machine) and `noise` (the variates, from PCG64's raw stream). The pipeline, one module a
+step: `policy` (the ramble policy in closed form, its token table and
 the one gradient) -> `stages` (reward, selector, advantage, normaliser, objective, KL, schedule:
 small registered classes, each with its exact hook) -> `objective` (a variant: one stage of each
 kind, with one canonical spec) and `variants` (the named ones) -> `train` (one training step, top

@@ -29,6 +29,8 @@ an ndarray of the broadcast shape for array input, a numpy ``float64`` scalar fo
 
 Speed. Each kernel is a fixed, short sequence of whole-array numpy operations (no Python loop over
 elements); rare special inputs are patched with one mask and one final select, computed only when present.
+A large input is taken CHUNK elements at a time (each of the many passes then stays in cache), and
+``expit_pair`` gives sigma(x) and sigma(-x) from one exponential: neither changes a bit.
 """
 
 from __future__ import annotations
@@ -356,9 +358,9 @@ def _elementwise(kernel: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(kernel)
     def chunked(*args: ArrayLike) -> Any:
-        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in args))
-        if arrays[0].size <= CHUNK:
+        if all(np.size(a) <= CHUNK for a in args) and (len(args) == 1 or np.broadcast(*args).size <= CHUNK):
             return kernel(*args)
+        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in args))
         flat = [a.reshape(-1) for a in arrays]
         out = np.empty(arrays[0].size)
         for start in range(0, len(out), CHUNK):

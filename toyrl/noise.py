@@ -15,10 +15,15 @@ outputs x (uint64) and transforms them itself, with IEEE-754 arithmetic and `toy
   in increasing order (a stable sort: ties, which 53-bit draws make unlikely, go to the lower index).
 
 Each variate takes exactly one output of its stream, so a stream's draws follow one another
-whatever the shapes they are drawn in. toyrl/explorer/random.js draws the same in the page.
+whatever the shapes they are drawn in. Every function takes one generator, or a sequence of them
+(one per run: the result then has a leading runs axis, each run's draws from its own generator,
+transformed together). toyrl/explorer/random.js draws the same in the page.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,30 +32,38 @@ from toyrl import kernels
 
 FloatArray = NDArray[np.float64]
 Shape = int | tuple[int, ...]
+Streams = np.random.Generator | Sequence[np.random.Generator]
 
 
-def uniform(rng: np.random.Generator, shape: Shape) -> FloatArray:
+def _each(rng: Streams, draw: Callable[[np.random.Generator], NDArray[Any]]) -> NDArray[Any]:
+    """draw(rng), or the draws of several generators stacked along a new first axis."""
+    if isinstance(rng, np.random.Generator):
+        return draw(rng)
+    return np.stack([draw(one) for one in rng])
+
+
+def uniform(rng: Streams, shape: Shape) -> FloatArray:
     """U(0, 1) in [0, 1) [shape]: numpy's `Generator.random`, (x >> 11) 2^-53."""
-    return rng.random(shape)
+    return _each(rng, lambda one: one.random(shape))
 
 
-def open_uniform(rng: np.random.Generator, shape: Shape) -> FloatArray:
+def open_uniform(rng: Streams, shape: Shape) -> FloatArray:
     """U(0, 1) in (0, 1) [shape]: ((x >> 12) + 1/2) 2^-52, exact (x >> 12 < 2^52)."""
-    raw = rng.bit_generator.random_raw(shape) >> np.uint64(12)
+    raw = _each(rng, lambda one: one.bit_generator.random_raw(shape)) >> np.uint64(12)
     return (raw.astype(np.float64) + 0.5) * 2.0**-52
 
 
-def standard_exponential(rng: np.random.Generator, shape: Shape) -> FloatArray:
+def standard_exponential(rng: Streams, shape: Shape) -> FloatArray:
     """Exp(1) [shape] by inversion: -log U, U = `open_uniform`."""
     return -kernels.log(open_uniform(rng, shape))
 
 
-def standard_normal(rng: np.random.Generator, shape: Shape) -> FloatArray:
+def standard_normal(rng: Streams, shape: Shape) -> FloatArray:
     """Normal(0, 1) [shape] by inversion: Phi^-1(U), U = `open_uniform` (`kernels.normal_quantile`)."""
     return kernels.normal_quantile(open_uniform(rng, shape))
 
 
-def permutation_prefix(rng: np.random.Generator, rows: Shape, size: int, count: int) -> NDArray[np.intp]:
+def permutation_prefix(rng: Streams, rows: Shape, size: int, count: int) -> NDArray[np.intp]:
     """The first `count` entries of a uniformly random permutation of 0..size-1 for each of `rows`
     [*rows, count]: the order of `size` uniforms per row (a stable argsort, so ties cannot depend on
     the sorting algorithm)."""

@@ -374,19 +374,26 @@ class TokenTable:
         return 1 - self.probability
 
     @functools.cached_property
+    def log_both(self) -> FloatArray:
+        """log sigma(x) and log sigma(-x) of each logit [2, R, P + 2], from one kernel call."""
+        return log_expit(np.stack((self.theta, -self.theta)))
+
+    @property
     def log_positive(self) -> FloatArray:
         """log sigma(x) of each logit [R, P + 2]."""
-        return log_expit(self.theta)
+        return self.log_both[0]
 
-    @functools.cached_property
+    @property
     def log_negative(self) -> FloatArray:
         """log sigma(-x) of each logit [R, P + 2]."""
-        return log_expit(-self.theta)
+        return self.log_both[1]
 
     def rows(self, rows: IndexArray | slice) -> TokenTable:
         """The table of some runs only (log-probabilities, elementwise, are the same bits either way)."""
         table = TokenTable(self.theta[rows], self.probability[rows], self.complement[rows], self.extreme)
-        for name in ("positive_score", "log_positive", "log_negative"):
+        if "log_both" in self.__dict__:
+            table.__dict__["log_both"] = self.__dict__["log_both"][:, rows]
+        for name in ("positive_score",):
             if name in self.__dict__:
                 table.__dict__[name] = self.__dict__[name][rows]
         return table

@@ -400,13 +400,15 @@ def step_noise(
     block = noise_block_steps(config, len(streams))
     for start in range(0, config.steps + 1, block):
         n = min(block, config.steps + 1 - start)
-        # A uniformly random permutation's first B entries: B distinct prompts.
-        prompt_index = np.stack(
-            [noise.permutation_prefix(run[1], n, config.prompts, config.batch_prompts) for run in streams],
-            axis=1,
-        )
-        approach = np.stack([noise.uniform(run[2], (n, *shape)) for run in streams], axis=1)
-        exponential = np.stack([noise.standard_exponential(run[3], (n, *shape)) for run in streams], axis=1)
+        # Every run's draws from its own streams, transformed together, [R, n, ...]: a uniformly
+        # random permutation's first B entries (B distinct prompts), approach uniforms, exponentials.
+        prompts = [run[1] for run in streams]
+        prompt_index = noise.permutation_prefix(prompts, n, config.prompts, config.batch_prompts)
+        approach = noise.uniform([run[2] for run in streams], (n, *shape))
+        exponential = noise.standard_exponential([run[3] for run in streams], (n, *shape))
+        # [R, n, ...] to [n, R, ...]
+        prompt_index = np.moveaxis(prompt_index, 0, 1)
+        approach, exponential = np.moveaxis(approach, 0, 1), np.moveaxis(exponential, 0, 1)
         for offset in range(n):
             yield prompt_index[offset], approach[offset], exponential[offset]
 
@@ -505,7 +507,7 @@ class Epoch:
         counts[0], counts[1], counts[2] = 1.0, batch.length - batch.stopped, batch.stopped
         for table in (old, ref):  # taken now, once, so that every update's rows share them
             if table is not None:
-                table.log_positive, table.log_negative  # noqa: B018
+                table.log_both  # noqa: B018
         tokens = None
         if kl_reward is not None and (kl_reward > 0).any():
             assert ref is not None
@@ -526,10 +528,8 @@ class Epoch:
         if kl:
             assert self.ref is not None
             ref = self.ref.rows(rows)
-            kl_positive = kernels.exp(ref.log_positive - table.log_positive) - 1
-            kl_negative = kernels.exp(ref.log_negative - table.log_negative) - 1
-        ratio_positive = kernels.exp(table.log_positive - old.log_positive)
-        ratio_negative = kernels.exp(table.log_negative - old.log_negative)
+            kl_positive, kl_negative = kernels.exp(ref.log_both - table.log_both) - 1
+        ratio_positive, ratio_negative = kernels.exp(table.log_both - old.log_both)
         weighted = plan.kl_ratio_weighted[rows]
         if kl and weighted.any():  # d(rho k3) / d log pi = rho log(pi_ref / pi), per logit and outcome
             assert self.ref is not None and kl_positive is not None and kl_negative is not None
