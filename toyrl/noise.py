@@ -36,10 +36,10 @@ Streams = np.random.Generator | Sequence[np.random.Generator]
 
 
 def _each(rng: Streams, draw: Callable[[np.random.Generator], NDArray[Any]]) -> NDArray[Any]:
-    """draw(rng), or the draws of several generators stacked along a new first axis."""
-    if isinstance(rng, np.random.Generator):
-        return draw(rng)
-    return np.stack([draw(one) for one in rng])
+    """draw(rng), or the draws of several generators (a list or tuple) stacked along a new first axis."""
+    if isinstance(rng, Sequence):
+        return np.stack([draw(one) for one in rng])
+    return draw(rng)
 
 
 def uniform(rng: Streams, shape: Shape) -> FloatArray:
