@@ -165,7 +165,7 @@ def test_a_single_worker_run_reports_progress_while_it_runs(
 
     monkeypatch.setattr(cli.Progress, "update", watched)
     code, stdout, stderr = invoke(
-        ["run", "--seeds", "8", "--steps", "300", "--n-jobs", "1", "--out", str(tmp_path / "r.csv")]
+        ["run", "--seeds", "8", "--steps", "1000", "--n-jobs", "1", "--out", str(tmp_path / "r.csv")]
     )
     assert code == 0, stdout
     lines = stderr.splitlines()
@@ -173,10 +173,10 @@ def test_a_single_worker_run_reports_progress_while_it_runs(
     assert len(statuses) >= 3, stderr  # while it ran, not only at the end
     percents = [int(m.group(1)) for line in statuses if (m := re.search(r": (\d+)%", line))]
     assert percents == sorted(percents) and percents and percents[0] < 100
-    assert len(seen) > 300  # every step of the one chunk is reported
+    assert len(seen) > 1000  # every step of the one chunk is reported
     assert "? left" not in stderr and "0.0 s left" not in stderr and "~" not in stderr
     assert any("done in" in line for line in lines)
-    summary = next(line for line in lines if line.startswith("toyrl run: 32 runs x 301 steps"))
+    summary = next(line for line in lines if line.startswith("toyrl run: 32 runs x 1,001 steps"))
     assert "simulated in" in summary and "written in" in summary
     assert stdout.rstrip().endswith(f"wrote {tmp_path / 'r.csv'} and {tmp_path / 'r.json'}")
 
