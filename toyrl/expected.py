@@ -19,6 +19,7 @@ truncation atom K > cap, on each branch. Everything is vectorised over runs [R] 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,11 +52,15 @@ def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
     return grad
 
 
+@functools.cache
 def log_factorials(n: int) -> FloatArray:
-    """log k! for k = 0..n [n + 1]: log 1 + log 2 + ... + log k, summed in that order."""
+    """log k! for k = 0..n [n + 1]: log 1 + log 2 + ... + log k, summed in that order. Kept per n
+    (read-only): a mean-field run asks for the same table at every step."""
     logs = np.zeros(n + 1)
     logs[1:] = kernels.log(np.arange(1, n + 1, dtype=np.float64))
-    return np.cumsum(logs)
+    table = np.cumsum(logs)
+    table.flags.writeable = False
+    return table
 
 
 def binomial_pmf(k: FloatArray, n: int, p: FloatArray) -> FloatArray:

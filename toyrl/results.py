@@ -669,6 +669,11 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
                 f"{path}: does not match {sidecar.name} (a write was interrupted?); "
                 "run the command that made it again"
             )
+        if meta.get("arithmetic") != ARITHMETIC:  # refused before its CSV is read
+            raise InvalidInput(
+                f"{path}: made by toyrl {meta.get('toyrl_version', '(unknown)')}, whose numbers depend on "
+                f"the CPU's exp and log; regenerate it with this toyrl ({meta.get('command') or 'toyrl run'})"
+            )
     import pandas as pd
 
     try:
@@ -690,11 +695,6 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         raise InvalidInput(f"{path}: columns {', '.join(numeric)} must hold numbers")
     frame["variant"] = frame["variant"].astype(str)
     _check_runs(frame, path)
-    if meta is not None and meta.get("arithmetic") != ARITHMETIC:
-        raise InvalidInput(
-            f"{path}: made by toyrl {meta.get('toyrl_version', '(unknown)')}, whose numbers depend on the "
-            f"CPU's exp and log; regenerate it with this toyrl ({meta.get('command') or 'toyrl run'})"
-        )
     version = meta.get("toyrl_version") if meta else None
     if version and version != __version__:
         warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
