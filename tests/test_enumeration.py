@@ -494,6 +494,14 @@ class FilterScript(Scripted):
         self.expect = "exponential"
         return self.uniforms[None, self.drawn : self.drawn + size]
 
+    @property
+    def bit_generator(self) -> FilterScript:
+        return self
+
+    def random_raw(self, shape: Any = None) -> np.ndarray:
+        """The 64-bit outputs whose uniforms ((x >> 11) 2^-53) are `random`'s, as a bit generator's."""
+        return (self.random(shape) * 2.0**53).astype(np.uint64) << np.uint64(11)
+
     def standard_exponential(self, shape: Any = None) -> np.ndarray:
         assert self.expect == "exponential"
         value = self.exponentials[None, self.drawn : self.drawn + self.size]

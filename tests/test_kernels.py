@@ -481,6 +481,24 @@ def test_large_inputs_taken_in_chunks_give_the_same_bits() -> None:
     assert kernels.expit_pair(small)[1].tobytes() == kernels.expit(-small).tobytes()
 
 
+@pytest.mark.parametrize("shape", [(24, 66), (3, 2), (1, 5), (kernels.CHUNK // 4 + 1, 5)])
+def test_expit_pair_softplus_is_the_three_calls(shape: tuple[int, int]) -> None:
+    """The fused table kernel gives the bits of expit(x), expit(-x) and softplus of the last two
+    columns, at ordinary logits and at the extremes (both kernels' clamps, nan, infinities), on
+    small inputs (one exponential) and large ones (taken as the three calls)."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(shape) * 20
+    extremes = [0.0, -0.0, 37.0, 37.5, -37.5, 709.0, -745.5, -746.0, 1e6, -1e6, np.inf, -np.inf, np.nan]
+    flat = x.reshape(-1)
+    flat[: len(extremes)] = extremes[: flat.size]
+    x[:, -1] = np.resize(extremes, shape[0])
+    positive, negative, rate = kernels.expit_pair_softplus(x, 2)
+    assert positive.tobytes() == kernels.expit(x).tobytes()
+    assert negative.tobytes() == kernels.expit(-x).tobytes()
+    assert rate.shape == (shape[0], 2)
+    assert rate.tobytes() == kernels.softplus(x[:, -2:]).tobytes()
+
+
 def test_agrees_with_numpy_to_an_ulp_on_ordinary_inputs() -> None:
     """A cross-check against the ufuncs being replaced (independent of mpmath)."""
     rng = np.random.default_rng(3)

@@ -233,7 +233,7 @@ def expected_update(theta: FloatArray, config: Config, variants: Sequence[Varian
 
 def _expected_update(theta: FloatArray, config: Config, plan: ExactPlan) -> FloatArray:
     psi, phi_right, phi_wrong = split(theta)
-    p_right, p_wrong = expit(psi), expit(-psi)
+    p_right, p_wrong = kernels.expit_pair(psi)
     low, high = plan.reward.window(config)
     right = _branch_sums(phi_right, config, plan, (low, high))
     wrong = _branch_sums(phi_wrong, config, plan, None)

@@ -29,8 +29,9 @@ an ndarray of the broadcast shape for array input, a numpy ``float64`` scalar fo
 
 Speed. Each kernel is a fixed, short sequence of whole-array numpy operations (no Python loop over
 elements); rare special inputs are patched with one mask and one final select, computed only when present.
-A large input is taken CHUNK elements at a time (each of the many passes then stays in cache), and
-``expit_pair`` gives sigma(x) and sigma(-x) from one exponential: neither changes a bit.
+A large input is taken CHUNK elements at a time (each of the many passes then stays in cache),
+``expit_pair`` gives sigma(x) and sigma(-x) from one exponential, and ``expit_pair_softplus`` also a
+token table's geometric rates: none of them changes a bit.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "exp",
     "expit",
+    "expit_pair",
+    "expit_pair_softplus",
     "expm1",
     "log",
     "log1p",
@@ -496,11 +499,19 @@ def _log1p_finish(x: Any, out: Any) -> Any:
     return out
 
 
+def _softplus_argument(x: Any) -> Any:
+    """x clamped to where softplus takes e^x: the argument of its double-double exponential."""
+    return np.fmax(np.fmin(x, _SOFTPLUS_LINEAR), _EXP_MIN)
+
+
 def _softplus(x: Any) -> Any:
     """log(1 + e^x) = log1p of the double-double e^x (see softplus); nan inputs give some nan."""
-    eh, el, k = _exp_dd(np.fmax(np.fmin(x, _SOFTPLUS_LINEAR), _EXP_MIN))
-    th = _scale(eh, k)
-    tl = _scale_split(el, k)
+    eh, el, k = _exp_dd(_softplus_argument(x))
+    return _softplus_finish(x, _scale(eh, k), _scale_split(el, k))
+
+
+def _softplus_finish(x: Any, th: Any, tl: Any) -> Any:
+    """softplus(x) from e^x = th + tl (of `_softplus_argument(x)`)."""
     out = _log1p_core(th, tl)
     out = np.where(th < _TINY, th, out)
     return np.where(x > _SOFTPLUS_LINEAR, x, out)
@@ -708,10 +719,13 @@ def _expit_both(x: Any) -> tuple[Any, Any]:
     """(1/(1 + e^-x), 1/(1 + e^x)) for an array x, from one double-double t = e^-|x| = (eh + el) 2^k:
     1/(1 + t) is the one of |x|, t/(1 + t) (formed unscaled, times 2^k at the end: one rounding for
     subnormal results) the one of -|x|."""
-    neg = x < 0.0
     eh, el, k = _exp_dd(np.fmax(-np.abs(x), _EXP_MIN))
-    th = _scale(eh, k)
-    tl = _scale_split(el, k)
+    return _expit_finish(x, eh, el, k, _scale(eh, k), _scale_split(el, k))
+
+
+def _expit_finish(x: Any, eh: Any, el: Any, k: Any, th: Any, tl: Any) -> tuple[Any, Any]:
+    """(expit(x), expit(-x)) from e^-|x| = (eh + el) 2^k = th + tl."""
+    neg = x < 0.0
     dh = 1.0 + th
     dl = ((1.0 - dh) + th) + tl
     large = _quotient(1.0, 0.0, dh, dl)
@@ -749,6 +763,25 @@ def expit_pair(x: ArrayLike) -> tuple[Any, Any]:
     with _errstate():
         positive, negative = _expit_both(x)
     return _result(positive), _result(negative)
+
+
+def expit_pair_softplus(x: ArrayLike, columns: int) -> tuple[Any, Any, Any]:
+    """(expit(x), expit(-x), softplus(x[..., -columns:])), the same bits as the three calls, from
+    one double-double exponential of both kernels' arguments side by side: for a token table
+    [R, P + 2], sigma and 1 - sigma of every logit and the geometric rate of the two stop logits."""
+    x = np.asarray(x, dtype=np.float64)
+    tail = x[..., x.shape[-1] - columns :]
+    if x.size > CHUNK:
+        return expit(x), expit(-x), softplus(tail)
+    with _errstate():
+        width = x.shape[-1]
+        arguments = np.concatenate((np.fmax(-np.abs(x), _EXP_MIN), _softplus_argument(tail)), axis=-1)
+        eh, el, k = _exp_dd(arguments)
+        th, tl = _scale(eh, k), _scale_split(el, k)
+        pair = [part[..., :width] for part in (eh, el, k, th, tl)]
+        positive, negative = _expit_finish(x, *pair)
+        rate = _nan_to_canonical(tail, _softplus_finish(tail, th[..., width:], tl[..., width:]))
+    return _result(positive), _result(negative), _result(rate)
 
 
 @_elementwise

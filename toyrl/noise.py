@@ -12,7 +12,7 @@ outputs x (uint64) and transforms them itself, with IEEE-754 arithmetic and `toy
 - `standard_exponential`: -log(U), U = `open_uniform` (inversion: at most 36.7);
 - `standard_normal`: Phi^-1(U), U = `open_uniform` (inversion, Wichura's AS241: |z| below 8.3);
 - `permutation_prefix`: the first k of a uniformly random permutation, the indices of `uniform`s
-  in increasing order (a stable sort: ties, which 53-bit draws make unlikely, go to the lower index).
+  in increasing order (ties, which 53-bit draws make unlikely, go to the lower index).
 
 Each variate takes exactly one output of its stream, so a stream's draws follow one another
 whatever the shapes they are drawn in. Every function takes one generator, or a sequence of them
@@ -63,9 +63,23 @@ def standard_normal(rng: Streams, shape: Shape) -> FloatArray:
     return kernels.normal_quantile(open_uniform(rng, shape))
 
 
+INDEX_BITS = 11  # the low bits of an output below `uniform`'s 53: room for an index below 2^11
+
+
 def permutation_prefix(rng: Streams, rows: Shape, size: int, count: int) -> NDArray[np.intp]:
     """The first `count` entries of a uniformly random permutation of 0..size-1 for each of `rows`
-    [*rows, count]: the order of `size` uniforms per row (a stable argsort, so ties cannot depend on
-    the sorting algorithm)."""
+    [*rows, count]: the order of `size` uniforms per row, ties to the lower index (a stable argsort
+    of `uniform`'s draws, so ties cannot depend on the sorting algorithm).
+
+    For size <= 2^11 the same order comes from one plain sort: each output x keeps the 53 bits that
+    `uniform` makes its draw of ((x >> 11) 2^-53, increasing in them) and takes its index in the 11
+    below, so every key is distinct and sorts as (draw, index)."""
     shape = (rows,) if isinstance(rows, int) else rows
-    return uniform(rng, (*shape, size)).argsort(axis=-1, kind="stable")[..., :count]
+    if size > 1 << INDEX_BITS:
+        return uniform(rng, (*shape, size)).argsort(axis=-1, kind="stable")[..., :count]
+    raw = _each(rng, lambda one: one.bit_generator.random_raw((*shape, size)))
+    keys = (raw >> np.uint64(INDEX_BITS) << np.uint64(INDEX_BITS)) | np.arange(size, dtype=np.uint64)
+    if count < size:
+        keys = np.partition(keys, count - 1, axis=-1)[..., :count] if count > 0 else keys[..., :0]
+    first = np.sort(keys, axis=-1)[..., :count] & np.uint64((1 << INDEX_BITS) - 1)
+    return first.astype(np.intp)

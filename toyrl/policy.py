@@ -313,23 +313,23 @@ def sample_batch(
     approach_uniform: FloatArray,
     length_exponential: FloatArray,
     cap: int,
-    probability: FloatArray | None = None,
+    table: TokenTable | None = None,
 ) -> Batch:
     """Sample G responses to each of the B chosen prompts of every run, by inversion.
 
     prompt_index [R, B]; approach_uniform ~ U(0, 1) and length_exponential ~ Exp(1), [R, B, G];
-    `probability`, if given, is sigma(theta) [R, P + 2] (a `TokenTable`'s, so that it is not taken
-    twice). The approach is right iff u < sigma(psi_j). K = floor(E / softplus(phi)) + 1 has
+    `table`, if given, is theta's `TokenTable` with its rates, whose sigma and softplus are then
+    not taken again. The approach is right iff u < sigma(psi_j). K = floor(E / softplus(phi)) + 1 has
     P(K > k) = exp(-k softplus(phi)) = (1 - s)^k, the geometric law; it is clipped at cap + 1 as a
     float before any integer conversion, so tiny stop probabilities cannot overflow.
     """
     psi, _, _ = split(theta)
-    if probability is None:
+    if table is None or table.rate is None:
         right = approach_uniform < expit(prompt_logits(psi, prompt_index))[..., None]
+        rate = kernels.softplus(theta[:, -2:])  # per run and branch: no transcendental per response
     else:
-        right = approach_uniform < prompt_logits(probability[:, :-2], prompt_index)[..., None]
-    # softplus per run and branch, then selected: no transcendental per response.
-    rate = kernels.softplus(theta[:, -2:])
+        right = approach_uniform < prompt_logits(table.probability[:, :-2], prompt_index)[..., None]
+        rate = table.rate
     rate = np.where(right, rate[:, 0, None, None], rate[:, 1, None, None])
     # rate = 0 (phi below about -745) never stops: E / 0 = inf, and 0 / 0 = NaN, which fmin drops.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -358,12 +358,18 @@ class TokenTable:
     probability: FloatArray
     complement: FloatArray  # sigma(-x), taken with sigma(x) (`kernels.expit_pair`)
     extreme: bool  # some logit is above SCORE_EXACT_ABOVE
+    rate: FloatArray | None = None  # softplus(phi) [R, 2], the lengths' geometric rates, if asked for
 
     @classmethod
-    def of(cls, theta: FloatArray) -> TokenTable:
+    def of(cls, theta: FloatArray, rates: bool = False) -> TokenTable:
+        """The table of theta [R, P + 2]; with `rates`, also the stop logits' softplus (a sampling
+        step's, taken in the same kernel call as sigma)."""
         extreme = bool((theta > SCORE_EXACT_ABOVE).any())
-        probability, complement = kernels.expit_pair(theta)
-        return cls(theta.copy(), probability, complement, extreme)  # a copy: theta may move on in place
+        theta = theta.copy()  # theta may move on in place
+        if rates:
+            probability, complement, rate = kernels.expit_pair_softplus(theta, 2)
+            return cls(theta, probability, complement, extreme, rate)
+        return cls(theta, *kernels.expit_pair(theta), extreme)
 
     # The rest is taken when first asked for: an on-policy update needs sigma alone.
     @functools.cached_property
@@ -390,7 +396,10 @@ class TokenTable:
 
     def rows(self, rows: IndexArray | slice) -> TokenTable:
         """The table of some runs only (log-probabilities, elementwise, are the same bits either way)."""
-        table = TokenTable(self.theta[rows], self.probability[rows], self.complement[rows], self.extreme)
+        rate = None if self.rate is None else self.rate[rows]
+        table = TokenTable(
+            self.theta[rows], self.probability[rows], self.complement[rows], self.extreme, rate
+        )
         if "log_both" in self.__dict__:
             table.__dict__["log_both"] = self.__dict__["log_both"][:, rows]
         for name in ("positive_score",):

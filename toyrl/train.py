@@ -598,8 +598,8 @@ def train_step(
     (prompt_index, approach uniforms, length exponentials); `theta_ref` the KL term's reference
     policy (the initial one); `positions` the step's orders of the responses (`step_orders`; None:
     the batch's own order); `refill` each run's refill stream (for a sampler that draws more)."""
-    old = TokenTable.of(theta)
-    drawn = sample_batch(theta, *noise, config.cap, old.probability)
+    old = TokenTable.of(theta, rates=True)
+    drawn = sample_batch(theta, *noise, config.cap, old)
     batch, tokens_sampled = plan.sampled(drawn, theta, config, refill)
     rewards = plan.rewards(batch, config)
     selected = plan.included(batch)
