@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.config import InvalidInput
 from toyrl.trainers import parse_sets, read_settings, resolve
-from toyrl.trainers.check import Check, Outcome, dr_grpo_in
+from toyrl.trainers.check import Check, Outcome, dr_grpo_in, toy_micro_batches
 from toyrl.variants import VARIANTS, parse_variant
 
 SMALL = ["--steps", "30", "--prompts", "8", "--batch-prompts", "4", "--seeds", "3", "--quiet"]
@@ -65,6 +65,11 @@ def test_trl_0_22_swaps_scale_rewards(version: str, scale: str, preset: str) -> 
 
 
 VERL = "actor_rollout_ref.actor."
+MICRO_16 = {VERL + "ppo_micro_batch_size_per_gpu": 16}
+DR_GRPO_SETTINGS = {
+    VERL + "loss_agg_mode": "seq-mean-token-sum-norm",
+    "algorithm.norm_adv_by_std_in_grpo": False,
+}
 
 
 @pytest.mark.parametrize(
@@ -73,20 +78,76 @@ VERL = "actor_rollout_ref.actor."
         ({}, "verl_default"),
         ({VERL + "loss_agg_mode": "seq-mean-token-mean"}, "verl_seq_mean_token_mean"),
         ({VERL + "loss_agg_mode": "seq-mean-token-sum"}, "verl_seq_mean_token_sum"),
-        ({VERL + "loss_agg_mode": "seq-mean-token-sum-norm"}, "verl_sum_norm_only"),
-        (
-            {VERL + "loss_agg_mode": "seq-mean-token-sum-norm", "algorithm.norm_adv_by_std_in_grpo": False},
-            "verl_dr_grpo",
-        ),
+        ({VERL + "loss_agg_mode": "seq-mean-token-sum-norm", **MICRO_16}, "verl_sum_norm_only"),
+        ({**DR_GRPO_SETTINGS, **MICRO_16}, "verl_dr_grpo"),
+        ({**DR_GRPO_SETTINGS, VERL + "loss_scale_factor": 1500}, "verl_dr_grpo_constant"),
+        ({**DR_GRPO_SETTINGS, "trainer.use_v1": False}, "verl_dr_grpo_constant"),
     ],
 )
 def test_verl_settings_land_on_the_presets_that_stand_for_them(settings: dict, preset: str) -> None:
     """The presets are the settings' loss and advantage at one optimiser step per batch; verl's
-    defaults take 1024 / 256 = 4 (in the batch's order) and apply the dual clip c = 3."""
+    defaults take 1024 / 256 = 4 (in the batch's order) and apply the dual clip c = 3. Without
+    loss_scale_factor, seq-mean-token-sum-norm divides by each micro-batch's longest response: the
+    mapping gives the micro-batch's size, which `toyrl check` turns into the toy's micro-batches
+    (the presets' 8 micro-batches of the toy's batch)."""
     resolved = resolve("verl", None, {"algorithm.adv_estimator": "grpo", **settings})
-    spec = parse_variant(resolved.mapping.spec).spec()
-    assert spec == VARIANTS[preset].spec() | {"mini_batches": 4, "dual_clip": 3.0}
+    spec = resolved.mapping.spec
+    if resolved.mapping.micro_batch_responses is not None:
+        assert resolved.mapping.micro_batch_responses == 16
+        spec += ",micro_batches=8"
+    assert parse_variant(spec).spec() == VARIANTS[preset].spec() | {"mini_batches": 4, "dual_clip": 3.0}
     assert not any("optimiser steps" in item for item in resolved.mapping.unmodelled)
+
+
+def test_verl_sum_norm_without_a_scale_factor_divides_by_each_micro_batch_s_longest_response() -> None:
+    """verl 0.9.1's default V1 trainer: the divisor is each micro-batch's longest response, so the
+    micro-batch size is needed (verl requires it too, or a token budget, which toyrl refuses for
+    this divisor), and the report says to set loss_scale_factor."""
+    settings = {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS}
+    with pytest.raises(InvalidInput, match="ppo_micro_batch_size_per_gpu is unset"):
+        resolve("verl", None, settings)
+    with pytest.raises(InvalidInput, match="use_dynamic_bsz=True is not modelled.*set actor_rollout_ref"):
+        resolve("verl", None, settings | {VERL + "use_dynamic_bsz": True})
+    resolved = resolve("verl", None, settings | {VERL + "ppo_micro_batch_size_per_gpu": 4})
+    (note,) = [item for item in resolved.mapping.notes if "loss_scale_factor is unset" in item]
+    assert "longest response" in note and f"Set {VERL}loss_scale_factor" in note
+    # a constant divisor, given or the legacy trainer's padded width: Dr. GRPO's, no micro-batches
+    for constant in ({VERL + "loss_scale_factor": 512}, {"trainer.use_v1": False}):
+        resolved = resolve("verl", None, settings | constant)
+        assert resolved.mapping.micro_batch_responses is None
+        assert "seq_mean_token_sum_norm" in resolved.mapping.spec
+
+
+@pytest.mark.parametrize(
+    ("step", "micro", "count"), [(32, 4, 8), (32, 3, 8), (32, 64, 1), (30, 4, 6), (7, 1, 7)]
+)
+def test_toy_micro_batches_divide_the_step(step: int, micro: int, count: int) -> None:
+    assert toy_micro_batches(step, micro) == count
+
+
+def test_check_of_verl_s_default_sum_norm_quantifies_the_drift_and_its_fix() -> None:
+    """With loss_scale_factor unset the check runs the micro-batch divisor beside Dr. GRPO and
+    names the setting to change; with it set, the settings are Dr. GRPO's (one variant)."""
+    settings = ["--set", "algorithm.adv_estimator=grpo", "--set", "algorithm.norm_adv_by_std_in_grpo=false"]
+    settings += [
+        "--set",
+        f"{VERL}loss_agg_mode=seq-mean-token-sum-norm",
+        "--set",
+        f"{VERL}ppo_mini_batch_size=1024",
+    ]
+    code, stdout, stderr = invoke(
+        "check", "--trainer", "verl", *settings, "--set", f"{VERL}ppo_micro_batch_size_per_gpu=1", *SMALL
+    )
+    assert code == 0, stderr
+    assert "aggregation=seq_mean_token_sum_longest" in stdout and "micro_batches=32" in stdout
+    assert f"Set {VERL}loss_scale_factor" in stdout
+    assert "verdict: length drift: wrong answers end" in stdout
+    code, stdout, stderr = invoke(
+        "check", "--trainer", "verl", *settings, "--set", f"{VERL}loss_scale_factor=1500", *SMALL
+    )
+    assert code == 0, stderr
+    assert "preset verl_dr_grpo_constant" in stdout
+    assert "verdict: these settings are Dr. GRPO itself" in stdout
 
 
 def test_verl_estimators_epochs_and_kl() -> None:
@@ -398,9 +459,9 @@ def test_verl_0_7_0_normalises_each_micro_batch() -> None:
     newer = resolve(
         "verl",
         "0.9.1",
-        {"algorithm.adv_estimator": "grpo", VERL + "loss_agg_mode": "seq-mean-token-sum-norm"},
+        {"algorithm.adv_estimator": "grpo", VERL + "loss_agg_mode": "seq-mean-token-sum-norm", **MICRO_16},
     )
-    assert parse_variant(newer.mapping.spec).names()["normaliser"] == "seq_mean_token_sum_norm"
+    assert parse_variant(newer.mapping.spec).names()["normaliser"] == "seq_mean_token_sum_longest"
     with pytest.raises(
         InvalidInput, match=re.escape("ppo_micro_batch_size_per_gpu is required in verl 0.7.0")
     ):

@@ -688,6 +688,37 @@ class LengthPower:
         return self.response_denominator(tokens, length_norm), _members(tokens, members)
 
 
+@register("normaliser", "seq_mean_token_sum_longest")
+@dataclass(frozen=True)
+class LongestResponse:
+    """D_i = the token count of the longest response the loss is taken over (every response of i's
+    micro-batch with `per_micro_batch`, else of its mini-batch or the batch), n = N: a response's
+    token sum over the padded width of its micro-batch. verl 0.9.1's seq-mean-token-sum-norm with
+    loss_scale_factor unset (its default) in its V1 trainer (also its default): responses are kept
+    unpadded until ppo_loss pads each micro-batch to its own longest one, and agg_loss divides by
+    that width (verl/workers/utils/losses.py, verl/trainer/ppo/core_algos.py). One response per
+    micro-batch makes it D_i = |o_i|, the per-response mean; one micro-batch, a divisor shared by
+    the batch that moves with its longest response."""
+
+    per_micro_batch: bool = False
+    averaged: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "the longest response couples the responses of its micro-batch"
+
+    def __post_init__(self) -> None:
+        _check_flag("per_micro_batch", self.per_micro_batch)
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        inside = tokens if members is None else np.where(members, tokens, 0.0)
+        longest = inside.max(axis=(-2, -1), keepdims=True)
+        return np.broadcast_to(longest, tokens.shape), _members(tokens, members)
+
+
 register("normaliser", "seq_mean_token_sum")(PerResponse)
 register("normaliser", "seq_mean_token_sum_norm", by_length_norm=True)(PerResponse)
 register("normaliser", "token_sum_norm", by_length_norm=True, averaged=False)(PerResponse)

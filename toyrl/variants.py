@@ -33,6 +33,13 @@ SOURCES = {
 }
 
 
+# verl's micro-batches in the presets of its V1 trainer's default divisor: the toy's batch in 8, of
+# 16 responses each at its defaults (ppo_micro_batch_size_per_gpu = 16; `toyrl check` takes the
+# setting's own size, and results/verl_width.md how the drift moves with it)
+VERL_MICRO = "micro_batches=8,per_micro_batch=true"
+VERL_MICRO_TEXT = "the batch in 8 micro-batches (ppo_micro_batch_size_per_gpu=16 at the toy's defaults)"
+
+
 def _named(name: str, spec: str, summary: str = "", stands_for: str = "") -> Variant:
     return _from_spec(name, parse_spec(spec).spec(), summary=summary, stands_for=stands_for)
 
@@ -117,16 +124,24 @@ VARIANTS: dict[str, Variant] = {
         ),
         _named(
             "verl_sum_norm_only",
-            "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,std_eps=1e-06",
-            "one out of two",
+            f"advantage=group_std_sample,aggregation=seq_mean_token_sum_longest,{VERL_MICRO},std_eps=1e-06",
+            "verl's sum-norm, the std kept",
             "verl 0.9.1 loss_agg_mode='seq-mean-token-sum-norm' with norm_adv_by_std_in_grpo left at True "
-            "(since 0.7.1 it divides by the global batch size and the constant)",
+            f"and loss_scale_factor unset, {VERL_MICRO_TEXT}",
         ),
         _named(
             "verl_dr_grpo",
+            f"advantage=none,aggregation=seq_mean_token_sum_longest,{VERL_MICRO}",
+            "verl's Dr. GRPO settings",
+            "verl 0.9.1 loss_agg_mode='seq-mean-token-sum-norm', norm_adv_by_std_in_grpo=False, "
+            f"loss_scale_factor unset, {VERL_MICRO_TEXT}",
+        ),
+        _named(
+            "verl_dr_grpo_constant",
             "advantage=none,aggregation=seq_mean_token_sum_norm",
             "full Dr. GRPO in verl",
-            "verl 0.9.1 loss_agg_mode='seq-mean-token-sum-norm', norm_adv_by_std_in_grpo=False",
+            "verl 0.9.1 loss_agg_mode='seq-mean-token-sum-norm', norm_adv_by_std_in_grpo=False, "
+            "loss_scale_factor = L_norm (or trainer.use_v1=False, whose padded width is the cap)",
         ),
         _named(
             "oat_grpo",

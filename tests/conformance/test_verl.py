@@ -192,6 +192,49 @@ def rollout(batch: toy.ToyBatch) -> dict[str, torch.Tensor]:
     }
 
 
+def v1_data(batch: toy.ToyBatch, advantages: np.ndarray) -> dict[str, torch.Tensor]:
+    """The batch as verl 0.9.1's V1 trainer (trainer.use_v1, its default) hands it to the actor: each
+    response stored on its own (`AgentLoopManagerTQ`: prompt and response ids, input_ids = both,
+    attention ones, loss_mask = response_mask, position ids; the advantages written back cut to each
+    response's length, `padding.response_to_nested`) and fetched as jagged nested tensors. Nothing is
+    padded until `ppo_loss` pads each micro-batch to its own longest response (to_padded_tensor,
+    no_padding_2_padding with no max_response_len set)."""
+    padded = rollout(batch)
+    prompt_mask = padded["attention_mask"][:, :PROMPT_WIDTH].bool()
+    response_lengths = padded["response_mask"].sum(dim=1).tolist()
+    old = torch.as_tensor(batch.logp())
+    per_response: dict[str, list[torch.Tensor]] = {name: [] for name in FIELDS_V1}
+    for i, length in enumerate(response_lengths):
+        prompt, response = padded["prompts"][i][prompt_mask[i]], padded["responses"][i, :length]
+        sequence = torch.cat([prompt, response])
+        per_response["prompts"].append(prompt)
+        per_response["responses"].append(response)
+        per_response["input_ids"].append(sequence)
+        per_response["attention_mask"].append(torch.ones_like(sequence))
+        per_response["position_ids"].append(torch.arange(len(sequence)))
+        per_response["response_mask"].append(torch.ones(length, dtype=torch.int64))
+        per_response["loss_mask"].append(torch.ones(length, dtype=torch.int64))
+        per_response["old_log_probs"].append(old[i, :length])
+        per_response["advantages"].append(torch.as_tensor(advantages[i, :length]))
+    return {
+        name: torch.nested.as_nested_tensor(values, layout=torch.jagged)
+        for name, values in per_response.items()
+    }
+
+
+FIELDS_V1 = (
+    "prompts",
+    "responses",
+    "input_ids",
+    "attention_mask",
+    "position_ids",
+    "response_mask",
+    "loss_mask",
+    "old_log_probs",
+    "advantages",
+)
+
+
 def uids(batch: toy.ToyBatch) -> np.ndarray:
     """data.non_tensor_batch["uid"]: one id per prompt, repeated over its G responses."""
     _, group = batch.shape
@@ -290,9 +333,13 @@ def model_output(micro_batch: Any, log_probs: torch.Tensor) -> dict[str, torch.T
     """The actor's forward output for a micro-batch: per-token log-probs as a nested tensor over
     each sequence's prompt + response positions, the log-prob of token t at position t - 1 (what
     no_padding_2_padding slices back out), from the rows of the leaf `log_probs`."""
-    attention = micro_batch["attention_mask"]
-    prompt_lengths = attention[:, :PROMPT_WIDTH].sum(dim=1).tolist()
-    response_lengths = attention[:, PROMPT_WIDTH:].sum(dim=1).tolist()
+    if micro_batch["prompts"].is_nested:  # the V1 trainer's responses, each its own length
+        prompt_lengths = micro_batch["prompts"].offsets().diff().tolist()
+        response_lengths = micro_batch["responses"].offsets().diff().tolist()
+    else:
+        attention = micro_batch["attention_mask"]
+        prompt_lengths = attention[:, :PROMPT_WIDTH].sum(dim=1).tolist()
+        response_lengths = attention[:, PROMPT_WIDTH:].sum(dim=1).tolist()
     pieces = []
     for row, prompt_length, response_length in zip(
         micro_batch["row"].tolist(), prompt_lengths, response_lengths, strict=True
@@ -354,13 +401,16 @@ def verl_updates(
     layout: Layout,
     theta: Theta = None,
     balance: bool = False,
+    v1: bool = True,
 ) -> list[Update]:
     """d loss / d logp of every optimiser step of verl's actor on the batch: ppo_epochs epochs of
     mini-batches of ppo_mini_batch_size * rollout_n responses, each step's log-probs at `theta` (a
     policy, None for theta_old, or a function of the step's index), after trainer.balance_batch's
-    reordering if `balance`.
+    reordering if `balance`; the responses as the V1 trainer holds them (`v1_data`, each its own
+    length), or with `v1` False as the legacy RayPPOTrainer (trainer.use_v1=False) does, padded to
+    the rollout's width and unpadded by `left_right_2_no_padding` (ray_trainer._update_actor).
 
-    As ray_trainer._update_actor and the worker run it: the batch is split into `layout.dp`
+    As the trainer and the worker run it: the batch is split into `layout.dp`
     contiguous shards (the dispatch), and each rank's TrainingWorker.train_mini_batch iterates its
     shard with verl's own tensordict_utils.make_iterator (mini-batches of mini_batch_size / dp,
     ppo_epochs epochs, seed data_loader_seed + rank, shuffle from the actor config); mini-batch u
@@ -373,18 +423,26 @@ def verl_updates(
     n = batch.responses
     data = rollout(batch)
     del data["token_level_rewards"]
-    td = verl.tensordict.TensorDict(
-        {
+    row = torch.arange(n)  # travels with each response, to find its leaf row again
+    if balance:
+        row = torch.as_tensor(balanced_order(data["attention_mask"], layout.dp))
+    if v1:
+        nested = v1_data(batch, advantages)
+        nested = {
+            name: torch.nested.as_nested_tensor([values[i] for i in row.tolist()], layout=torch.jagged)
+            for name, values in nested.items()
+        }
+        td = verl.tensordict.TensorDict({**nested, "row": row}, batch_size=[n])
+    else:
+        fields = {
             **data,
             "old_log_probs": torch.as_tensor(batch.logp()),
             "advantages": torch.as_tensor(advantages),
-            "row": torch.arange(n),  # travels with each response, to find its leaf row again
-        },
-        batch_size=[n],
-    )
-    if balance:
-        td = td[torch.as_tensor(balanced_order(data["attention_mask"], layout.dp))]
-    td = verl.padding.left_right_2_no_padding(td)
+        }
+        td = verl.tensordict.TensorDict(
+            {name: values[row] for name, values in fields.items()} | {"row": row}, batch_size=[n]
+        )
+        td = verl.padding.left_right_2_no_padding(td)
     mini_batch_size = actor.ppo_mini_batch_size * actor.rollout_n  # _update_actor's, in responses
     tu.assign_non_tensor(td, global_batch_size=mini_batch_size)
     shards = tu.chunk_tensordict(td, layout.dp)  # the dispatch's contiguous split over dp ranks
@@ -402,7 +460,7 @@ def verl_updates(
     for step, mini_batches in enumerate(zip(*iterators, strict=True)):
         at = theta(step) if callable(theta) else theta
         leaf = torch.tensor(batch.logp(at), dtype=torch.float64, requires_grad=True)
-        batch_num_tokens = sum(m["loss_mask"].sum().item() for m in mini_batches)  # the all-reduce
+        batch_num_tokens = sum(tokens(m["loss_mask"]) for m in mini_batches)  # the all-reduce
         clipfrac, clipfrac_lower, count = 0.0, 0.0, 0
         for mini_batch in mini_batches:
             tu.assign_non_tensor(mini_batch, batch_num_tokens=batch_num_tokens, dp_size=layout.dp)
@@ -428,17 +486,9 @@ def verl_updates(
     return updates
 
 
-def verl_update(
-    verl: Verl,
-    batch: toy.ToyBatch,
-    advantages: np.ndarray,
-    actor: Any,
-    layout: Layout,
-    theta: np.ndarray | None = None,
-) -> Update:
-    """The one optimiser step of an actor whose mini-batch is the whole batch (one epoch)."""
-    (update,) = verl_updates(verl, batch, advantages, actor, layout, theta)
-    return update
+def tokens(mask: torch.Tensor) -> int:
+    """The tokens of a loss mask, nested (V1) or padded."""
+    return int((mask.values() if mask.is_nested else mask).sum().item())
 
 
 def ratios(batch: toy.ToyBatch, theta: np.ndarray) -> np.ndarray:
@@ -612,14 +662,37 @@ class Setting:
     # checks at the moved policy only: controls that agree at ratio 1, where every objective here
     # is the on-policy gradient
     moved_checks: tuple[tuple[str, bool], ...] = ()
+    # the divisor is each micro-batch's longest response (seq-mean-token-sum-norm without
+    # loss_scale_factor in the V1 trainer): each check takes the layout's micro-batches
+    # (`micro_keys`); a layout whose micro-batches the toy does not cut (by token budget) is skipped
+    width: bool = False
+    v1: bool = True  # trainer.use_v1 (the default); False: the legacy RayPPOTrainer's padded batch
+
+
+def micro_keys(setting: Setting, layout: Layout, step_responses: int) -> str | None:
+    """The spec keys that give toyrl the layout's micro-batches (the toy cuts each optimiser step's
+    responses into consecutive parts, as verl's ranks and micro-batches do without balancing), ""
+    when the setting's normaliser ignores them, None when the toy does not model the layout's."""
+    if not setting.width:
+        return ""
+    if layout.micro_batch_size is None:
+        return None
+    return f"micro_batches={step_responses // layout.micro_batch_size}"
 
 
 # verl 0.9.1's agg_loss divides seq-mean-token-sum-norm's token sums by global_batch_size and then by
-# loss_scale_factor (None: the response width T): D_i = L_norm, n = N, toyrl's seq_mean_token_sum_norm.
-# token_sum_norm (n = 1; what verl <= 0.7.0's dp_actor computes with a single micro-batch, and what
-# toyrl's verl_sum_norm_only and verl_dr_grpo spelled before) is N times too large: relative 1 - 1/N.
-OLD_SUM_NORM = "advantage=group_std_sample,aggregation=token_sum_norm,std_eps=1e-06"
-OLD_DR_GRPO = "advantage=none,aggregation=token_sum_norm"
+# loss_scale_factor, or when that is None by the width of the loss mask it is given. The V1 trainer
+# (the default) pads each micro-batch to its own longest response only in ppo_loss, so that width
+# varies: D_i = the longest response of i's micro-batch, n = N, toyrl's seq_mean_token_sum_longest
+# with per_micro_batch (verl_sum_norm_only, verl_dr_grpo). The legacy RayPPOTrainer (use_v1=False)
+# keeps the rollout's padded width T: D_i = T, toyrl's seq_mean_token_sum_norm at L_norm = T, as
+# with loss_scale_factor = T (verl_dr_grpo_constant). toyrl's verl_dr_grpo before 0.5 was that
+# constant form; token_sum_norm (n = 1; what verl <= 0.7.0's dp_actor computes with a single
+# micro-batch) is N times too large.
+OLD_SUM_NORM = "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,std_eps=1e-06"
+OLD_DR_GRPO = DR_GRPO_SPEC
+LEGACY_SUM_NORM = "advantage=group_std_sample,aggregation=token_sum_norm,std_eps=1e-06"
+LEGACY_DR_GRPO = "advantage=none,aggregation=token_sum_norm"
 
 SETTINGS = [
     Setting("token-mean (defaults)", {}),
@@ -637,12 +710,14 @@ SETTINGS = [
         "seq-mean-token-sum-norm",
         {"loss_agg_mode": "seq-mean-token-sum-norm"},
         checks=(("verl_sum_norm_only", True), (OLD_SUM_NORM, False)),
+        width=True,
     ),
     Setting(
         "seq-mean-token-sum-norm, norm_adv_by_std_in_grpo=False",
         {"loss_agg_mode": "seq-mean-token-sum-norm"},
         norm=False,
         checks=(("verl_dr_grpo", True), (OLD_DR_GRPO, False)),
+        width=True,
     ),
     Setting(
         "seq-mean-token-sum-norm, loss_scale_factor=64, norm_adv_by_std_in_grpo=False",
@@ -665,6 +740,13 @@ SETTINGS = [
         {"clip_ratio_high": CLIP_HIGH},
         checks=(("dapo", False), (CLIP_HIGHER_SPEC, True)),
     ),
+    Setting(
+        "seq-mean-token-sum-norm, norm_adv_by_std_in_grpo=False, trainer.use_v1=False",
+        {"loss_agg_mode": "seq-mean-token-sum-norm"},
+        norm=False,
+        checks=(("verl_dr_grpo_constant", True), ("verl_dr_grpo", False)),
+        v1=False,
+    ),
 ]
 
 
@@ -675,28 +757,42 @@ def variant_of(preset: str) -> Variant:
     head, _, keys = text.partition(",")
     if "=" in head or not keys:
         return parse_variant(text)
-    spec = ",".join(f"{key}={value}" for key, value in parse_variant(head).spec().items())
-    return parse_variant(f"{spec},{keys}")
+    spec = {key: str(value) for key, value in parse_variant(head).spec().items()}
+    spec |= dict(item.split("=", 1) for item in keys.split(","))  # a key given again: the later one
+    return parse_variant(",".join(f"{key}={value}" for key, value in spec.items()))
 
 
 def check_update(
-    verl: Verl, conform: Conform, batch_name: str, setting: Setting, layout: Layout, theta_name: str
+    verl: Verl,
+    conform: Conform,
+    batch_name: str,
+    setting: Setting,
+    layout: Layout,
+    theta_name: str,
+    controls: bool = True,
 ) -> Update:
-    """verl's weights for the setting against each of its presets / specs (its update returned)."""
+    """verl's weights for the setting against each of its presets / specs (its update returned);
+    without `controls`, against those it should agree with only (the known mismatches are recorded
+    by test_policy_loss, where every micro-batch's longest response is shorter than the cap)."""
     batch = BATCHES[batch_name]()
     batch = dataclasses.replace(batch, config=batch.config.replace(length_norm=setting.length_norm))
     theta = theta_of(batch, batch_name, theta_name)
     advantages = verl_advantages(verl, batch, setting.estimator, setting.norm)
     actor = actor_config(verl, batch, layout, **setting.overrides)
-    update = verl_update(verl, batch, advantages, actor, layout, theta)
+    (update,) = verl_updates(verl, batch, advantages, actor, layout, theta, v1=setting.v1)
     assert update.micro_batches >= (1 if layout is ONE else 2)
+    keys = micro_keys(setting, layout, batch.responses)
+    assert keys is not None, f"{layout.name}: micro-batches the toy does not cut"
     if theta is not None:
         rho = ratios(batch, theta)
         assert (update.clipfrac > 0) == setting.clips  # the PPO (or CISPO) clip acts
         assert update.clipfrac_lower == 0 and not ((advantages < 0) & (rho > 3)).any()  # the dual clip not
         assert ((advantages > 0) & (rho > 1.2) & (rho <= 1 + CLIP_HIGH)).any()  # clip_ratio_high matters
         assert ((advantages > 0) & (rho > 1 + CLIP_HIGH)).any()
-    for preset, expected in setting.checks + (setting.moved_checks if theta is not None else ()):
+    for check, expected in setting.checks + (setting.moved_checks if theta is not None else ()):
+        if not (expected or controls):
+            continue
+        preset = with_keys(check, keys)
         variant = variant_of(preset)
         if not variant.stage("selector").keeps_truncated:
             assert not batch.stopped.all()  # mask_truncated has something to mask
@@ -706,6 +802,29 @@ def check_update(
         label = f"{setting.name} | {batch_name} | {theta_name} | {layout.name}"
         conform(TRAINER, label, preset, difference, expected)
     return update
+
+
+@pytest.mark.parametrize("micro", [1, 2, 4, 16])
+def test_v1_sum_norm_divides_by_each_micro_batch_s_longest_response(engine: Verl, micro: int) -> None:
+    """The finding itself, restated without toyrl: verl's V1 path with seq-mean-token-sum-norm and
+    loss_scale_factor unset gives every token of response i the weight -A_i / (N T_i), T_i the
+    token count of the longest response in i's micro-batch (consecutive responses, `micro` each), at
+    ratio 1. On the corner batch those widths vary below the padded width T = cap + 1, so the
+    constant form (toyrl's verl_dr_grpo before 0.5) is not verl's."""
+    batch = corners()
+    advantages = verl_advantages(engine, batch, "grpo", norm=False)
+    layout = Layout(f"micro-batches of {micro}", micro_batch_size=micro)
+    actor = actor_config(engine, batch, layout, loss_agg_mode="seq-mean-token-sum-norm")
+    assert actor.loss_scale_factor is None
+    (update,) = verl_updates(engine, batch, advantages, actor, layout)
+    lengths = batch.mask.sum(axis=1)
+    widths = np.repeat(lengths.reshape(-1, micro).max(axis=1), micro)
+    want = np.where(batch.mask, -advantages / (batch.responses * widths[:, None]), 0.0)
+    assert toy.relative_difference(update.weights, want) <= 1e-12
+    varies = bool((widths < batch.width).any())
+    assert varies == (micro < batch.responses)  # one micro-batch holds a truncated response: T itself
+    constant = np.where(batch.mask, -advantages / (batch.responses * batch.width), 0.0)
+    assert (toy.relative_difference(update.weights, constant) > 1e-3) == varies
 
 
 @pytest.mark.parametrize("theta_name", THETAS)
@@ -719,17 +838,27 @@ def test_policy_loss(
     check_update(engine, conform, batch_name, setting, FOUR, theta_name)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: layout.name)
+def modelled(settings: list[Setting], layouts: tuple[Layout, ...]) -> list[Any]:
+    """(setting, layout) pairs whose micro-batches the toy cuts as verl does (`micro_keys`)."""
+    return [
+        pytest.param(setting, layout, id=f"{setting.name}-{layout.name}")
+        for setting in settings
+        for layout in layouts
+        if micro_keys(setting, layout, 1) is not None
+    ]
+
+
 @pytest.mark.parametrize(
-    "setting",
-    [s for s in SETTINGS if "loss_scale_factor" not in s.overrides and s.norm],
-    ids=lambda s: s.name,
+    ("setting", "layout"),
+    modelled([s for s in SETTINGS if "loss_scale_factor" not in s.overrides and s.norm], LAYOUTS),
 )
 def test_micro_batch_layouts(engine: Verl, conform: Conform, setting: Setting, layout: Layout) -> None:
     """verl 0.9.1 normalises every micro-batch's loss by the mini-batch's global token count or
     response count, so any cut (fixed size, by token budget, over dp ranks) gives the full batch's
-    gradient: each layout is compared with toyrl's full-batch update, at a moved policy."""
-    check_update(engine, conform, "sampled 1", setting, layout, "moved")
+    gradient, and seq-mean-token-sum-norm without loss_scale_factor divides by each micro-batch's
+    longest response: each layout is compared with toyrl's update with its micro-batches, at a moved
+    policy (the width's by token budget are not the toy's: not compared)."""
+    check_update(engine, conform, "sampled 1", setting, layout, "moved", controls=False)
 
 
 # --- several optimiser steps per batch: mini-batches, epochs, shuffle, balance_batch ---------------
@@ -804,8 +933,10 @@ def check_updates(
     overrides = {"ppo_epochs": schedule.epochs, "shuffle": schedule.shuffle, **setting.overrides}
     actor = actor_config(verl, batch, layout, schedule.mini_batch_prompts, **overrides)
     balance = schedule.balance or "balance_batch" in layout.name
-    updates = verl_updates(verl, batch, advantages, actor, layout, theta_at, balance)
+    updates = verl_updates(verl, batch, advantages, actor, layout, theta_at, balance, setting.v1)
     k, n = schedule.mini_batches(batch), batch.responses
+    keys = micro_keys(setting, layout, n // k)
+    assert keys is not None, f"{layout.name}: micro-batches the toy does not cut"
     assert k > 1 and len(updates) == schedule.epochs * k
     per_rank = n // k // layout.dp
     for update in updates:
@@ -838,7 +969,7 @@ def check_updates(
     for preset, expected in setting.checks:
         if not expected:  # a known mismatch of the aggregation, recorded by the one-step tests
             continue
-        spec = with_keys(preset, schedule.keys(batch))
+        spec = with_keys(preset, ",".join(filter(None, (schedule.keys(batch), keys))))
         variant = variant_of(spec)
         for step, update in enumerate(updates):
             want = toy.token_weights(variant, batch, theta_at(step), update=step, order=order_of(step))
@@ -886,11 +1017,9 @@ def test_mini_batches(
     check_updates(engine, conform, batch_name, setting, schedule)
 
 
-@pytest.mark.parametrize("layout", MINI_LAYOUTS, ids=lambda layout: layout.name)
 @pytest.mark.parametrize(
-    "setting",
-    [s for s in SETTINGS if "loss_scale_factor" not in s.overrides and s.norm][:4],
-    ids=lambda s: s.name,
+    ("setting", "layout"),
+    modelled([s for s in SETTINGS if "loss_scale_factor" not in s.overrides and s.norm][:4], MINI_LAYOUTS),
 )
 def test_mini_batch_layouts(engine: Verl, conform: Conform, setting: Setting, layout: Layout) -> None:
     """Several micro-batches per mini-batch (fixed size, by token budget, over dp ranks, each rank
@@ -1260,23 +1389,23 @@ LEGACY = [
     # the micro-batch's token sums / T, times 1 / gradient_accumulation: D_i = L_norm and n = the
     # number of micro-batches, toyrl's token_sum_norm with per_micro_batch (with one micro-batch,
     # token_sum_norm)
-    (dataclasses.replace(SETTINGS[3], checks=((OLD_SUM_NORM, True), ("verl_sum_norm_only", False))), ONE),
+    (dataclasses.replace(SETTINGS[3], checks=((LEGACY_SUM_NORM, True), ("verl_sum_norm_only", False))), ONE),
     (
         dataclasses.replace(
             SETTINGS[3],
             checks=(
-                (OLD_SUM_NORM, False),
+                (LEGACY_SUM_NORM, False),
                 ("verl_sum_norm_only", False),
-                (f"{OLD_SUM_NORM},{MICRO_4}", True),
+                (f"{LEGACY_SUM_NORM},{MICRO_4}", True),
             ),
         ),
         FOUR,
     ),
-    (dataclasses.replace(SETTINGS[4], checks=((OLD_DR_GRPO, True), ("verl_dr_grpo", False))), ONE),
+    (dataclasses.replace(SETTINGS[4], checks=((LEGACY_DR_GRPO, True), ("verl_dr_grpo", False))), ONE),
     (
         dataclasses.replace(
             SETTINGS[4],
-            checks=((OLD_DR_GRPO, False), ("verl_dr_grpo", False), (f"{OLD_DR_GRPO},{MICRO_4}", True)),
+            checks=((LEGACY_DR_GRPO, False), ("verl_dr_grpo", False), (f"{LEGACY_DR_GRPO},{MICRO_4}", True)),
         ),
         FOUR,
     ),
@@ -1310,7 +1439,7 @@ LEGACY_MINI = [
     ("seq-mean-token-mean", [("verl_seq_mean_token_mean", True)]),
     (
         "seq-mean-token-sum-norm",
-        [("verl_sum_norm_only", False), (f"{OLD_SUM_NORM},per_micro_batch=true", True)],
+        [("verl_sum_norm_only", False), (f"{LEGACY_SUM_NORM},per_micro_batch=true", True)],
     ),
     ("clip_ratio_high=0.28", [(CLIP_HIGHER_SPEC, False), (f"{CLIP_HIGHER_SPEC},per_micro_batch=true", True)]),
 ]

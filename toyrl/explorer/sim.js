@@ -329,7 +329,7 @@
     sampler: ["OneDraw", "FilterGroups", "GroupFilter"],
     selector: ["AllResponses", "StoppedResponses"],
     advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred"],
-    normaliser: ["PerResponse", "TokenMean", "LengthPower"],
+    normaliser: ["PerResponse", "TokenMean", "LengthPower", "LongestResponse"],
     objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient"],
     kl: ["K3", "K1Reward"],
     schedule: ["Epochs"],
@@ -470,6 +470,11 @@
       return [new Float64Array(N).fill(total), 1];
     }
     if (stage.class === "LengthPower") return [tokens.map((t) => responseDenominator(stage, t, c.length_norm_value)), memberCount()];
+    if (stage.class === "LongestResponse") { // the longest response of `members` (null: the batch)
+      let longest = 0;
+      for (let i = 0; i < N; i++) longest = Math.max(longest, !members || members[i] ? tokens[i] : 0);
+      return [new Float64Array(N).fill(longest), memberCount()];
+    }
     const D = stage.by_tokens ? Float64Array.from(tokens) : new Float64Array(N).fill(stage.by_length_norm ? c.length_norm_value : 1);
     return [D, stage.averaged ? memberCount() : 1];
   }

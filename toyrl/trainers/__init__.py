@@ -103,6 +103,9 @@ class ToyMapping:
     unmodelled: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the release does that its names do not say
     step_responses: int | None = None  # responses in one of the trainer's optimiser steps
+    # responses in one of the trainer's micro-batches, where the normaliser's scope is the
+    # micro-batch and its size matters (the check cuts the toy's optimiser steps to match)
+    micro_batch_responses: int | None = None
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,16 @@ def dr_grpo_in(variant: Variant) -> Variant:
     return parse_variant(",".join(f"{key}={value}" for key, value in spec.items()))
 
 
+def toy_micro_batches(step: int, micro: int) -> int:
+    """How many equal micro-batches the toy cuts an optimiser step of `step` responses into for a
+    trainer's micro-batches of `micro` responses: step / micro, or the nearest count at or below it
+    that divides the step (at least 1)."""
+    count = max(1, min(step, step // micro))
+    while step % count:
+        count -= 1
+    return count
+
+
 def run_check(
     resolved: Resolved,
     config: Config,
@@ -161,6 +171,15 @@ def run_check(
     variant = parse_variant(resolved.mapping.spec)
     step = resolved.mapping.step_responses
     toy_step = config.batch_prompts * config.group_size // getattr(variant.schedule, "mini_batches", 1)
+    micro = resolved.mapping.micro_batch_responses
+    if micro is not None:
+        count = toy_micro_batches(toy_step, micro)
+        variant = parse_variant(f"{resolved.mapping.spec},micro_batches={count}")
+        if toy_step != count * micro:
+            kept.append(
+                f"the toy's micro-batches hold {toy_step // count} responses ({toy_step} a step in "
+                f"{count}), the trainer's {micro}"
+            )
     if step is not None and not step / 2 <= toy_step <= 2 * step:
         kept.append(
             f"the toy's optimiser steps hold {toy_step} responses (B x G / mini_batches), the trainer's "

@@ -47,6 +47,7 @@ from toyrl.trainers import (
 )
 
 ACTOR = "actor_rollout_ref.actor."
+VERSION = "0.9.1"
 ESTIMATORS = (
     "gae",
     "grpo",
@@ -126,6 +127,10 @@ SETTINGS_0_9_1 = {
     "algorithm.filter_groups.metric": Setting("reward", kind=str),
     "algorithm.filter_groups.max_num_gen_batches": Setting(0, kind=int, low=0, high=100_000),
     "trainer.balance_batch": Setting(True, kind=bool),
+    "trainer.use_v1": Setting(True, kind=bool),
+    "data.max_response_length": Setting(512, kind=int, low=1),
+    ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
+    ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
     ACTOR + "optim.clip_grad": Setting(1.0, kind=float, low=0.0),
     ACTOR + "policy_loss.tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
     ACTOR + "policy_loss.tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
@@ -137,7 +142,8 @@ SETTINGS_0_9_1 = {
 SETTINGS_0_7_0 = {
     key: setting
     for key, setting in SETTINGS_0_9_1.items()
-    if not key.startswith(("reward.", "algorithm.filter_groups.")) and key != ACTOR + "shuffle"
+    if not key.startswith(("reward.", "algorithm.filter_groups."))
+    and key not in (ACTOR + "shuffle", "trainer.use_v1", "data.max_response_length")
 } | {
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
     ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
@@ -266,10 +272,9 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             "trainer.balance_batch=True (the default) reorders the batch by sequence length before the "
             "mini-batches are cut; the toy cuts them in its own order, prompt by prompt"
         )
-    if s[ACTOR + "loss_agg_mode"] == "seq-mean-token-sum-norm":
-        factor = s[ACTOR + "loss_scale_factor"]
-        constant = "the padded response length" if factor is None else factor
-        unmodelled.append(constant_note("loss_scale_factor", factor, f"the constant ({constant})"))
+    micro = None
+    if aggregation == "seq-mean-token-sum-norm":
+        micro = _sum_norm(s, spec, notes, unmodelled)
     spec += _dapo_spec(s, unmodelled)
     if s[ACTOR + "optim.clip_grad"] > 0:
         unmodelled.append(grad_clip_note(ACTOR + "optim.clip_grad", s[ACTOR + "optim.clip_grad"]))
@@ -281,7 +286,56 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         unmodelled,
         notes,
         step_responses=step,
+        micro_batch_responses=micro,
     )
+
+
+def _sum_norm(s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: list[str]) -> int | None:
+    """seq-mean-token-sum-norm's divisor: agg_loss divides each response's token sum by
+    loss_scale_factor, or when it is None by the width of the loss mask it is given. The V1 trainer
+    (trainer.use_v1, the default) pads each micro-batch to its own longest response in ppo_loss, so
+    the divisor is that response's length (the aggregation becomes seq_mean_token_sum_longest on
+    each micro-batch; the micro-batch size returned, which `toyrl.trainers.check` scales to the
+    toy's batch); the legacy RayPPOTrainer pads to data.max_response_length, a constant."""
+    factor = s[ACTOR + "loss_scale_factor"]
+    if factor is not None:
+        unmodelled.append(constant_note(ACTOR + "loss_scale_factor", factor, "the constant divisor"))
+        return None
+    if not s["trainer.use_v1"]:
+        width = s["data.max_response_length"]
+        unmodelled.append(
+            constant_note(
+                ACTOR + "loss_scale_factor",
+                None,
+                f"the legacy trainer's padded width, data.max_response_length = {width}",
+            )
+        )
+        return None
+    if s[ACTOR + "use_dynamic_bsz"]:
+        raise not_modelled(
+            ACTOR + "use_dynamic_bsz",
+            True,
+            [False],
+            "with loss_scale_factor unset each micro-batch divides by its longest response, and "
+            "use_dynamic_bsz cuts micro-batches by a token budget, which toyrl does not; set "
+            f"{ACTOR}loss_scale_factor (Dr. GRPO's constant) or a fixed ppo_micro_batch_size_per_gpu",
+        )
+    micro = s[ACTOR + "ppo_micro_batch_size_per_gpu"]
+    if micro is None:
+        raise InvalidInput(
+            f"{ACTOR}ppo_micro_batch_size_per_gpu is unset: verl 0.9.1 requires it without "
+            "use_dynamic_bsz, and with loss_scale_factor unset it sets each micro-batch's divisor; "
+            "an integer >= 1"
+        )
+    spec[1] = "aggregation=seq_mean_token_sum_longest,per_micro_batch=True"
+    notes.append(
+        f"loss_scale_factor is unset: verl {VERSION}'s V1 trainer pads each micro-batch "
+        f"(ppo_micro_batch_size_per_gpu={micro} responses) to its own longest response and divides "
+        "every response's token sum by that length, so the divisor varies from micro-batch to "
+        "micro-batch and step to step: not Dr. GRPO's constant. Set "
+        f"{ACTOR}loss_scale_factor (e.g. to data.max_response_length) for Dr. GRPO"
+    )
+    return int(micro)
 
 
 def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
@@ -298,6 +352,7 @@ def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
         )
     responses = s[ACTOR + "ppo_mini_batch_size"] * s["actor_rollout_ref.rollout.n"]
     newer = {
+        "trainer.use_v1": False,  # the legacy trainer: a padded width, the response length cap
         ACTOR + "shuffle": False,
         "reward.reward_manager.name": "naive",
         "reward.reward_kwargs.overlong_buffer_cfg.enable": False,
