@@ -553,7 +553,7 @@ def test_verl_new_families_map_to_their_stages() -> None:
     assert gpg.names()["advantage"] == "gpg" and gpg.names()["objective"] == "gpg"
     cispo = mapped({mode: "cispo"})
     assert (cispo.objective.epsilon, cispo.objective.epsilon_high) == (0.2, 0.2)
-    sapo = mapped({mode: "sapo", "actor_rollout_ref.actor.policy_loss.tau_neg": 1.5})
+    sapo = mapped({mode: "sapo", "actor_rollout_ref.actor.tau_neg": 1.5})
     assert sapo.names()["normaliser"] == "seq_mean_token_mean" and sapo.objective.tau_neg == 1.5
     gspo = mapped({mode: "gspo"})
     assert gspo.names()["objective"] == "gspo" and gspo.objective.clip_high == 0.2

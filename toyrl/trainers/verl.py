@@ -10,7 +10,8 @@ What the mapping follows:
   rewards themselves whitened so, `reinforce_pp`), "opo" (the length-weighted group baseline) and
   "gpg" (the centred reward times N / nonzero rewards); the default "gae" needs a value model;
 - `actor_rollout_ref.actor.policy_loss.loss_mode`: "vanilla" (PPO, dual clip), "gspo", "cispo",
-  "sapo" (`policy_loss.tau_pos` / `tau_neg`; always seq-mean-token-mean) and "gpg";
+  "sapo" (`actor.tau_pos` / `tau_neg`, in the actor's section, not its policy_loss; always
+  seq-mean-token-mean) and "gpg";
 - `actor_rollout_ref.actor.loss_agg_mode`: "token-mean" (the batch's tokens), "seq-mean-token-mean",
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
   "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
@@ -127,8 +128,8 @@ SETTINGS_0_9_1 = {
     "algorithm.filter_groups.max_num_gen_batches": Setting(0, kind=int, low=0, high=100_000),
     "trainer.balance_batch": Setting(True, kind=bool),
     ACTOR + "optim.clip_grad": Setting(1.0, kind=float, low=0.0),
-    ACTOR + "policy_loss.tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
-    ACTOR + "policy_loss.tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
+    ACTOR + "tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
+    ACTOR + "tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
 }
 
 # 0.7.0: the legacy actor (dp_actor.update_policy) normalises each micro-batch on its own and
@@ -183,7 +184,7 @@ def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
 def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, beta: float) -> list[str]:
     """The policy loss: "vanilla" PPO with the dual clip clip_ratio_c; "gspo" (the sequence ratio,
     clipped at clip_ratio_low / _high, no dual clip); "cispo" (the weight clip(rho, 1 - low,
-    1 + high), detached); "sapo" (the gate at policy_loss.tau_pos / tau_neg); "gpg" (-A log pi)."""
+    1 + high), detached); "sapo" (the gate at actor.tau_pos / tau_neg); "gpg" (-A log pi)."""
     mode = s[ACTOR + "policy_loss.loss_mode"]
     if mode == "vanilla":
         return ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
@@ -193,8 +194,8 @@ def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, bet
     elif mode == "sapo":
         spec.append("objective=sapo")
         for key, field in (("tau_pos", 1.0), ("tau_neg", 1.05)):
-            if s[ACTOR + "policy_loss." + key] != field:
-                spec.append(f"{key}={s[ACTOR + 'policy_loss.' + key]}")
+            if s[ACTOR + key] != field:
+                spec.append(f"{key}={s[ACTOR + key]}")
     else:
         spec.append("objective=gpg")
     return spec
