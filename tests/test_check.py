@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 
 from toyrl.cli import app
 from toyrl.config import InvalidInput
-from toyrl.trainers import parse_sets, read_settings, resolve
+from toyrl.trainers import parse_sets, resolve
 from toyrl.trainers.check import Check, Outcome, dr_grpo_in
+from toyrl.trainers.reading import read_settings
 from toyrl.variants import VARIANTS, parse_variant
 
 SMALL = ["--steps", "30", "--prompts", "8", "--batch-prompts", "4", "--seeds", "3", "--quiet"]
@@ -184,8 +185,14 @@ def test_settings_from_a_file_ignore_what_the_toy_has_no_use_for(tmp_path: Path)
     typo = tmp_path / "typo.json"
     typo.write_text(json.dumps({"algorithm": {"adv_estimater": "grpo", "adv_estimator": "grpo"}}))
     code, stdout, stderr = invoke("check", str(typo), "--trainer", "verl", *SMALL)
-    assert code == 0 and "not read (no bearing on the toy's gradients, or unknown to toyrl): " in stdout
-    assert "algorithm.adv_estimater" in stdout  # shown, not silently dropped
+    assert code == 1 and "not read (" not in stdout  # a checked file with a probable typo: exit status 1
+    lines = stdout.splitlines()
+    assert lines[1:3] == [
+        "warning: 1 key looks misspelt; toyrl does not read it:",
+        "  - algorithm.adv_estimater: did you mean algorithm.adv_estimator? "
+        "(checked with algorithm.adv_estimator='grpo', given)",
+    ]
+    assert lines[-1].startswith("warning: the verdict takes the defaults in place of the 1 misspelt key")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": "maybe"}}))
     code, _, stderr = invoke("check", str(bad), "--trainer", "verl", *SMALL)
@@ -329,8 +336,9 @@ def test_check_runs_the_settings_beside_dr_grpo() -> None:
     code, stdout, stderr = invoke("check", "--set", "loss_type=grpo", *SMALL)
     assert code == 0, stderr
     lines = stdout.splitlines()
-    assert lines[0].startswith("TRL 1.16.0 (") and lines[0].endswith("loss_type='grpo'")
-    assert "(preset trl_grpo)" in lines[1]
+    assert lines[0] == "read as TRL (key loss_type)"
+    assert lines[1].startswith("TRL 1.16.0 (") and lines[1].endswith("loss_type='grpo'")
+    assert "(preset trl_grpo)" in lines[2]
     assert "3 seeds x 30 steps" in stdout and "Dr. GRPO" in stdout and stdout.count("verdict:") == 1
     code, stdout, _ = invoke("check", "--set", "loss_type=grpo", "--json", *SMALL)
     data = json.loads(stdout)
@@ -374,7 +382,8 @@ def test_check_of_dr_grpo_itself_and_group_size() -> None:
     ("args", "message"),
     [
         (["--set", "loss_type"], "--set 'loss_type': expected KEY=VALUE"),
-        (["--set", "loss_typ=grpo"], "did you mean 'loss_type'?"),
+        (["--set", "loss_typ=grpo"], "loss_typ: did you mean TRL's loss_type?"),
+        (["--trainer", "trl", "--set", "loss_typ=grpo"], "did you mean 'loss_type'?"),
         (["--trainer", "verll"], "--trainer 'verll' is not modelled"),
         (["--seeds", "1"], "seeds"),
         (["missing.json"], "missing.json: no such file"),
@@ -477,8 +486,9 @@ def test_openrlhf_older_releases_normalise_as_their_code() -> None:
         and variant.names()["normaliser"] == "seq_mean_token_mean"
     )
     assert old.mapping.config == {"group_size": ("n_samples_per_prompt", 8)}
-    with pytest.raises(InvalidInput, match=re.escape("no setting 'algo.advantage.estimator'")):
-        resolve("openrlhf", "0.6.4", group)
+    renamed = resolve("openrlhf", "0.6.4", group)  # the names since 0.10.2, read as 0.6.4's own
+    assert renamed.given == {"advantage_estimator": "group_norm", "n_samples_per_prompt": 8}
+    assert renamed.renamed["algo.advantage.estimator"][0] == "advantage_estimator"
     with pytest.raises(InvalidInput, match=re.escape("no setting 'actor.loss_agg_mode'")):
         resolve("openrlhf", "0.10.3", group | {"actor.loss_agg_mode": "token-mean"})
 

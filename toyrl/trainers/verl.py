@@ -323,6 +323,38 @@ def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
 
 SETTINGS_DEFAULTS_0_9_1 = {key: setting.default for key, setting in SETTINGS_0_9_1.items()}
 
+# The sections of verl's Hydra configuration (verl/trainer/config/ppo_trainer.yaml; OpenRLHF's
+# arguments share data., critic. and reward.), and its names that toyrl does not read, spelt close
+# to ones it reads (checked against 0.7.0's and 0.9.1's _generated_ppo_trainer.yaml).
+MARKS = (
+    "actor_rollout_ref.",
+    "algorithm.",
+    "trainer.",
+    "reward_model.",
+    "custom_reward_function.",
+    "ray_kwargs.",
+    "ray_init.",
+    "global_profiler.",
+    "transfer_queue.",
+    "reward_manager.",
+    "distillation.",
+    "sandbox_fusion.",
+    "skip.",
+    "data.",
+    "critic.",
+    "reward.",
+)
+OTHER_NAMES = frozenset(
+    {
+        ACTOR + "ppo_micro_batch_size",
+        "actor_rollout_ref.rollout.val_kwargs.n",
+        "data.gen_batch_size",
+        "data.val_batch_size",
+        "reward.reward_manager.module.name",
+        "reward_manager.name",
+    }
+)
+
 TRAINER = Trainer(
     name="verl",
     distribution="verl",
@@ -340,4 +372,6 @@ TRAINER = Trainer(
             _mapping_0_7_0,
         ),
     },
+    marks=MARKS,
+    other_names=OTHER_NAMES,
 )
