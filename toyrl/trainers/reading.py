@@ -42,7 +42,7 @@ def read_input(arguments: list[str]) -> Input:
         return Input({}, None, "")
     if len(arguments) > 1:
         return Input(
-            read_command(arguments, "the command line"), "openrlhf", f"the command line {OPENRLHF_MODULE}"
+            read_command(arguments, "the command line"), "openrlhf", f"the command line of {OPENRLHF_MODULE}"
         )
     path = Path(arguments[0])
     if path.suffix.lower() == ".sh":
@@ -261,7 +261,7 @@ def detect(keys: Collection[str], origin: str) -> tuple[str, str]:
         candidates = "; ".join(f"{trainers[name].name} ({_describe(found)})" for name, found in fits.items())
         options = " or ".join(f"--trainer {name}" for name in fits)
         raise InvalidInput(f"{origin} fits several trainers: {candidates}; pass {options}")
-    shared = sorted({name for names in knowers.values() for name in names})
+    shared = [name for name in trainers if any(name in names for names in knowers.values())]
     if shared:
         common = ", ".join(sorted(key for key, names in knowers.items() if names))
         options = " or ".join(f"--trainer {name}" for name in shared)
