@@ -968,3 +968,102 @@ def test_a_command_line_is_openrlhf_s_only() -> None:
     assert (
         code == 2 and "the command line of openrlhf.cli.train_ppo_ray is OpenRLHF's; --trainer verl" in stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("binary.json", b"\x00\x01\x02\xff\xfe", "binary.json: not a text file"),
+        ("zeros.yaml", b"loss_type: grpo\x00\n", "zeros.yaml: not a text file"),
+        ("empty.json", b"", "empty.json: empty; expected a trainer's settings"),
+        ("blank.yaml", b"\n  \n", "blank.yaml: empty"),
+        (
+            "list.yaml",
+            b"- loss_type\n- grpo\n",
+            "expected a mapping of settings at the top level, got a list",
+        ),
+        ("number.json", b"3", "expected a mapping of settings at the top level, got a int"),
+        (
+            "nothing.yaml",
+            b"# only a comment\n",
+            "expected a mapping of settings at the top level, got nothing",
+        ),
+        ("run.sh", b"#!/bin/bash\npython train.py --lr 1e-6\n", "run.sh: no OpenRLHF command in it"),
+        (
+            "two.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --a 1\npython -m openrlhf.cli.train_ppo_ray --a 2\n",
+            "two.sh: 2 OpenRLHF commands (lines 1, 2); toyrl checks one",
+        ),
+        (
+            "quote.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --a 'x\n",
+            "quote.sh, line 1: cannot be split into words",
+        ),
+        ("stray.sh", b"python -m openrlhf.cli.train_ppo_ray grpo --a 1\n", "'grpo' follows no --argument"),
+        (
+            "grpo.toml",
+            b"loss_type = 'grpo'\n",
+            "expected a .json, .yaml or .yml file, or an OpenRLHF command",
+        ),
+        (
+            "range.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --actor.eps_clip 20\n",
+            "actor.eps_clip=20.0 is not valid; valid: a float in [0, 10]",
+        ),
+        (
+            "unset.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --rollout.n_samples_per_prompt $N\n",
+            "rollout.n_samples_per_prompt='$N' is not valid",
+        ),
+    ],
+)
+def test_check_refuses_what_is_not_a_configuration(
+    tmp_path: Path, name: str, content: bytes, message: str
+) -> None:
+    pytest.importorskip("yaml")
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1, stderr
+    assert stderr.startswith("toyrl: error: ") and message in stderr
+
+
+def test_check_refuses_a_folder_and_an_unreadable_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, stderr = invoke("check", str(tmp_path), *SMALL)
+    assert code == 2 and "a folder, not a trainer's configuration file" in stderr
+    locked = tmp_path / "locked.json"
+    locked.write_text("{}")
+
+    def refused(path: Path, *args: Any, **kwargs: Any) -> str:
+        raise PermissionError(13, "Permission denied", str(path))  # as for a file of mode 000, not as root
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    code, stdout, stderr = invoke("check", str(locked), *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1
+    assert "locked.json" in stderr and "ermission denied" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "num_generations=1"], "num_generations=1 is not valid; valid: an int in [2, 10000]"),
+        (
+            ["--trainer", "verl", "--set", "algorithm.adv_estimater=grpo"],
+            "(did you mean 'algorithm.adv_estimator'?)",
+        ),
+        (
+            ["--trainer", "openrlhf", "--set", "advantage_estimater=rloo"],
+            "(did you mean 'advantage_estimator'?)",
+        ),
+        (
+            ["--set", "rollout.n_samples_per_prompt=1", "--set", "algo.advantage.estimator=rloo"],
+            "rollout.n_samples_per_prompt=1 sets the toy's group_size, which must be an integer in 2..10,000",
+        ),
+        ([], "nothing to check: give a trainer's configuration file"),
+    ],
+)
+def test_check_bad_settings_are_one_line(args: list[str], message: str) -> None:
+    code, stdout, stderr = invoke("check", *args, *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1 and message in stderr, stderr

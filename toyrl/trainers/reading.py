@@ -51,11 +51,15 @@ def read_input(arguments: list[str]) -> Input:
     return Input(read_settings(path), None, str(path))
 
 
-def _text(path: Path) -> str:
+def _exists(path: Path) -> None:
     if path.is_dir():
         raise InvalidInput(f"{path}: a folder, not a trainer's configuration file")
     if not path.is_file():
         raise InvalidInput(f"{path}: no such file")
+
+
+def _text(path: Path) -> str:
+    _exists(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -72,6 +76,7 @@ def read_settings(path: Path) -> dict[str, Any]:
     install 'toyrl[yaml]'). Nested mappings are flattened with dots (verl's
     `actor_rollout_ref.actor.loss_agg_mode`); YAML's `${...}` interpolations are resolved
     (`_resolve`)."""
+    _exists(path)
     suffix = path.suffix.lower()
     if suffix not in (".json", ".yaml", ".yml"):
         raise InvalidInput(
