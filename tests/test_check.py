@@ -1067,3 +1067,26 @@ def test_check_refuses_a_folder_and_an_unreadable_file(
 def test_check_bad_settings_are_one_line(args: list[str], message: str) -> None:
     code, stdout, stderr = invoke("check", *args, *SMALL)
     assert code == 2 and stdout == "" and stderr.count("\n") == 1 and message in stderr, stderr
+
+
+def test_docs_trainers_examples_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/trainers.md's worked examples: each `<!-- example: NAME -->` block written as NAME, each
+    `$ toyrl check ...` command run as written (a small budget added), its quoted lines printed first."""
+    pytest.importorskip("omegaconf")
+    text = (Path(__file__).resolve().parent.parent / "docs" / "trainers.md").read_text()
+    section = text.split("### Worked examples", 1)[1]
+    files = re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", section, flags=re.S)
+    commands = re.findall(r"```console\n\$ (.*?)```", section, flags=re.S)
+    assert len(files) == 2 and len(commands) == 3
+    for name, content in files:
+        (tmp_path / name).write_text(content)
+    monkeypatch.chdir(tmp_path)
+    for block in commands:
+        lines = block.replace("\\\n", " ").splitlines()
+        words = shlex.split(lines[0])
+        assert words[:2] == ["toyrl", "check"]
+        args = words[2:]
+        cut = args.index("--") if "--" in args else len(args)
+        code, stdout, stderr = invoke("check", *args[:cut], *SMALL, *args[cut:])
+        assert code == 0, stderr
+        assert stdout.splitlines()[: len(lines) - 1] == lines[1:], stdout
