@@ -102,7 +102,7 @@ def main() -> None:
             str(responses // m),
             f"{entry['accuracy_pct']['mean']:.1f} ± {entry['accuracy_pct']['se']:.1f}",
             f"{entry['length_incorrect']['mean']:.0f} ± {entry['length_incorrect']['se']:.0f}",
-            f"{entry['difference_length_incorrect']['mean']:+.0f} ± {entry['difference_length_incorrect']['se']:.0f}",
+            "{mean:+.0f} ± {se:.0f}".format(**entry["difference_length_incorrect"]),
         ]
         rows.append("| " + " | ".join(cells) + " |")
     dr_grpo = {"spec": reference.spec_text(), **outcome(reference.name)}
@@ -123,7 +123,10 @@ def main() -> None:
         f"{dr_grpo['length_incorrect']['mean']:.0f} ± {dr_grpo['length_incorrect']['se']:.0f}. Made by "
         "`python scripts/verl_width_study.py`.\n\n"
     )
-    header = "| m (responses a micro-batch) | micro-batches | accuracy % | E[L \\| incorrect] | minus Dr. GRPO's (paired) |"
+    header = (
+        "| m (responses a micro-batch) | micro-batches | accuracy % | E[L \\| incorrect] "
+        "| minus Dr. GRPO's (paired) |"
+    )
     rule = "| ---: | ---: | ---: | ---: | ---: |"
     write_together(
         [
@@ -131,10 +134,8 @@ def main() -> None:
             (args.out_dir / "verl_width.md", note + "\n".join([header, rule, *rows]) + "\n"),
         ]
     )
-    print(
-        f"wrote {args.out_dir / 'verl_width.json'} and verl_width.md in {time.perf_counter() - started:.1f} s",
-        file=sys.stderr,
-    )
+    seconds = time.perf_counter() - started
+    print(f"wrote {args.out_dir / 'verl_width.json'} and verl_width.md in {seconds:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

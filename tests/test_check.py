@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ from typer.testing import CliRunner
 
 from toyrl.cli import app
 from toyrl.config import InvalidInput
-from toyrl.trainers import parse_sets, read_settings, resolve
+from toyrl.trainers import parse_sets, resolve
 from toyrl.trainers.check import Check, Outcome, dr_grpo_in, toy_micro_batches
+from toyrl.trainers.reading import read_settings
 from toyrl.variants import VARIANTS, parse_variant
 
 SMALL = ["--steps", "30", "--prompts", "8", "--batch-prompts", "4", "--seeds", "3", "--quiet"]
@@ -106,7 +108,7 @@ def test_verl_sum_norm_without_a_scale_factor_divides_by_each_micro_batch_s_long
     settings = {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS}
     with pytest.raises(InvalidInput, match="ppo_micro_batch_size_per_gpu is unset"):
         resolve("verl", None, settings)
-    with pytest.raises(InvalidInput, match="use_dynamic_bsz=True is not modelled.*set actor_rollout_ref"):
+    with pytest.raises(InvalidInput, match=r"use_dynamic_bsz=True is not modelled.*set actor_rollout_ref"):
         resolve("verl", None, settings | {VERL + "use_dynamic_bsz": True})
     resolved = resolve("verl", None, settings | {VERL + "ppo_micro_batch_size_per_gpu": 4})
     (note,) = [item for item in resolved.mapping.notes if "loss_scale_factor is unset" in item]
@@ -245,8 +247,14 @@ def test_settings_from_a_file_ignore_what_the_toy_has_no_use_for(tmp_path: Path)
     typo = tmp_path / "typo.json"
     typo.write_text(json.dumps({"algorithm": {"adv_estimater": "grpo", "adv_estimator": "grpo"}}))
     code, stdout, stderr = invoke("check", str(typo), "--trainer", "verl", *SMALL)
-    assert code == 0 and "not read (no bearing on the toy's gradients, or unknown to toyrl): " in stdout
-    assert "algorithm.adv_estimater" in stdout  # shown, not silently dropped
+    assert code == 1 and "not read (" not in stdout  # a checked file with a probable typo: exit status 1
+    lines = stdout.splitlines()
+    assert lines[1:3] == [
+        "warning: 1 key looks misspelt; toyrl does not read it:",
+        "  - algorithm.adv_estimater: did you mean algorithm.adv_estimator? "
+        "(checked with algorithm.adv_estimator='grpo', given)",
+    ]
+    assert lines[-1].startswith("warning: the verdict takes the defaults in place of the 1 misspelt key")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"algorithm": {"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": "maybe"}}))
     code, _, stderr = invoke("check", str(bad), "--trainer", "verl", *SMALL)
@@ -390,8 +398,9 @@ def test_check_runs_the_settings_beside_dr_grpo() -> None:
     code, stdout, stderr = invoke("check", "--set", "loss_type=grpo", *SMALL)
     assert code == 0, stderr
     lines = stdout.splitlines()
-    assert lines[0].startswith("TRL 1.16.0 (") and lines[0].endswith("loss_type='grpo'")
-    assert "(preset trl_grpo)" in lines[1]
+    assert lines[0] == "read as TRL (key loss_type)"
+    assert lines[1].startswith("TRL 1.16.0 (") and lines[1].endswith("loss_type='grpo'")
+    assert "(preset trl_grpo)" in lines[2]
     assert "3 seeds x 30 steps" in stdout and "Dr. GRPO" in stdout and stdout.count("verdict:") == 1
     code, stdout, _ = invoke("check", "--set", "loss_type=grpo", "--json", *SMALL)
     data = json.loads(stdout)
@@ -435,7 +444,8 @@ def test_check_of_dr_grpo_itself_and_group_size() -> None:
     ("args", "message"),
     [
         (["--set", "loss_type"], "--set 'loss_type': expected KEY=VALUE"),
-        (["--set", "loss_typ=grpo"], "did you mean 'loss_type'?"),
+        (["--set", "loss_typ=grpo"], "loss_typ: did you mean TRL's loss_type?"),
+        (["--trainer", "trl", "--set", "loss_typ=grpo"], "did you mean 'loss_type'?"),
         (["--trainer", "verll"], "--trainer 'verll' is not modelled"),
         (["--seeds", "1"], "seeds"),
         (["missing.json"], "missing.json: no such file"),
@@ -538,8 +548,9 @@ def test_openrlhf_older_releases_normalise_as_their_code() -> None:
         and variant.names()["normaliser"] == "seq_mean_token_mean"
     )
     assert old.mapping.config == {"group_size": ("n_samples_per_prompt", 8)}
-    with pytest.raises(InvalidInput, match=re.escape("no setting 'algo.advantage.estimator'")):
-        resolve("openrlhf", "0.6.4", group)
+    renamed = resolve("openrlhf", "0.6.4", group)  # the names since 0.10.2, read as 0.6.4's own
+    assert renamed.given == {"advantage_estimator": "group_norm", "n_samples_per_prompt": 8}
+    assert renamed.renamed["algo.advantage.estimator"][0] == "advantage_estimator"
     with pytest.raises(InvalidInput, match=re.escape("no setting 'actor.loss_agg_mode'")):
         resolve("openrlhf", "0.10.3", group | {"actor.loss_agg_mode": "token-mean"})
 
@@ -614,7 +625,7 @@ def test_verl_new_families_map_to_their_stages() -> None:
     assert gpg.names()["advantage"] == "gpg" and gpg.names()["objective"] == "gpg"
     cispo = mapped({mode: "cispo"})
     assert (cispo.objective.epsilon, cispo.objective.epsilon_high) == (0.2, 0.2)
-    sapo = mapped({mode: "sapo", "actor_rollout_ref.actor.policy_loss.tau_neg": 1.5})
+    sapo = mapped({mode: "sapo", "actor_rollout_ref.actor.tau_neg": 1.5})
     assert sapo.names()["normaliser"] == "seq_mean_token_mean" and sapo.objective.tau_neg == 1.5
     gspo = mapped({mode: "gspo"})
     assert gspo.names()["objective"] == "gspo" and gspo.objective.clip_high == 0.2
@@ -632,3 +643,527 @@ def test_verl_reinforce_plus_plus_is_reinforce_pp() -> None:
     assert parse_variant(resolved.mapping.spec).names()["advantage"] == "reinforce_pp"
     with pytest.raises(InvalidInput, match=re.escape("algorithm.gamma=0.9 is not modelled by toyrl yet")):
         resolve("verl", None, {"algorithm.adv_estimator": "reinforce_plus_plus", "algorithm.gamma": 0.9})
+
+
+# OpenRLHF's own README example of train_ppo_ray (openrlhf 0.11.2's package description, "RL
+# Training: PPO/REINFORCE++ with Ray and vLLM"), with the README's GRPO-family variant line added
+# before its last argument; it still spells two arguments by their names before 0.10.2.
+OPENRLHF_README_0_11_2 = """\
+# launch the master node of ray in container
+ray start --head --node-ip-address 0.0.0.0 --num-gpus 8
+
+ray job submit --address="http://127.0.0.1:8265" \\
+   --runtime-env-json='{"working_dir": "/openrlhf"}' \\
+   -- python3 -m openrlhf.cli.train_ppo_ray \\
+   --ref.num_nodes 1 \\
+   --ref.num_gpus_per_node 8 \\
+   --actor.num_nodes 1 \\
+   --actor.num_gpus_per_node 8 \\
+   --vllm.num_engines 4 \\
+   --vllm.tensor_parallel_size 2 \\
+   --train.colocate_all \\
+   --vllm.gpu_memory_utilization 0.5 \\
+   --actor.model_name_or_path OpenRLHF/Llama-3-8b-sft-mixture \\
+   --reward.model_name_or_path OpenRLHF/Llama-3-8b-rm-700k \\
+   --ckpt.output_dir /openrlhf/examples/test_scripts/final/llama3-8b-rlhf \\
+   --ckpt.save_hf \\
+   --train.batch_size 128 \\
+   --rollout.batch_size 1024 \\
+   --train.dynamic_batch_enable \\
+   --rollout.n_samples_per_prompt 1 \\
+   --train.max_epochs 1 \\
+   --prompt_max_len 1024 \\
+   --data.max_samples 100000 \\
+   --generate_max_len 1024 \\
+   --ds.zero_stage 3 \\
+   --actor.adam.lr 5e-7 \\
+   --algo.kl.init_coef 0.01 \\
+   --data.prompt_dataset OpenRLHF/prompt-collection-v0.1 \\
+   --data.input_key context_messages \\
+   --data.apply_chat_template \\
+   --reward.normalize_enable \\
+   --vllm.enable_sleep \\
+   --ds.enable_sleep \\
+   --algo.advantage.estimator dr_grpo \\
+   --logger.wandb.key {wandb_token}
+
+# Algorithm Variants (all use single-turn agent execution):
+# --algo.advantage.estimator group_norm       # GRPO
+"""
+# The same example in openrlhf 0.9.3's README, by the names before 0.10.2.
+OPENRLHF_README_0_9_3 = """\
+ray job submit --address="http://127.0.0.1:8265" \\
+   --runtime-env-json='{"working_dir": "/openrlhf"}' \\
+   -- python3 -m openrlhf.cli.train_ppo_ray \\
+   --ref_num_nodes 1 \\
+   --actor_num_nodes 1 \\
+   --colocate_all_models \\
+   --pretrain OpenRLHF/Llama-3-8b-sft-mixture \\
+   --train_batch_size 128 \\
+   --rollout_batch_size 1024 \\
+   --use_dynamic_batch \\
+   --n_samples_per_prompt 1 \\
+   --max_epochs 1 \\
+   --prompt_max_len 1024 \\
+   --generate_max_len 1024 \\
+   --actor_learning_rate 5e-7 \\
+   --init_kl_coef 0.01 \\
+   --normalize_reward \\
+   --advantage_estimator group_norm \\
+   --use_wandb {wandb_token}
+"""
+# The toy's batch (4 prompts x 8) in one optimiser step: OpenRLHF's rollout of 1024 x n in train
+# batches of 128 would take more steps than the toy's 32 responses hold.
+OPENRLHF_AT_TOY_SCALE = ["--set", "rollout.batch_size=16", "--set", "rollout.n_samples_per_prompt=8"]
+
+
+def test_a_verl_file_is_read_as_verl_without_trainer(tmp_path: Path) -> None:
+    """The issue's case: a verl Dr. GRPO file, no --trainer. It was read as TRL's (every key not
+    read, TRL's defaults judged); now its keys say whose it is. With loss_scale_factor unset, verl
+    0.9.1 divides by each micro-batch's longest response: the check says so, measures the drift and
+    names the setting; with it set, the file is Dr. GRPO itself."""
+    pytest.importorskip("yaml")
+    path = tmp_path / "dr_grpo.yaml"
+    text = (
+        "algorithm:\n  adv_estimator: grpo\n  norm_adv_by_std_in_grpo: false\n"
+        "data:\n  train_batch_size: 4\n"
+        "actor_rollout_ref:\n  rollout:\n    n: 8\n  actor:\n    ppo_mini_batch_size: 4\n"
+        "    ppo_micro_batch_size_per_gpu: 4\n    loss_agg_mode: seq-mean-token-sum-norm\n"
+    )
+    path.write_text(text)
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 0, stderr
+    assert stdout.splitlines()[0] == "read as verl (keys under actor_rollout_ref.*, algorithm.*)"
+    assert "pads each micro-batch (ppo_micro_batch_size_per_gpu=4 responses) to its own longest" in stdout
+    assert f"Set {VERL}loss_scale_factor" in stdout and "not read (" not in stdout
+    assert re.search(r"verdict: .*than under Dr\. GRPO|verdict: no more length drift", stdout)
+    path.write_text(text + "    loss_scale_factor: 1500\n")
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 0, stderr
+    assert "these settings are Dr. GRPO itself" in stdout and "not read (" not in stdout
+    code, stdout, stderr = invoke("check", str(path), "--trainer", "trl", *SMALL)  # --trainer decides
+    assert code == 0, stderr
+    assert stdout.splitlines()[0] == "read as TRL (--trainer trl)" and "not read (" in stdout
+
+
+def test_a_trl_cli_config_is_read_as_trl(tmp_path: Path) -> None:
+    """A `trl grpo --config FILE.yaml` file: GRPOConfig's keys with the script's model and dataset
+    arguments, which tell TRL apart and are neither settings toyrl reads nor misspellings."""
+    pytest.importorskip("yaml")
+    path = tmp_path / "grpo.yaml"
+    path.write_text(
+        "model_name_or_path: Qwen/Qwen2-0.5B-Instruct\ndataset_name: trl-lib/tldr\n"
+        "output_dir: Qwen2-0.5B-GRPO\nlearning_rate: 1.0e-6\nper_device_eval_batch_size: 4\n"
+        "num_generations_eval: 4\nloss_type: dr_grpo\nscale_rewards: none\n"
+    )
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0] == "read as TRL (keys dataset_name, loss_type, model_name_or_path, ...)"
+    assert "warning" not in stdout and "Dr. GRPO itself" in stdout
+    assert (
+        "not read (no bearing on the toy's gradients, or unknown to toyrl): model_name_or_path, "
+        "dataset_name, output_dir, learning_rate, per_device_eval_batch_size, num_generations_eval"
+    ) in stdout
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"beta": 0.1}, "its keys (beta) are several trainers' alike; pass --trainer trl or --trainer oat"),
+        (
+            {"loss_type": "grpo", "algorithm": {"adv_estimator": "grpo"}},
+            "fits several trainers: TRL (key loss_type); verl (keys under algorithm.*); pass --trainer trl "
+            "or --trainer verl",
+        ),
+        ({"learning_rat": 1}, "no key of a trainer toyrl models (learning_rat); pass --trainer trl | verl"),
+        ({"scale_reward": "none"}, "(scale_reward: did you mean TRL's scale_rewards?)"),
+    ],
+)
+def test_a_file_that_fits_no_trainer_or_several_is_refused(
+    tmp_path: Path, settings: dict, message: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(settings))
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1
+    assert stderr.startswith(f"toyrl: error: {path}") and message in stderr
+
+
+def test_every_release_s_own_settings_are_read_as_its_trainer() -> None:
+    """Property: the settings toyrl reads of any release, and their other names, are detected as
+    that release's trainer; the verl names they are spelt like (critic.*) are not verl's evidence."""
+    from toyrl.trainers import registry
+    from toyrl.trainers.reading import detect
+
+    for name, chosen in registry().items():
+        for version, release in chosen.releases.items():
+            assert detect(list(release.settings), "f")[0] == name, (name, version)
+            if release.aliases:
+                assert detect(list(release.aliases), "f")[0] == name, (name, version)
+    with pytest.raises(InvalidInput, match="nothing to check"):
+        invoke_raising("check")
+
+
+def invoke_raising(*args: str) -> None:
+    result = CliRunner().invoke(app, list(args))
+    if result.exit_code == 2:
+        raise InvalidInput(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "key", "nearest"),
+    [
+        ("trl", "scale_reward", "scale_rewards"),
+        ("trl", "loss-type", "loss_type"),
+        ("trl", "num_generations_eval", None),  # GRPOConfig's own, not a typo
+        ("trl", "max_prompt_length", None),
+        ("verl", "algorithm.adv_estimater", "algorithm.adv_estimator"),
+        ("verl", VERL + "policy_loss.tau_pos", VERL + "tau_pos"),  # one level too deep
+        ("verl", "actor_rollout_ref.actr.loss_agg_mode", VERL + "loss_agg_mode"),
+        ("verl", "loss_agg_mode", VERL + "loss_agg_mode"),  # at the top level
+        ("verl", "critic.ppo_epochs", None),  # the critic's, another section
+        ("verl", VERL + "optim.lr", None),
+        ("verl", VERL + "ppo_micro_batch_size", None),  # verl's deprecated name
+        ("openrlhf", "algo.advantage.estimater", "algo.advantage.estimator"),
+        ("openrlhf", "advantage_estimater", "advantage_estimator"),  # the older name's typo
+        ("openrlhf", "eval.n_samples_per_prompt", None),
+        ("oat", "critic_typ", "critic_type"),
+    ],
+)
+def test_misspelt_keys_are_named_with_the_setting_meant(trainer: str, key: str, nearest: str | None) -> None:
+    estimator = {
+        "verl": {"algorithm.adv_estimator": "grpo"},
+        "openrlhf": {"algo.advantage.estimator": "rloo"},
+    }
+    resolved = resolve(trainer, None, {key: 1, **estimator.get(trainer, {})}, frozenset({key}))
+    assert resolved.misspelt == ({key: nearest} if nearest else {})
+    assert resolved.ignored == ([] if nearest else [key])
+
+
+def test_a_misspelt_key_is_reported_first_however_many_keys_are_not_read(tmp_path: Path) -> None:
+    """`scale_reward` among 14 keys toyrl does not read: before the table, with the setting meant
+    and its value in the check, and again after the verdict; exit status 1, --json says it too."""
+    unread = {f"logging_option_{i}": i for i in range(13)} | {"output_dir": "out"}
+    path = tmp_path / "grpo.json"
+    path.write_text(json.dumps(unread | {"loss_type": "dr_grpo", "scale_reward": "none"}))
+    code, stdout, _ = invoke("check", str(path), *SMALL)
+    lines = stdout.splitlines()
+    assert code == 1
+    assert lines[1:3] == [
+        "warning: 1 key looks misspelt; toyrl does not read it:",
+        "  - scale_reward: did you mean scale_rewards? (checked with scale_rewards='group', its default)",
+    ]
+    assert "and 6 more (--json lists them all)" in stdout and "scale_reward," not in stdout
+    code, stdout, _ = invoke("check", str(path), "--json", *SMALL)
+    assert code == 1 and json.loads(stdout)["misspelt"] == {"scale_reward": "scale_rewards"}
+
+
+def test_openrlhf_readme_command_lines_are_read_as_given(tmp_path: Path) -> None:
+    """OpenRLHF's README example, as a script and as a command line after --: wrappers, comments,
+    flags without values; the names it keeps from before 0.10.2 are read and noted."""
+    script = tmp_path / "train.sh"
+    script.write_text(OPENRLHF_README_0_11_2)
+    code, stdout, stderr = invoke("check", str(script), *OPENRLHF_AT_TOY_SCALE, *SMALL)
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0] == f"read as OpenRLHF ({script}, line 4: openrlhf.cli.train_ppo_ray)"
+    assert "algo.advantage.estimator='dr_grpo'" in lines[1] and "rollout.max_new_tokens=1024" in lines[1]
+    assert (
+        "note: generate_max_len is rollout.max_new_tokens (the name before OpenRLHF 0.10.2, which "
+        "0.11.2's parser refuses)"
+    ) in lines
+    assert "advantage=none,aggregation=token_mean" in lines[2] and "warning" not in stdout
+    command = "\n".join(OPENRLHF_README_0_11_2.splitlines()[3:-3]).replace("\\\n", " ")
+    code, stdout_line, stderr = invoke("check", *OPENRLHF_AT_TOY_SCALE, *SMALL, "--", *shlex.split(command))
+    assert code == 0, stderr
+    assert stdout_line.splitlines()[1:] == lines[1:]
+    assert stdout_line.splitlines()[0] == "read as OpenRLHF (the command line of openrlhf.cli.train_ppo_ray)"
+
+
+def test_openrlhf_names_before_0_10_2_are_the_same_settings(tmp_path: Path) -> None:
+    """0.9.3's README example, by the older names: the same settings of 0.11.2 as the newer names
+    give, each rename noted; under --version 0.6.4 the older names are its own."""
+    script = tmp_path / "old.sh"
+    script.write_text(OPENRLHF_README_0_9_3)
+    old = ["--set", "rollout_batch_size=16", "--set", "n_samples_per_prompt=8"]
+    code, stdout, stderr = invoke("check", str(script), *old, "--json", *SMALL)
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    assert (
+        data["given"]["algo.advantage.estimator"] == "group_norm" and data["given"]["train.batch_size"] == 128
+    )
+    assert data["renamed"]["advantage_estimator"] == "algo.advantage.estimator"
+    newer = resolve(
+        "openrlhf",
+        None,
+        {
+            "algo.advantage.estimator": "group_norm",
+            "rollout.n_samples_per_prompt": 8,
+            "rollout.batch_size": 16,
+        },
+    )
+    assert data["spec"] == parse_variant(newer.mapping.spec).spec_text()
+    assert resolve("openrlhf", "0.6.4", {"advantage_estimator": "dr_grpo"}).renamed == {}
+
+
+def test_openrlhf_dr_grpo_estimator_is_its_own_value() -> None:
+    """`dr_grpo` is a value of OpenRLHF's estimator (0.6.4 to 0.11.2): r - group mean, the token
+    mean kept (the preset openrlhf_dr_grpo); it changes the advantage only."""
+    for version, key in (("0.11.2", "algo.advantage.estimator"), ("0.10.3", "advantage_estimator")):
+        spec = parse_variant(resolve("openrlhf", version, {key: "dr_grpo"}).mapping.spec).spec()
+        assert spec["advantage"] == "none" and spec["aggregation"] != "seq_mean_token_sum_norm"
+
+
+@pytest.mark.parametrize(
+    ("tokens", "settings"),
+    [
+        (
+            ["python", "-m", "openrlhf.cli.train_ppo_ray", "--a", "1", "--b=2", "--flag"],
+            {"a": "1", "b": "2", "flag": True},
+        ),
+        (
+            ["deepspeed", "--module", "openrlhf.cli.train_ppo_ray", "--reward.clip_range", "-10", "10"],
+            {"reward.clip_range": ["-10", "10"]},
+        ),
+        (["python3", "/src/openrlhf/cli/train_ppo_ray.py", "--a", "1", "--a", "3"], {"a": "3"}),
+    ],
+)
+def test_openrlhf_arguments_are_read_as_argparse_reads_them(tokens: list[str], settings: dict) -> None:
+    from toyrl.trainers.reading import read_command
+
+    assert read_command(tokens, "the command line") == settings
+
+
+def test_a_shell_script_s_variables_comments_and_pipes(tmp_path: Path) -> None:
+    from toyrl.trainers.reading import read_script
+
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "#!/bin/bash\nset -x\nN=8\nexport EST=dr_grpo\n# python -m openrlhf.cli.train_ppo_ray --x 1\n"
+        "deepspeed --module openrlhf.cli.train_ppo_ray \\\n  --rollout.n_samples_per_prompt $N \\\n"
+        "  --algo.advantage.estimator ${EST} \\\n  --train.async_enable 2>&1 | tee log.txt\n"
+    )
+    line, settings = read_script(script)
+    assert line == 6
+    assert (
+        settings
+        == {
+            "rollout.n_samples_per_prompt": "8",
+            "algo.advantage.estimator": "dr_grpo",
+            "train.async_enable": True,
+        }
+        or settings.get("algo.advantage.estimator") == "dr_grpo"
+    )
+
+
+def test_verl_interpolations_are_resolved_as_hydra_does(tmp_path: Path) -> None:
+    """verl's configuration refers to its own keys: `${data.max_response_length}`,
+    `${oc.select:...}`; an interpolation toyrl cannot resolve is refused where it reads the key,
+    naming it, and listed where it does not."""
+    pytest.importorskip("omegaconf")
+    path = tmp_path / "verl.yaml"
+    text = (
+        "data:\n  train_batch_size: 4\n  max_response_length: 1024\n"
+        "algorithm:\n  adv_estimator: grpo\n"
+        "actor_rollout_ref:\n  rollout:\n    n: 8\n"
+        "  actor:\n    rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}\n"
+        "    ppo_mini_batch_size: ${data.train_batch_size}\n"
+        "    loss_scale_factor: ${data.max_response_length}\n"
+        "    checkpoint:\n      save_contents: ${data.missing}\n"
+    )
+    path.write_text(text)
+    settings = read_settings(path)
+    assert settings[VERL + "ppo_mini_batch_size"] == 4 and settings[VERL + "rollout_n"] == 8
+    assert settings[VERL + "loss_scale_factor"] == 1024
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 0, stderr
+    assert "actor_rollout_ref.actor.checkpoint.save_contents" in stdout  # unresolvable, not read
+    path.write_text(text.replace("${data.train_batch_size}", "${data.train_batch_sise}"))
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 2 and stderr.count("\n") == 1
+    assert (
+        "actor_rollout_ref.actor.ppo_mini_batch_size: the interpolation ${data.train_batch_sise} cannot"
+        in stderr
+    )
+
+
+def test_interpolations_without_omegaconf_name_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("yaml")
+    import sys
+
+    monkeypatch.setitem(sys.modules, "omegaconf", None)
+    path = tmp_path / "verl.yaml"
+    path.write_text(
+        "data:\n  max_response_length: 8\nactor_rollout_ref:\n  actor:\n    x: ${data.max_response_length}\n"
+    )
+    with pytest.raises(
+        InvalidInput, match=re.escape("resolving it needs OmegaConf: pip install 'toyrl[yaml]'")
+    ):
+        read_settings(path)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "settings"),
+    [
+        ("trl", ["loss_type=dr_grpo", "steps_per_generation=3", "gradient_accumulation_steps=2"]),
+        (
+            "verl",
+            [
+                "algorithm.adv_estimator=grpo",
+                f"{VERL}loss_agg_mode=seq-mean-token-sum-norm",
+                f"{VERL}ppo_micro_batch_size_per_gpu=16",
+            ],
+        ),
+        ("openrlhf", ["algo.advantage.estimator=group_norm", "rollout.batch_size=4"]),
+        ("oat", ["beta=0"]),
+    ],
+)
+def test_every_hint_names_a_setting_of_the_trainer(trainer: str, settings: list[str]) -> None:
+    """Each `--set NAME=...` the report suggests is one its trainer takes; the toy's own gradient
+    clip is named as toyrl run's variant key, which parses."""
+    args = [item for setting in settings for item in ("--set", setting)]
+    code, stdout, stderr = invoke("check", "--trainer", trainer, *args, *SMALL)
+    assert code == 0, stderr
+    hints = re.findall(r"--set ([\w.]+)=", stdout)
+    assert hints or trainer == "trl"  # TRL's default group size is the toy's: nothing to suggest
+    release = resolve(trainer, None, parse_sets(settings)).release
+    for name in hints:
+        assert name in release.settings, name
+    assert "spell max_grad_norm" not in stdout
+    spec = re.search(r"toyrl variant: (\S+)", stdout).group(1)
+    assert "toyrl run --variant SPEC,max_grad_norm=C" in stdout
+    assert parse_variant(spec + ",max_grad_norm=1.0").schedule.max_grad_norm == 1.0
+
+
+def test_a_command_line_is_openrlhf_s_only() -> None:
+    code, _, stderr = invoke(
+        "check", "--trainer", "verl", *SMALL, "--", "python", "-m", "openrlhf.cli.train_ppo_ray", "--a", "1"
+    )
+    assert (
+        code == 2 and "the command line of openrlhf.cli.train_ppo_ray is OpenRLHF's; --trainer verl" in stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("binary.json", b"\x00\x01\x02\xff\xfe", "binary.json: not a text file"),
+        ("zeros.yaml", b"loss_type: grpo\x00\n", "zeros.yaml: not a text file"),
+        ("empty.json", b"", "empty.json: empty; expected a trainer's settings"),
+        ("blank.yaml", b"\n  \n", "blank.yaml: empty"),
+        (
+            "list.yaml",
+            b"- loss_type\n- grpo\n",
+            "expected a mapping of settings at the top level, got a list",
+        ),
+        ("number.json", b"3", "expected a mapping of settings at the top level, got a int"),
+        (
+            "nothing.yaml",
+            b"# only a comment\n",
+            "expected a mapping of settings at the top level, got nothing",
+        ),
+        ("run.sh", b"#!/bin/bash\npython train.py --lr 1e-6\n", "run.sh: no OpenRLHF command in it"),
+        (
+            "two.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --a 1\npython -m openrlhf.cli.train_ppo_ray --a 2\n",
+            "two.sh: 2 OpenRLHF commands (lines 1, 2); toyrl checks one",
+        ),
+        (
+            "quote.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --a 'x\n",
+            "quote.sh, line 1: cannot be split into words",
+        ),
+        ("stray.sh", b"python -m openrlhf.cli.train_ppo_ray grpo --a 1\n", "'grpo' follows no --argument"),
+        (
+            "grpo.toml",
+            b"loss_type = 'grpo'\n",
+            "expected a .json, .yaml or .yml file, or an OpenRLHF command",
+        ),
+        (
+            "range.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --actor.eps_clip 20\n",
+            "actor.eps_clip=20.0 is not valid; valid: a float in [0, 10]",
+        ),
+        (
+            "unset.sh",
+            b"python -m openrlhf.cli.train_ppo_ray --rollout.n_samples_per_prompt $N\n",
+            "rollout.n_samples_per_prompt='$N' is not valid",
+        ),
+    ],
+)
+def test_check_refuses_what_is_not_a_configuration(
+    tmp_path: Path, name: str, content: bytes, message: str
+) -> None:
+    pytest.importorskip("yaml")
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, stdout, stderr = invoke("check", str(path), *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1, stderr
+    assert stderr.startswith("toyrl: error: ") and message in stderr
+
+
+def test_check_refuses_a_folder_and_an_unreadable_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, stderr = invoke("check", str(tmp_path), *SMALL)
+    assert code == 2 and "a folder, not a trainer's configuration file" in stderr
+    locked = tmp_path / "locked.json"
+    locked.write_text("{}")
+
+    def refused(path: Path, *args: Any, **kwargs: Any) -> str:
+        raise PermissionError(13, "Permission denied", str(path))  # as for a file of mode 000, not as root
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    code, stdout, stderr = invoke("check", str(locked), *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1
+    assert "locked.json" in stderr and "ermission denied" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "num_generations=1"], "num_generations=1 is not valid; valid: an int in [2, 10000]"),
+        (
+            ["--trainer", "verl", "--set", "algorithm.adv_estimater=grpo"],
+            "(did you mean 'algorithm.adv_estimator'?)",
+        ),
+        (
+            ["--trainer", "openrlhf", "--set", "advantage_estimater=rloo"],
+            "(did you mean 'advantage_estimator'?)",
+        ),
+        (
+            ["--set", "rollout.n_samples_per_prompt=1", "--set", "algo.advantage.estimator=rloo"],
+            "rollout.n_samples_per_prompt=1 sets the toy's group_size, which must be an integer in 2..10,000",
+        ),
+        ([], "nothing to check: give a trainer's configuration file"),
+    ],
+)
+def test_check_bad_settings_are_one_line(args: list[str], message: str) -> None:
+    code, stdout, stderr = invoke("check", *args, *SMALL)
+    assert code == 2 and stdout == "" and stderr.count("\n") == 1 and message in stderr, stderr
+
+
+def test_docs_trainers_examples_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/trainers.md's worked examples: each `<!-- example: NAME -->` block written as NAME, each
+    `$ toyrl check ...` command run as written (a small budget added), its quoted lines printed first."""
+    pytest.importorskip("omegaconf")
+    text = (Path(__file__).resolve().parent.parent / "docs" / "trainers.md").read_text()
+    section = text.split("### Worked examples", 1)[1]
+    files = re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", section, flags=re.S)
+    commands = re.findall(r"```console\n\$ (.*?)```", section, flags=re.S)
+    assert len(files) == 2 and len(commands) == 3
+    for name, content in files:
+        (tmp_path / name).write_text(content)
+    monkeypatch.chdir(tmp_path)
+    for block in commands:
+        lines = block.replace("\\\n", " ").splitlines()
+        words = shlex.split(lines[0])
+        assert words[:2] == ["toyrl", "check"]
+        args = words[2:]
+        cut = args.index("--") if "--" in args else len(args)
+        code, stdout, stderr = invoke("check", *args[:cut], *SMALL, *args[cut:])
+        assert code == 0, stderr
+        assert stdout.splitlines()[: len(lines) - 1] == lines[1:], stdout

@@ -1248,17 +1248,25 @@ def variants(
 @with_config_options
 def check(
     config: Config,
-    settings_file: Annotated[
-        Path | None,
+    arguments: Annotated[
+        list[str] | None,
         typer.Argument(
-            metavar="CONFIG",
-            help="A trainer configuration file, .json (or .yaml/.yml, with PyYAML installed); nested "
-            "keys are joined with dots.",
+            metavar="CONFIG | -- COMMAND",
+            help="A trainer configuration file: .json, .yaml/.yml (with PyYAML; verl's ${...} "
+            "interpolations with OmegaConf: pip install 'toyrl[yaml]'), nested keys joined with dots; or "
+            "a .sh script holding an OpenRLHF command; or, after --, an OpenRLHF command line "
+            "(python -m openrlhf.cli.train_ppo_ray --flag value ...).",
+            show_default=False,
         ),
     ] = None,
     trainer: Annotated[
-        str, typer.Option(metavar="NAME", help="Whose settings these are: trl, verl, openrlhf or oat.")
-    ] = "trl",
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="Whose settings these are: trl, verl, openrlhf or oat (default: told from the keys, "
+            "when they fit one trainer only).",
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -1276,25 +1284,47 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress messages.")] = False,
 ) -> None:
-    """What a trainer's own settings do to response length: the toy run beside Dr. GRPO."""
-    from toyrl.trainers import parse_sets, read_settings, resolve
+    """What a trainer's own settings do to response length: the toy run beside Dr. GRPO.
+
+    Exit status 0: checked; 1: checked, but keys of the file look misspelt (the check took the
+    defaults in their place); 2: input refused."""
+    from toyrl.trainers import parse_sets, resolve
+    from toyrl.trainers import trainer as named_trainer
     from toyrl.trainers.check import as_json as check_json
     from toyrl.trainers.check import report, run_check
+    from toyrl.trainers.reading import detect, read_input
 
     if not 2 <= seeds <= 10_000:
         raise ConfigError("seeds", "must be an integer in 2..10,000 (a standard error needs two)", seeds)
-    values: dict[str, Any] = read_settings(settings_file) if settings_file is not None else {}
-    from_file = frozenset(values)
-    values |= parse_sets(set_ or [])
-    resolved = resolve(trainer, version, values, from_file - set(parse_sets(set_ or [])))
+    given = read_input(arguments or [])
+    sets = parse_sets(set_ or [])
+    if trainer is not None:
+        name, read_as = trainer, f"read as {named_trainer(trainer).name} (--trainer {trainer})"
+        if given.trainer is not None and given.trainer != trainer:
+            owner = named_trainer(given.trainer).name
+            raise InvalidInput(f"{given.origin} is {owner}'s; --trainer {trainer} does not read it")
+    elif given.trainer is not None:
+        name, read_as = given.trainer, f"read as {named_trainer(given.trainer).name} ({given.origin})"
+    elif given.settings or sets:
+        origin = given.origin or "the --set settings"
+        name, read_as = detect([*given.settings, *sets], origin)
+    else:
+        raise InvalidInput(
+            "nothing to check: give a trainer's configuration file, an OpenRLHF command line after --, "
+            "or --set KEY=VALUE; --trainer NAME alone checks its defaults"
+        )
+    from_file = frozenset(given.settings) - set(sets)
+    resolved = resolve(name, version, given.settings | sets, from_file, read_as)
     seed_list = list(range(seeds))
     with Progress("toyrl check", quiet or as_json) as progress:
         progress.begin("simulating")
         result = run_check(resolved, config, seed_list, n_jobs, progress=progress.update)
     if as_json:
         typer.echo(json.dumps(check_json(result), indent=2))
-        return
-    _echo_lines(report(result), output_width())
+    else:
+        _echo_lines(report(result), output_width())
+    if resolved.misspelt:
+        raise typer.Exit(1)
 
 
 @app.command(cls=_Command, short_help="The source documents' worked examples, computed.")

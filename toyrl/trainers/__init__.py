@@ -9,19 +9,28 @@ suite (tests/conformance) checks the presets it lands on against the installed t
 
 `resolve(trainer, version, settings)` validates user settings (an unknown `--set` key or a bad
 value gets one line naming the valid ones, with a close match; a file's keys toyrl does not read
-are listed), fills in the release's defaults, and maps them.
+are listed, those close to a setting it reads first, as probable misspellings), fills in the
+release's defaults, and maps them. `toyrl.trainers.reading` reads files and command lines and
+tells whose configuration they are (`detect`).
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from toyrl.config import InvalidInput
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A configuration file's value whose `${...}` interpolation cannot be resolved: its text, and
+    OmegaConf's reason (`toyrl.trainers.reading`)."""
+
+    text: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class Setting:
 
     def parse(self, name: str, value: Any) -> Any:
         """The value as the trainer takes it (text from `--set` is converted), or InvalidInput."""
+        if isinstance(value, Unresolved):
+            raise InvalidInput(f"{name}: the interpolation {value.text} cannot be resolved ({value.why})")
         if (isinstance(value, str) and self.kind is not str) or (self.optional and value in ("None", "null")):
             value = _from_text(value)
         if value is None:
@@ -110,22 +121,38 @@ class ToyMapping:
 
 @dataclass(frozen=True)
 class Release:
-    """A trainer release: its settings (name -> Setting), the files the mapping follows, and the
-    mapping of a full set of settings (every name present, validated) to the toy."""
+    """A trainer release: its settings (name -> Setting), the files the mapping follows, the
+    mapping of a full set of settings (every name present, validated) to the toy, and the other
+    names its settings go by in other releases (other name -> this release's name, with why)."""
 
     settings: dict[str, Setting]
     source: str
     mapping: Callable[[dict[str, Any]], ToyMapping]
+    aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Trainer:
     """A trainer: its name as printed, the distribution on PyPI, its releases by version (the first
-    is the default)."""
+    is the default); `marks`: names, and sections ending in ".", that only its configurations
+    have, besides its settings (what `toyrl.trainers.reading.detect` goes by); `other_names`: names
+    of its configurations that toyrl does not read and that are spelt close to a setting it
+    reads, so that they are not taken for misspellings of it."""
 
     name: str
     distribution: str
     releases: dict[str, Release]
+    marks: tuple[str, ...] = ()
+    other_names: frozenset[str] = frozenset()
+
+    def knows(self, key: str) -> bool:
+        """Whether `key` is a name of this trainer's configurations: a setting or another name of
+        one in any release modelled, one of its other names, or under one of its sections."""
+        return (
+            key in self.other_names
+            or any(key in release.settings or key in release.aliases for release in self.releases.values())
+            or any(key == mark or (mark.endswith(".") and key.startswith(mark)) for mark in self.marks)
+        )
 
     @property
     def latest(self) -> str:
@@ -203,10 +230,12 @@ def schedule_spec(
 
 def grad_clip_note(setting: str, value: Any) -> str:
     """What a trainer's gradient-norm clipping is on the toy: left out, since a bound on the norm
-    over an LLM's parameters says nothing about one over the toy's P + 2 logits."""
+    over an LLM's parameters says nothing about one over the toy's P + 2 logits (the toy's own
+    clip is a variant key of `toyrl run`, not a trainer setting)."""
     return (
         f"{setting}={value}: gradient-norm clipping; a bound on the norm over an LLM's parameters says "
-        "nothing about the toy's P + 2 logits, so it is left out (spell max_grad_norm=... to clip the toy's)"
+        "nothing about the toy's P + 2 logits, so it is left out (toyrl run --variant SPEC,max_grad_norm=C "
+        "clips the toy's own gradient)"
     )
 
 
@@ -218,25 +247,47 @@ def constant_note(setting: str, value: Any, what: str) -> str:
     )
 
 
-def _registry() -> dict[str, Trainer]:
+def registry() -> dict[str, Trainer]:
+    """The trainers modelled, by the name `--trainer` takes."""
     from toyrl.trainers import oat, openrlhf, trl, verl
 
     return {"trl": trl.TRAINER, "verl": verl.TRAINER, "openrlhf": openrlhf.TRAINER, "oat": oat.TRAINER}
 
 
 def trainer(name: str) -> Trainer:
-    registry = _registry()
-    if name not in registry:
-        close = difflib.get_close_matches(name, list(registry), n=1)
+    trainers = registry()
+    if name not in trainers:
+        close = difflib.get_close_matches(name, list(trainers), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise InvalidInput(f"--trainer {name!r} is not modelled{hint}; modelled: {', '.join(registry)}")
-    return registry[name]
+        raise InvalidInput(f"--trainer {name!r} is not modelled{hint}; modelled: {', '.join(trainers)}")
+    return trainers[name]
+
+
+def misspelt(key: str, names: Collection[str]) -> str | None:
+    """The name among `names` (dotted paths, or flat) that `key` probably misspells, or None: one
+    with the same last part in a section spelt alike, or one level up or down (verl's
+    `actor.policy_loss.tau_pos` for `actor.tau_pos`), or at the top level when the key has no
+    section; else one in the same section whose last part is within difflib's ratio 0.8."""
+    section, _, leaf = key.rpartition(".")
+    for name in names:
+        other_section, _, other_leaf = name.rpartition(".")
+        if other_leaf == leaf and name != key:
+            nested = section.startswith(other_section + ".") or other_section.startswith(section + ".")
+            alike = difflib.SequenceMatcher(None, section, other_section).ratio() >= 0.8
+            if not section or not other_section or nested or alike:
+                return name
+    siblings = {name.rpartition(".")[2]: name for name in names if name.rpartition(".")[0] == section}
+    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.8)
+    return siblings[close[0]] if close else None
 
 
 @dataclass(frozen=True)
 class Resolved:
     """A trainer's settings on the toy: the release, every setting's value (defaults filled in),
-    which of them the user gave, and the mapping."""
+    which of them the user gave (by the release's names), and the mapping; of a file's keys, those
+    toyrl does not read (`ignored`) and those that look like misspellings of a setting it reads
+    (`misspelt`: key -> that setting); `renamed`: keys given by another release's name (key ->
+    this release's name, why); `read_as`: whose configuration this is, and why (`detect`)."""
 
     trainer: Trainer
     version: str
@@ -245,37 +296,59 @@ class Resolved:
     given: dict[str, Any]
     mapping: ToyMapping
     ignored: list[str] = field(default_factory=list)
+    misspelt: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    read_as: str = ""
 
 
 def resolve(
-    name: str, version: str | None, settings: Mapping[str, Any], from_file: frozenset[str] = frozenset()
+    name: str,
+    version: str | None,
+    settings: Mapping[str, Any],
+    from_file: frozenset[str] = frozenset(),
+    read_as: str = "",
 ) -> Resolved:
     """Validate `settings` (name -> value, text or typed) against the release, fill in its
     defaults and map them to the toy.
 
     A `--set` setting toyrl does not know is refused (one line, with a close match). One read from
-    a configuration file (`from_file`) is listed in `ignored` instead: a trainer's file holds many
+    a configuration file or command line (`from_file`) is not: a trainer's file holds many
     settings (paths, learning rates, logging, its micro-batch sizes) with no bearing on the toy's
-    gradients, some named much like the ones toyrl reads, so a typo there shows in that list
-    rather than as an error. Every value of a setting toyrl reads is validated either way."""
+    gradients. Those spelt close to a setting toyrl reads (`misspelt`), and not another name of
+    the trainer's (`Trainer.other_names`), are kept apart from the rest (`ignored`), to be shown
+    first. A setting's name in another release (OpenRLHF's before and after 0.10.2) is read as
+    this release's (given by both names, the later counts). Every value of a setting toyrl reads is
+    validated either way."""
     chosen = trainer(name)
     version, release = chosen.release(version)
     given: dict[str, Any] = {}
     ignored: list[str] = []
+    typos: dict[str, str] = {}
+    renamed: dict[str, tuple[str, str]] = {}
     for key, value in settings.items():
-        if key not in release.settings:
-            if key in from_file:
+        setting_name = key
+        if key in release.aliases:
+            setting_name, why = release.aliases[key]
+            renamed[key] = (setting_name, why)
+        if setting_name not in release.settings:
+            names = [*release.settings, *release.aliases]
+            nearest = None if key in chosen.other_names else misspelt(key, names)
+            if key in from_file and nearest is None:
                 ignored.append(key)
                 continue
-            close = difflib.get_close_matches(key, list(release.settings), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            if key in from_file and nearest is not None:
+                typos[key] = nearest
+                continue
+            hint = f" (did you mean {nearest!r}?)" if nearest else ""
             raise InvalidInput(
                 f"{chosen.name} {version} has no setting {key!r} that toyrl knows{hint}; "
                 f"known: {', '.join(release.settings)}"
             )
-        given[key] = release.settings[key].parse(key, value)
+        given.pop(setting_name, None)  # given twice, by two names: the later, as argparse takes it
+        given[setting_name] = release.settings[setting_name].parse(key, value)
     values = {key: given.get(key, setting.default) for key, setting in release.settings.items()}
-    return Resolved(chosen, version, release, values, given, release.mapping(values), ignored)
+    mapping = release.mapping(values)
+    return Resolved(chosen, version, release, values, given, mapping, ignored, typos, renamed, read_as)
 
 
 def parse_sets(items: list[str]) -> dict[str, str]:
@@ -286,43 +359,4 @@ def parse_sets(items: list[str]) -> dict[str, str]:
         if not sep or not key.strip():
             raise InvalidInput(f"--set {item!r}: expected KEY=VALUE, e.g. --set loss_type=dr_grpo")
         out[key.strip()] = value.strip()
-    return out
-
-
-def read_settings(path: Path) -> dict[str, Any]:
-    """A trainer configuration file as flat settings: JSON, or YAML (with PyYAML installed: pip
-    install 'toyrl[yaml]'). Nested mappings are flattened with dots (verl's
-    `actor_rollout_ref.actor.loss_agg_mode`)."""
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
-    elif path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise InvalidInput(f"{path}: reading YAML needs PyYAML: pip install 'toyrl[yaml]'") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise InvalidInput(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
-    else:
-        raise InvalidInput(f"{path}: expected a .json, .yaml or .yml file")
-    if not isinstance(data, dict):
-        raise InvalidInput(f"{path}: expected a mapping of settings at the top level")
-    return _flatten(data)
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out |= _flatten(value, f"{name}.")
-        else:
-            out[name] = value
     return out

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from toyrl.config import Config
+from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.experiment import check_experiment, run_experiment
 from toyrl.objective import Variant
 from toyrl.trainers import Resolved
@@ -162,7 +162,11 @@ def run_check(
     kept = []
     for field_name, (setting, value) in resolved.mapping.config.items():
         if setting in resolved.given:
-            config = dataclasses.replace(config, **{field_name: value})
+            try:
+                config = dataclasses.replace(config, **{field_name: value})
+            except ConfigError as error:
+                why = f"{setting}={value!r} sets the toy's {field_name}, which {error.detail}"
+                raise InvalidInput(why) from None
         elif getattr(config, field_name) != value:
             kept.append(
                 f"{field_name} = {getattr(config, field_name)} is the toy's; {setting} defaults to {value} "
@@ -218,7 +222,9 @@ def report(check: Check) -> list[str]:
     """The lines `toyrl check` prints."""
     r = check.resolved
     given = ", ".join(f"{key}={value!r}" for key, value in r.given.items()) or "the defaults"
-    lines = [
+    lines = [r.read_as] if r.read_as else []
+    lines += misspelt_warning(r)
+    lines += [
         f"{r.trainer.name} {r.version} ({r.release.source}): {given}",
         f"toyrl variant: {check.setting.variant.spec_text()}"
         + (f"  (preset {check.preset})" if check.preset else "")
@@ -233,6 +239,7 @@ def report(check: Check) -> list[str]:
             f"Dr. GRPO here: {check.reference.variant.spec_text()} (its advantage and loss, in these "
             "settings' schedule and clip)"
         )
+    lines += [f"note: {key} is {name} ({why})" for key, (name, why) in r.renamed.items()]
     lines += [f"note: {item}" for item in r.mapping.notes + check.kept]
     if r.mapping.unmodelled:
         lines.append("not modelled:")
@@ -261,6 +268,28 @@ def report(check: Check) -> list[str]:
     lines.append(
         "(the same seeds and noise for both; conclusions hold for the toy's conventions, docs/trainers.md)"
     )
+    if r.misspelt:
+        lines.append(
+            f"warning: the verdict takes the defaults in place of the {len(r.misspelt)} misspelt "
+            f"key{'s' if len(r.misspelt) > 1 else ''} above (exit status 1)"
+        )
+    return lines
+
+
+def misspelt_warning(resolved: Resolved) -> list[str]:
+    """The report's first lines when a file's keys look misspelt: each with the setting it is
+    spelt like, and that setting's value in the check (the default, unless given)."""
+    if not resolved.misspelt:
+        return []
+    count = len(resolved.misspelt)
+    lines = [
+        f"warning: {count} key{'s' if count > 1 else ''} {'look' if count > 1 else 'looks'} misspelt; "
+        f"toyrl does not read {'them' if count > 1 else 'it'}:"
+    ]
+    for key, name in resolved.misspelt.items():
+        value = resolved.values[name]
+        taken = "given" if name in resolved.given else "its default"
+        lines.append(f"  - {key}: did you mean {name}? (checked with {name}={value!r}, {taken})")
     return lines
 
 
@@ -277,6 +306,9 @@ def as_json(check: Check) -> dict[str, Any]:
         "notes": check.resolved.mapping.notes,
         "unmodelled": check.resolved.mapping.unmodelled,
         "ignored": check.resolved.ignored,
+        "misspelt": check.resolved.misspelt,
+        "renamed": {key: name for key, (name, _) in check.resolved.renamed.items()},
+        "read_as": check.resolved.read_as,
         "seeds": check.seeds,
         "config": dataclasses.asdict(check.config),
         "setting": {

@@ -87,6 +87,24 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     return ToyMapping(",".join(spec), group, unmodelled, notes, step_responses=s["train_batch_size"])
 
 
+# Names of oat's arguments (oat/args.py, oat/algorithms/ppo.py) that only oat has, and those spelt
+# close to the ones toyrl reads.
+MARKS = (
+    "num_samples",
+    "cliprange",
+    "collocate",
+    "vllm_gpu_ratio",
+    "num_prompt_epoch",
+    "oracle",
+    "max_train",
+    "eval_data",
+    "prompt_max_length",
+    "use_wb",
+    "wb_project",
+    "gpus",
+)
+OTHER_NAMES = frozenset({"eval_generate_max_length", "num_prompt_epoch"})
+
 TRAINER = Trainer(
     name="oat",
     distribution="oat-llm",
@@ -95,4 +113,6 @@ TRAINER = Trainer(
             SETTINGS_0_2_4, "oat/args.py, oat/algorithms/ppo.py (PPOArgs, PPOLearner.learning_step)", _mapping
         )
     },
+    marks=MARKS,
+    other_names=OTHER_NAMES,
 )

@@ -1,7 +1,9 @@
 """OpenRLHF's PPO trainer settings on the toy (openrlhf 0.11.2: openrlhf/cli/train_ppo_ray.py's
 arguments; openrlhf/trainer/ppo_utils/experience_maker.py's advantage estimators;
 openrlhf/models/loss.py and openrlhf/utils/loss_utils.py, the loss and its token normalisation).
-Settings are the argument names without their dashes, e.g. `algo.advantage.estimator`.
+Settings are the argument names without their dashes, e.g. `algo.advantage.estimator`; the names
+before 0.10.2 (`advantage_estimator`, ...: `RENAMED_0_10_2`) are read as the same settings, and
+the newer names as 0.6.4's.
 
 What the mapping follows:
 - `algo.advantage.estimator`: "group_norm" (r - group mean, divided by the group's sample std +
@@ -36,6 +38,39 @@ from toyrl.trainers import (
     ppo_spec,
     schedule_spec,
 )
+
+# OpenRLHF 0.10.2 renamed train_ppo_ray.py's arguments (0.10.1's names -> 0.10.2's); 0.9.x and
+# 0.6.4 have the older names (0.9.x's generate_max_len was 0.10.1's max_new_tokens).
+RENAMED_0_10_2 = {
+    "advantage_estimator": "algo.advantage.estimator",
+    "no_advantage_std_norm": "algo.advantage.no_std_norm",
+    "policy_loss_type": "actor.policy_loss_type",
+    "eps_clip": "actor.eps_clip",
+    "dual_clip": "actor.dual_clip",
+    "entropy_loss_coef": "actor.entropy_coef",
+    "max_epochs": "train.max_epochs",
+    "train_batch_size": "train.batch_size",
+    "micro_train_batch_size": "train.micro_batch_size",
+    "rollout_batch_size": "rollout.batch_size",
+    "n_samples_per_prompt": "rollout.n_samples_per_prompt",
+    "init_kl_coef": "algo.kl.init_coef",
+    "use_kl_loss": "algo.kl.use_loss",
+    "kl_estimator": "algo.kl.estimator",
+    "overlong_buffer_len": "reward.overlong_buffer_len",
+    "overlong_penalty_factor": "reward.overlong_penalty_factor",
+    "max_new_tokens": "rollout.max_new_tokens",
+    "generate_max_len": "rollout.max_new_tokens",
+    "max_len": "data.max_len",
+    "dynamic_filtering": "algo.dynamic_filtering_enable",
+    "max_norm": "actor.max_norm",
+}
+
+
+def _older_names(settings: dict[str, Setting], version: str) -> dict[str, tuple[str, str]]:
+    """The names before 0.10.2 of a newer release's settings, read as its own (its parser refuses them)."""
+    why = f"the name before OpenRLHF 0.10.2, which {version}'s parser refuses"
+    return {old: (new, why) for old, new in RENAMED_0_10_2.items() if new in settings}
+
 
 ADVANTAGE = {
     "group_norm": "advantage=group_std_sample,std_eps=1e-09",
@@ -213,16 +248,7 @@ SETTINGS_0_6_4 = {
     "max_norm": Setting(1.0, kind=float, low=0.0),
 }
 NEWER_NAMES_0_6_4 = {
-    "advantage_estimator": "algo.advantage.estimator",
-    "eps_clip": "actor.eps_clip",
-    "max_epochs": "train.max_epochs",
-    "train_batch_size": "train.batch_size",
-    "rollout_batch_size": "rollout.batch_size",
-    "n_samples_per_prompt": "rollout.n_samples_per_prompt",
-    "init_kl_coef": "algo.kl.init_coef",
-    "use_kl_loss": "algo.kl.use_loss",
-    "kl_estimator": "algo.kl.estimator",
-    "max_norm": "actor.max_norm",
+    old: new for old, new in RENAMED_0_10_2.items() if old in SETTINGS_0_6_4 and new in SETTINGS_0_11_2
 }
 
 
@@ -248,6 +274,48 @@ def _mapping_0_6_4(s: dict[str, Any]) -> ToyMapping:
     return ToyMapping(spec, group, unmodelled, mapped.notes, step_responses=s["train_batch_size"])
 
 
+# Argument names of train_ppo_ray.py that only OpenRLHF has: its sections since 0.10.2 (verl shares
+# data., critic. and reward.), and names before it; and those spelt close to the ones toyrl reads.
+MARKS = (
+    "algo.",
+    "actor.",
+    "train.",
+    "rollout.",
+    "ds.",
+    "vllm.",
+    "ckpt.",
+    "logger.",
+    "ref.",
+    "eval.",
+    "data.",
+    "critic.",
+    "reward.",
+    "reward_pretrain",
+    "ref_num_nodes",
+    "actor_num_nodes",
+    "actor_num_gpus_per_node",
+    "vllm_num_engines",
+    "colocate_all_models",
+    "micro_rollout_batch_size",
+    "prompt_max_len",
+    "normalize_reward",
+    "use_wandb",
+    "ckpt_path",
+    "actor_learning_rate",
+    "packing_samples",
+    "label_key",
+)
+OTHER_NAMES = frozenset(
+    {
+        "algo.dynamic_filtering_range",
+        "critic.max_norm",
+        "eval.n_samples_per_prompt",
+        "eval_n_samples_per_prompt",
+        "micro_rollout_batch_size",
+        "micro_train_batch_size",
+        "rollout.micro_batch_size",
+    }
+)
 SOURCE = (
     "openrlhf/cli/train_ppo_ray.py, openrlhf/trainer/ppo_utils/experience_maker.py, openrlhf/models/loss.py"
 )
@@ -255,15 +323,25 @@ TRAINER = Trainer(
     name="OpenRLHF",
     distribution="openrlhf",
     releases={
-        "0.11.2": Release(SETTINGS_0_11_2, SOURCE, _mapping),
+        "0.11.2": Release(SETTINGS_0_11_2, SOURCE, _mapping, _older_names(SETTINGS_0_11_2, "0.11.2")),
         "0.10.3": Release(
-            SETTINGS_0_10_3, SOURCE + ", openrlhf/utils/loss_utils.py (get_loss_batch_info)", _mapping_0_10_3
+            SETTINGS_0_10_3,
+            SOURCE + ", openrlhf/utils/loss_utils.py (get_loss_batch_info)",
+            _mapping_0_10_3,
+            _older_names(SETTINGS_0_10_3, "0.10.3"),
         ),
         "0.6.4": Release(
             SETTINGS_0_6_4,
             "openrlhf/cli/train_ppo_ray.py, openrlhf/models/loss.py (PolicyLoss), "
             "openrlhf/trainer/ppo_utils/replay_buffer.py (normalize)",
             _mapping_0_6_4,
+            {
+                new: (old, "its name since OpenRLHF 0.10.2, which 0.6.4's parser refuses")
+                for old, new in RENAMED_0_10_2.items()
+                if old in SETTINGS_0_6_4
+            },
         ),
     },
+    marks=MARKS,
+    other_names=OTHER_NAMES,
 )

@@ -208,6 +208,39 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     return ToyMapping(",".join(spec), group, unmodelled, step_responses=step)
 
 
+# Names of `trl grpo --config FILE.yaml` files that only TRL has: its script, model and dataset
+# arguments (trl/scripts/utils.py ScriptArguments, trl/trainer/model_config.py ModelConfig) and
+# transformers' TrainingArguments, which GRPOConfig extends.
+MARKS = (
+    "model_name_or_path",
+    "dataset_name",
+    "dataset_config",
+    "dataset_train_split",
+    "dataset_test_split",
+    "reward_funcs",
+    "reward_weights",
+    "use_vllm",
+    "vllm_mode",
+    "output_dir",
+    "lr_scheduler_type",
+    "warmup_ratio",
+    "report_to",
+    "run_name",
+    "push_to_hub",
+)
+# GRPOConfig's and TrainingArguments' names spelt close to the ones toyrl reads.
+OTHER_NAMES = frozenset(
+    {
+        "entropy_coef_delta",
+        "entropy_coef_max",
+        "entropy_coef_min",
+        "eval_accumulation_steps",
+        "num_generations_eval",
+        "per_device_eval_batch_size",
+        "per_gpu_train_batch_size",
+    }
+)
+
 TRAINER = Trainer(
     name="TRL",
     distribution="trl",
@@ -227,4 +260,6 @@ TRAINER = Trainer(
             for version in ("0.22.1", "0.22.0")
         },
     },
+    marks=MARKS,
+    other_names=OTHER_NAMES,
 )

@@ -10,7 +10,8 @@ What the mapping follows:
   rewards themselves whitened so, `reinforce_pp`), "opo" (the length-weighted group baseline) and
   "gpg" (the centred reward times N / nonzero rewards); the default "gae" needs a value model;
 - `actor_rollout_ref.actor.policy_loss.loss_mode`: "vanilla" (PPO, dual clip), "gspo", "cispo",
-  "sapo" (`policy_loss.tau_pos` / `tau_neg`; always seq-mean-token-mean) and "gpg";
+  "sapo" (`actor.tau_pos` / `tau_neg`, in the actor's section, not its policy_loss; always
+  seq-mean-token-mean) and "gpg";
 - `actor_rollout_ref.actor.loss_agg_mode`: "token-mean" (the batch's tokens), "seq-mean-token-mean",
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
   "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
@@ -132,8 +133,8 @@ SETTINGS_0_9_1 = {
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
     ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
     ACTOR + "optim.clip_grad": Setting(1.0, kind=float, low=0.0),
-    ACTOR + "policy_loss.tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
-    ACTOR + "policy_loss.tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
+    ACTOR + "tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
+    ACTOR + "tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
 }
 
 # 0.7.0: the legacy actor (dp_actor.update_policy) normalises each micro-batch on its own and
@@ -189,7 +190,7 @@ def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
 def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, beta: float) -> list[str]:
     """The policy loss: "vanilla" PPO with the dual clip clip_ratio_c; "gspo" (the sequence ratio,
     clipped at clip_ratio_low / _high, no dual clip); "cispo" (the weight clip(rho, 1 - low,
-    1 + high), detached); "sapo" (the gate at policy_loss.tau_pos / tau_neg); "gpg" (-A log pi)."""
+    1 + high), detached); "sapo" (the gate at actor.tau_pos / tau_neg); "gpg" (-A log pi)."""
     mode = s[ACTOR + "policy_loss.loss_mode"]
     if mode == "vanilla":
         return ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
@@ -199,8 +200,8 @@ def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, bet
     elif mode == "sapo":
         spec.append("objective=sapo")
         for key, field in (("tau_pos", 1.0), ("tau_neg", 1.05)):
-            if s[ACTOR + "policy_loss." + key] != field:
-                spec.append(f"{key}={s[ACTOR + 'policy_loss.' + key]}")
+            if s[ACTOR + key] != field:
+                spec.append(f"{key}={s[ACTOR + key]}")
     else:
         spec.append("objective=gpg")
     return spec
@@ -377,6 +378,38 @@ def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
 
 SETTINGS_DEFAULTS_0_9_1 = {key: setting.default for key, setting in SETTINGS_0_9_1.items()}
 
+# The sections of verl's Hydra configuration (verl/trainer/config/ppo_trainer.yaml; OpenRLHF's
+# arguments share data., critic. and reward.), and its names that toyrl does not read, spelt close
+# to ones it reads (checked against 0.7.0's and 0.9.1's _generated_ppo_trainer.yaml).
+MARKS = (
+    "actor_rollout_ref.",
+    "algorithm.",
+    "trainer.",
+    "reward_model.",
+    "custom_reward_function.",
+    "ray_kwargs.",
+    "ray_init.",
+    "global_profiler.",
+    "transfer_queue.",
+    "reward_manager.",
+    "distillation.",
+    "sandbox_fusion.",
+    "skip.",
+    "data.",
+    "critic.",
+    "reward.",
+)
+OTHER_NAMES = frozenset(
+    {
+        ACTOR + "ppo_micro_batch_size",
+        "actor_rollout_ref.rollout.val_kwargs.n",
+        "data.gen_batch_size",
+        "data.val_batch_size",
+        "reward.reward_manager.module.name",
+        "reward_manager.name",
+    }
+)
+
 TRAINER = Trainer(
     name="verl",
     distribution="verl",
@@ -394,4 +427,6 @@ TRAINER = Trainer(
             _mapping_0_7_0,
         ),
     },
+    marks=MARKS,
+    other_names=OTHER_NAMES,
 )
