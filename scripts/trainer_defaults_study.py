@@ -63,8 +63,19 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
             "algorithm.adv_estimator": "grpo",
             "algorithm.norm_adv_by_std_in_grpo": False,
             VERL + "loss_agg_mode": "seq-mean-token-sum-norm",
+            VERL + "ppo_micro_batch_size_per_gpu": 16,
         },
-        "verl: Dr. GRPO's two settings",
+        "verl: Dr. GRPO's two settings (loss_scale_factor unset, micro-batches of 16)",
+    ),
+    "verl_dr_grpo_constant": (
+        "verl",
+        {
+            "algorithm.adv_estimator": "grpo",
+            "algorithm.norm_adv_by_std_in_grpo": False,
+            VERL + "loss_agg_mode": "seq-mean-token-sum-norm",
+            VERL + "loss_scale_factor": 1500,
+        },
+        "verl: the same with loss_scale_factor = 1500 (the toy's cap)",
     ),
     "openrlhf_group_norm": (
         "openrlhf",

@@ -12,10 +12,10 @@ toy's batch of B x G responses in B G / m micro-batches, one optimiser step per 
 GRPO itself (the constant L_norm: what loss_scale_factor set gives), with seeds 0..N-1 at
 `Config()`, and writes, under --out-dir:
 
-- `verl_width.json`: `meta` (toyrl version, command, configuration, seeds), then `sizes`, one per
-  m: the variant's spec, the final step's accuracy (%), E[L | incorrect] and E[L | correct], each
-  {mean, se} over seeds (exact expectations), and the paired difference of E[L | incorrect] from
-  Dr. GRPO's {mean, se}; and `dr_grpo`, the reference's own numbers;
+- `verl_width.json`: `meta` (toyrl version, command, configuration, seeds and their count), then
+  `sizes`, one per m: the variant's spec, the final step's accuracy (%), E[L | incorrect] and
+  E[L | correct], each {mean, se} over seeds (exact expectations), and the paired difference of
+  E[L | incorrect] from Dr. GRPO's {mean, se}; and `dr_grpo`, the reference's own numbers;
 - `verl_width.md`: the same as a table.
 
 Every variant of a seed shares its noise with Dr. GRPO's (common random numbers), so the
@@ -112,6 +112,7 @@ def main() -> None:
         + (f" --seeds {args.seeds}" if args.seeds != 20 else ""),
         "config": config.to_dict(),
         "seeds": seeds,
+        "seed_count": len(seeds),
     }
     text = json.dumps({"meta": meta, "sizes": table, "dr_grpo": dr_grpo}, indent=1, allow_nan=False) + "\n"
     note = (

@@ -5,7 +5,8 @@ Each fragment below is a phrase of the README with `{file.key:format}` in place 
 results/init_sensitivity.json (`python scripts/init_sensitivity.py`), `p.` keys from
 results/presets.json (`python scripts/presets_study.py`), `t.` keys from results/trainer_defaults.json
 (`python scripts/trainer_defaults_study.py`), `f.` keys from results/families.json
-(`python scripts/families_study.py`). A fragment whose rendering is
+(`python scripts/families_study.py`), `w.` keys from results/verl_width.json
+(`python scripts/verl_width_study.py`). A fragment whose rendering is
 not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
 """
 
@@ -34,12 +35,14 @@ def claims() -> dict[str, Any]:
     presets = json.loads((ROOT / "results" / "presets.json").read_text())
     defaults = json.loads((ROOT / "results" / "trainer_defaults.json").read_text())
     families = json.loads((ROOT / "results" / "families.json").read_text())
+    width = json.loads((ROOT / "results" / "verl_width.json").read_text())
     return (
         flatten(study, "s")
         | flatten(sensitivity, "i")
         | flatten(presets, "p")
         | flatten(defaults, "t")
         | flatten(families, "f")
+        | flatten(width, "w")
     )
 
 
@@ -130,6 +133,11 @@ README_FRAGMENTS = [
     "loss drifts like GRPO**, to {p.final.length_only.length_incorrect.mean:,.0f}",
     "and with it wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
     "sends wrong answers to the cap: {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
+    "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f}",
+    "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
+    "responses and {w.sizes.4.difference_length_incorrect.mean:.0f}",
+    "± {w.sizes.4.difference_length_incorrect.se:.0f} with 4",
+    "over {w.meta.seed_count:d} paired seeds",
     "Dr. GRPO by {t.cases.trl_default.difference_length_incorrect.mean:.0f}",
     "± {t.cases.trl_default.difference_length_incorrect.se:.0f} tokens with TRL's defaults,",
     "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
@@ -332,6 +340,10 @@ TRAINERS_DOC_FRAGMENTS = [
     "± {p.final.dr_grpo.length_incorrect.sd:.0f}",
     "over 100 seeds, `std_only` ends {s.pairing.all.std_only_minus_dr_grpo.accuracy_pct.paired_mean:+.2f}",
     "± {s.pairing.all.std_only_minus_dr_grpo.accuracy_pct.paired_se:.2f}",
+    "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f} ± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16,",
+    "{w.sizes.4.difference_length_incorrect.mean:.0f} ± {w.sizes.4.difference_length_incorrect.se:.0f} with 4 and",
+    "{w.sizes.1.difference_length_incorrect.mean:.0f} ± {w.sizes.1.difference_length_incorrect.se:.0f} with 1;",
+    "with 64 (half the batch) the difference is {w.sizes.64.difference_length_incorrect.mean:.0f} ± {w.sizes.64.difference_length_incorrect.se:.0f} token.",
 ]
 
 

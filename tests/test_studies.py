@@ -1,5 +1,5 @@
 """The committed studies (scripts/seed_study.py, scripts/init_sensitivity.py, scripts/presets_study.py,
-scripts/trainer_defaults_study.py, scripts/families_study.py),
+scripts/trainer_defaults_study.py, scripts/families_study.py, scripts/verl_width_study.py),
 their files under results/, and docs/initialisation.md, which quotes them (tests/test_docs.py ties
 the README, docs/bias.md and docs/variants.md to the same files).
 
@@ -331,6 +331,8 @@ STUDY_FILES = {
     "seed_study": ("seed_study.json", "seed_study_curves.csv"),
     "init_sensitivity": ("init_sensitivity.json", "init_sensitivity.csv"),
     "presets_study": ("presets.json",),
+    "trainer_defaults_study": ("trainer_defaults.json",),
+    "verl_width_study": ("verl_width.json",),
 }
 
 
@@ -357,15 +359,14 @@ def test_the_trainer_defaults_are_what_toyrl_check_maps_today() -> None:
     the settings to now (a mapping change without a rerun fails here), and oat's defaults are Dr.
     GRPO's loss itself (the README says so)."""
     from toyrl.trainers import resolve
-    from toyrl.trainers.check import dr_grpo_in
-    from toyrl.variants import parse_variant
+    from toyrl.trainers.check import dr_grpo_in, toy_variant
 
     study = load_script("trainer_defaults_study")
     saved = json.loads((RESULTS / "trainer_defaults.json").read_text())
     assert list(saved["cases"]) == list(study.CASES)
     for key, (trainer, settings, label) in study.CASES.items():
         resolved = resolve(trainer, None, study.TOY_SCALE[trainer] | settings)
-        variant = parse_variant(resolved.mapping.spec)
+        variant, _ = toy_variant(resolved, Config())
         case = saved["cases"][key]
         assert (case["label"], case["setting"]["spec"]) == (label, variant.spec_text()), key
         assert case["dr_grpo"]["spec"] == dr_grpo_in(variant).spec_text(), key
@@ -373,18 +374,19 @@ def test_the_trainer_defaults_are_what_toyrl_check_maps_today() -> None:
     assert oat["setting"]["spec"] == oat["dr_grpo"]["spec"]
 
 
-@pytest.mark.slow
-def test_the_trainer_defaults_study_regenerates_the_committed_numbers(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "trainer_defaults_study.py"), "--out-dir", str(tmp_path)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=280,
-    )
-    name = "trainer_defaults.json"
-    saved, fresh = (json.loads((folder / name).read_text()) for folder in (RESULTS, tmp_path))
-    assert_same_numbers(flatten(saved), flatten(fresh), name)
+def test_the_verl_width_study_runs_the_preset_s_divisor() -> None:
+    """Each size's variant is verl_dr_grpo's loss at that micro-batch size, and the reference Dr.
+    GRPO itself: the study measures the presets' divisor, not another."""
+    from toyrl.variants import VARIANTS, parse_variant
+
+    data = json.loads((RESULTS / "verl_width.json").read_text())
+    responses = Config().batch_prompts * Config().group_size
+    assert data["dr_grpo"]["spec"] == VARIANTS["dr_grpo"].spec_text()
+    assert set(data["sizes"]) >= {"1", "4", "16", str(responses)}
+    for size, entry in data["sizes"].items():
+        keys = VARIANTS["verl_dr_grpo"].spec() | {"micro_batches": responses // int(size)}
+        preset = parse_variant(",".join(f"{key}={value}" for key, value in keys.items()))
+        assert parse_variant(entry["spec"]).spec() == preset.spec(), size
 
 
 # The families study (scripts/families_study.py, 100 seeds: about 15 minutes on 2 cores) keeps every

@@ -151,6 +151,26 @@ def toy_micro_batches(step: int, micro: int) -> int:
     return count
 
 
+def toy_variant(resolved: Resolved, config: Config) -> tuple[Variant, list[str]]:
+    """The settings' variant on the toy at `config`, and a note where its micro-batches differ in
+    size from the trainer's: the mapping's spec, with micro-batches of the trainer's size cut from
+    the toy's optimiser steps where the normaliser's scope is the micro-batch and its size matters
+    (`ToyMapping.micro_batch_responses`)."""
+    variant = parse_variant(resolved.mapping.spec)
+    micro = resolved.mapping.micro_batch_responses
+    if micro is None:
+        return variant, []
+    step = config.batch_prompts * config.group_size // getattr(variant.schedule, "mini_batches", 1)
+    count = toy_micro_batches(step, micro)
+    variant = parse_variant(f"{resolved.mapping.spec},micro_batches={count}")
+    if step == count * micro:
+        return variant, []
+    return variant, [
+        f"the toy's micro-batches hold {step // count} responses ({step} a step in {count}), the "
+        f"trainer's {micro}"
+    ]
+
+
 def run_check(
     resolved: Resolved,
     config: Config,
@@ -172,18 +192,10 @@ def run_check(
                 f"{field_name} = {getattr(config, field_name)} is the toy's; {setting} defaults to {value} "
                 f"(--set {setting}=... to use yours)"
             )
-    variant = parse_variant(resolved.mapping.spec)
+    variant, sizes = toy_variant(resolved, config)
+    kept += sizes
     step = resolved.mapping.step_responses
     toy_step = config.batch_prompts * config.group_size // getattr(variant.schedule, "mini_batches", 1)
-    micro = resolved.mapping.micro_batch_responses
-    if micro is not None:
-        count = toy_micro_batches(toy_step, micro)
-        variant = parse_variant(f"{resolved.mapping.spec},micro_batches={count}")
-        if toy_step != count * micro:
-            kept.append(
-                f"the toy's micro-batches hold {toy_step // count} responses ({toy_step} a step in "
-                f"{count}), the trainer's {micro}"
-            )
     if step is not None and not step / 2 <= toy_step <= 2 * step:
         kept.append(
             f"the toy's optimiser steps hold {toy_step} responses (B x G / mini_batches), the trainer's "
