@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from toyrl.cli import app
-from toyrl.config import InvalidInput
+from toyrl.config import Config, InvalidInput
 from toyrl.trainers import parse_sets, resolve
-from toyrl.trainers.check import Check, Outcome, dr_grpo_in, toy_micro_batches
+from toyrl.trainers.check import Check, Outcome, dr_grpo_in, dr_grpo_settings, toy_micro_batches
 from toyrl.trainers.reading import read_settings
 from toyrl.variants import VARIANTS, parse_variant
 
@@ -1167,3 +1167,50 @@ def test_docs_trainers_examples_run_as_written(tmp_path: Path, monkeypatch: pyte
         code, stdout, stderr = invoke("check", *args[:cut], *SMALL, *args[cut:])
         assert code == 0, stderr
         assert stdout.splitlines()[: len(lines) - 1] == lines[1:], stdout
+
+
+@pytest.mark.parametrize(
+    ("trainer", "version", "settings", "fix"),
+    [
+        ("trl", None, {}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
+        ("trl", None, {"loss_type": "dr_grpo"}, {"scale_rewards": "none"}),  # the issue's half
+        ("trl", None, {"loss_type": "dr_grpo", "scale_rewards": "none"}, {}),
+        ("trl", "0.22.1", {}, {"loss_type": "dr_grpo"}),  # its 'group' divides by nothing (swapped)
+        (
+            "verl",
+            None,
+            {"algorithm.adv_estimator": "grpo"},
+            {
+                "algorithm.norm_adv_by_std_in_grpo": False,
+                VERL + "loss_agg_mode": "seq-mean-token-sum-norm",
+                VERL + "loss_scale_factor": 512,
+            },
+        ),
+        (
+            "verl",
+            None,
+            {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS, **MICRO_16},
+            {VERL + "loss_scale_factor": 512},
+        ),
+        ("oat", None, {"critic_type": "grpo"}, {"critic_type": "drgrpo"}),
+        ("openrlhf", None, {"algo.advantage.estimator": "group_norm"}, None),  # no constant-normalised loss
+    ],
+)
+def test_the_fewest_settings_that_make_a_run_dr_grpo(
+    trainer: str, version: str | None, settings: dict, fix: dict | None
+) -> None:
+    """What the report tells to set, per trainer and release, as each trainer's code defines Dr.
+    GRPO (docs/trainers.md's table): {} when the settings are it, None when nothing toyrl models is."""
+    resolved = resolve(trainer, version, settings)
+    assert dr_grpo_settings(resolved, Config()) == fix
+
+
+def test_the_report_says_what_to_set_for_dr_grpo() -> None:
+    code, stdout, stderr = invoke("check", "--set", "loss_type=dr_grpo", *SMALL)
+    assert code == 0, stderr
+    (line,) = [line for line in stdout.splitlines() if line.startswith("to Dr. GRPO:")]
+    assert line.startswith("to Dr. GRPO: set scale_rewards='none'; the toy then runs these settings as")
+    code, stdout, stderr = invoke("check", "--set", "loss_type=dr_grpo", "--json", *SMALL)
+    assert json.loads(stdout)["dr_grpo_settings"] == {"scale_rewards": "none"}
+    code, stdout, _ = invoke("check", "--set", "loss_type=dr_grpo", "--set", "scale_rewards=none", *SMALL)
+    assert "to Dr. GRPO: nothing to change" in stdout

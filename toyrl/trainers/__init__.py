@@ -103,6 +103,9 @@ def _from_text(text: str) -> Any:
     return text
 
 
+Levers = tuple[Any, ...] | Callable[[dict[str, Any]], tuple[Any, ...]]
+
+
 @dataclass(frozen=True)
 class ToyMapping:
     """What a trainer's settings are on the toy: a spec (`toyrl.objective`), the configuration
@@ -129,6 +132,9 @@ class Release:
     source: str
     mapping: Callable[[dict[str, Any]], ToyMapping]
     aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the settings that can make a run Dr. GRPO's loss, each with the values to try (or a function
+    # of the run's settings giving them): `toyrl.trainers.check.dr_grpo_settings` searches them
+    dr_grpo: dict[str, Levers] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Lengths are the exact expectations at each seed's policy (`toyrl.policy.exact_me
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.experiment import check_experiment, run_experiment
 from toyrl.objective import Variant
-from toyrl.trainers import Resolved
+from toyrl.trainers import Resolved, resolve
 from toyrl.variants import VARIANTS, parse_variant
 
 MARGIN_SE = 4.0
@@ -51,6 +52,9 @@ class Check:
     preset: str | None  # the named preset the settings land on, if any
     loss_preset: str | None  # else the preset with their loss and advantage (one step per batch)
     kept: list[str] = dataclasses.field(default_factory=list)  # toy fields kept against the defaults
+    # the fewest settings that make these Dr. GRPO's loss in this trainer and release ({} when
+    # they are already; None when no setting toyrl models does: `dr_grpo_settings`)
+    fix: dict[str, Any] | None = None
 
     @property
     def difference(self) -> tuple[float, float]:
@@ -221,7 +225,36 @@ def run_check(
         preset,
         loss_preset,
         kept,
+        {} if same else dr_grpo_settings(resolved, config),
     )
+
+
+def dr_grpo_settings(resolved: Resolved, config: Config) -> dict[str, Any] | None:
+    """The fewest of the release's Dr. GRPO settings (`Release.dr_grpo`), set on top of the given
+    ones, under which the toy runs the settings as Dr. GRPO's loss in their own schedule, clip and
+    KL term (the variant is its own `dr_grpo_in`: the same run as the check's reference); {} when
+    they are already, None when no such set exists. Smaller sets are tried first, each setting's
+    values in their order; a set the release refuses (a value another setting rules out) is skipped."""
+    variant, _ = toy_variant(resolved, config)
+    if variant.spec() == dr_grpo_in(variant).spec():
+        return {}
+    options: dict[str, list[Any]] = {}
+    for name, values in resolved.release.dr_grpo.items():
+        tried = values(resolved.values) if callable(values) else values
+        options[name] = [value for value in tried if value != resolved.values[name]]
+    levers = [name for name, values in options.items() if values]
+    for size in range(1, len(levers) + 1):
+        for names in itertools.combinations(levers, size):
+            for values in itertools.product(*(options[name] for name in names)):
+                change = dict(zip(names, values, strict=True))
+                try:
+                    trial = resolve(resolved.trainer.name.lower(), resolved.version, resolved.given | change)
+                except InvalidInput:
+                    continue
+                variant, _ = toy_variant(trial, config)
+                if variant.spec() == dr_grpo_in(variant).spec():
+                    return change
+    return None
 
 
 def _cell(values: np.ndarray, scale: float = 1.0, digits: int = 0) -> str:
@@ -277,6 +310,7 @@ def report(check: Check) -> list[str]:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
     lines.append(f"verdict: {check.verdict()}")
+    lines.append(fix_line(check))
     lines.append(
         "(the same seeds and noise for both; conclusions hold for the toy's conventions, docs/trainers.md)"
     )
@@ -286,6 +320,24 @@ def report(check: Check) -> list[str]:
             f"key{'s' if len(r.misspelt) > 1 else ''} above (exit status 1)"
         )
     return lines
+
+
+def fix_line(check: Check) -> str:
+    """What to set for Dr. GRPO in this trainer and release (`Check.fix`), with what the toy then
+    gives: the reference's numbers, its run being the same variant's."""
+    r = check.resolved
+    if check.fix is None:
+        return (
+            f"to Dr. GRPO: no setting of {r.trainer.name} {r.version} that toyrl models makes these settings "
+            "Dr. GRPO's loss"
+        )
+    if not check.fix:
+        return "to Dr. GRPO: nothing to change"
+    settings = ", ".join(f"{name}={value!r}" for name, value in check.fix.items())
+    return (
+        f"to Dr. GRPO: set {settings}; the toy then runs these settings as the Dr. GRPO row above "
+        f"(the same variant): wrong answers end at {_cell(check.reference.incorrect)} tokens"
+    )
 
 
 def misspelt_warning(resolved: Resolved) -> list[str]:
@@ -336,4 +388,5 @@ def as_json(check: Check) -> dict[str, Any]:
         "dr_grpo_spec": check.reference.variant.spec_text(),
         "difference_length_incorrect": {"mean": mean, "se": se},
         "verdict": check.verdict(),
+        "dr_grpo_settings": check.fix,
     }

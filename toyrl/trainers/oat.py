@@ -110,7 +110,10 @@ TRAINER = Trainer(
     distribution="oat-llm",
     releases={
         "0.2.4": Release(
-            SETTINGS_0_2_4, "oat/args.py, oat/algorithms/ppo.py (PPOArgs, PPOLearner.learning_step)", _mapping
+            SETTINGS_0_2_4,
+            "oat/args.py, oat/algorithms/ppo.py (PPOArgs, PPOLearner.learning_step)",
+            _mapping,
+            dr_grpo={"critic_type": ("drgrpo",), "ignore_no_eos": (False,), "whiten_adv": (False,)},
         )
     },
     marks=MARKS,

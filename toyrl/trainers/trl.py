@@ -30,6 +30,7 @@ from typing import Any
 
 from toyrl.config import InvalidInput
 from toyrl.trainers import (
+    Levers,
     Release,
     Setting,
     ToyMapping,
@@ -241,6 +242,14 @@ OTHER_NAMES = frozenset(
     }
 )
 
+# Dr. GRPO's settings (0.22's code swaps scale_rewards' modes: every value is tried)
+DR_GRPO: dict[str, Levers] = {
+    "loss_type": ("dr_grpo",),
+    "scale_rewards": ("none", "group", "batch"),
+    "mask_truncated_completions": (False,),
+    "importance_sampling_level": ("token",),
+}
+
 TRAINER = Trainer(
     name="TRL",
     distribution="trl",
@@ -249,6 +258,7 @@ TRAINER = Trainer(
             SETTINGS_1_16_0,
             "trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py (_compute_loss, advantages)",
             _mapping,
+            dr_grpo=DR_GRPO,
         ),
         **{
             version: Release(
@@ -256,6 +266,7 @@ TRAINER = Trainer(
                 "trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py (_compute_loss, "
                 "_generate_and_score_completions)",
                 _mapping_0_22,
+                dr_grpo=DR_GRPO,
             )
             for version in ("0.22.1", "0.22.0")
         },

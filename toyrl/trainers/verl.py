@@ -419,6 +419,15 @@ TRAINER = Trainer(
             "verl/trainer/config/ppo_trainer.yaml, verl/trainer/ppo/core_algos.py (advantages, agg_loss, "
             "the vanilla policy loss)",
             _mapping,
+            dr_grpo={
+                "algorithm.adv_estimator": ("grpo",),
+                "algorithm.norm_adv_by_std_in_grpo": (False,),
+                ACTOR + "loss_agg_mode": ("seq-mean-token-sum-norm",),
+                ACTOR + "loss_scale_factor": lambda s: (s["data.max_response_length"],),
+                ACTOR + "policy_loss.loss_mode": ("vanilla",),
+                "reward.reward_manager.name": ("naive",),
+                "algorithm.filter_groups.enable": (False,),
+            },
         ),
         "0.7.0": Release(
             SETTINGS_0_7_0,
