@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from toyrl.config import InvalidInput
 from toyrl.objective import advantages, from_spec, parse_spec, variant_weights
 from toyrl.policy import Batch
-from toyrl.stages import weights
+from toyrl.stages import REGISTRY, weights
 from toyrl.variants import VARIANTS, parse_variants
 
 # Article, "Worked example by hand": G = 8, two correct; a correct answer of 200 tokens, a wrong
@@ -183,3 +183,48 @@ def test_length_power_is_grpos_mean_at_0_and_dr_grpos_constant_at_1() -> None:
     for bad in ("-0.1", "1.5", "nan"):
         with pytest.raises(InvalidInput, match=r"alpha must be a (number in \[0, 1\]|finite number)"):
             parse_spec(f"advantage=none,aggregation=length_power,alpha={bad}")
+
+
+# A batch of two groups of four: rewards, tokens, and which responses ended before the cap.
+GROUPS_REWARDS = np.array([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]])
+GROUPS_TOKENS = np.array([[5.0, 40.0, 12.0, 7.0], [30.0, 3.0, 9.0, 61.0]])
+GROUPS_STOPPED = np.array([[True, False, True, True], [True, True, True, False]])
+
+
+@pytest.mark.parametrize("advantage", sorted(REGISTRY["advantage"]))
+@pytest.mark.parametrize("selector", sorted(REGISTRY["selector"]))
+def test_variant_weights_take_every_advantage_and_selector(advantage: str, selector: str) -> None:
+    """Every registered advantage (those weighing responses by their tokens too) and selector: the
+    weights are the advantages over D where the selector keeps a response, and exactly 0 where not."""
+    variant = parse_variants([f"advantage={advantage},selector={selector},aggregation=seq_mean_token_mean"])[
+        0
+    ]
+    got = variant_weights(variant, GROUPS_REWARDS, GROUPS_TOKENS, 1e-6, 100.0, GROUPS_STOPPED)
+    keep = GROUPS_STOPPED if selector == "stopped" else np.ones_like(GROUPS_STOPPED)
+    assert got.shape == GROUPS_REWARDS.shape and np.isfinite(got).all()
+    assert (got[~keep] == 0).all() and (got[keep] != 0).any()
+
+
+def test_variant_weights_of_the_token_weighted_advantages_by_hand() -> None:
+    """OPO's length-weighted baseline and REINFORCE++'s whitening over the batch's tokens, restated
+    here: A / |o| (seq_mean_token_mean) per response."""
+    r, t = GROUPS_REWARDS, GROUPS_TOKENS
+    opo = parse_variants(["advantage=opo,aggregation=seq_mean_token_mean"])[0]
+    baseline = (t * r).sum(axis=1, keepdims=True) / t.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(variant_weights(opo, r, t, 0.0, 1.0), (r - baseline) / t, rtol=1e-14)
+    whiten = parse_variants(["advantage=reinforce_pp,aggregation=seq_mean_token_mean"])[0]
+    n = t.sum()
+    mean = (r * t).sum() / n
+    bessel = float(np.float32(n) / np.float32(n - 1))  # verl's masked_var, in float32
+    variance = ((r - mean) ** 2 * t).sum() / n * bessel
+    want = (r - mean) / np.sqrt(variance + 1e-8) / t
+    np.testing.assert_allclose(variant_weights(whiten, r, t, 0.0, 1.0), want, rtol=1e-12)
+
+
+def test_variant_weights_leave_truncated_responses_out_with_mask_truncated() -> None:
+    masked = parse_variants(["advantage=none,aggregation=seq_mean_token_sum_norm,mask_truncated=true"])[0]
+    plain = VARIANTS["dr_grpo"]
+    w_masked = variant_weights(masked, GROUPS_REWARDS, GROUPS_TOKENS, 0.0, 100.0, GROUPS_STOPPED)
+    w_plain = variant_weights(plain, GROUPS_REWARDS, GROUPS_TOKENS, 0.0, 100.0, GROUPS_STOPPED)
+    assert (w_masked[~GROUPS_STOPPED] == 0).all() and (w_plain[~GROUPS_STOPPED] != 0).all()
+    np.testing.assert_array_equal(w_masked[GROUPS_STOPPED], w_plain[GROUPS_STOPPED])

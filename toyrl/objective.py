@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from toyrl.config import InvalidInput
-from toyrl.policy import FloatArray
+from toyrl.policy import Batch, FloatArray
 from toyrl.stages import REGISTRY, parameters, stage_name, weights
 
 # Spec key of each stage kind ("aggregation" is the normaliser's, the trainers' word for it).
@@ -265,15 +265,32 @@ def advantages(rewards: ArrayLike, mode: str, std_eps: float) -> FloatArray:
 
 
 def variant_weights(
-    variant: Variant, rewards: ArrayLike, token_count: ArrayLike, std_eps: float, length_norm: float
+    variant: Variant,
+    rewards: ArrayLike,
+    token_count: ArrayLike,
+    std_eps: float,
+    length_norm: float,
+    stopped: ArrayLike = True,
 ) -> FloatArray:
-    """Per-token weights A_i / D_i (without 1/n) of one group (or batch) of responses in the loss."""
+    """Per-token weights A_i / D_i (without 1/n) of one group [G] (or batch [B, G]) of responses, as
+    a training step takes them: the advantages of every response (those weighing responses by their
+    tokens given `token_count`), the variant's selector on which are in the loss (`stopped`: which
+    responses ended before the cap; a truncated one a `mask_truncated` selector leaves out weighs
+    0), and the normaliser's D over the ones in the loss."""
     r = np.asarray(rewards, dtype=np.float64)
     tokens = np.broadcast_to(np.asarray(token_count, dtype=np.float64), r.shape)
     batch_rewards, batch_tokens = np.atleast_2d(r), np.atleast_2d(tokens)
+    ended = np.broadcast_to(np.asarray(stopped, dtype=bool), batch_rewards.shape)
     own = getattr(variant.advantage, "std_eps", None)
-    advantage = variant.advantage.advantages(batch_rewards, std_eps if own is None else own)
-    included = np.ones(batch_rewards.shape, dtype=bool)
+    eps = std_eps if own is None else own
+    if getattr(variant.advantage, "uses_tokens", False):
+        advantage = variant.advantage.advantages(batch_rewards, eps, batch_tokens)
+    else:
+        advantage = variant.advantage.advantages(batch_rewards, eps)
+    # the selectors read which responses stopped (and the batch's shape), not their approach or length
+    prompts = np.arange(batch_rewards.shape[0])
+    batch = Batch(prompts, batch_rewards > 0, batch_tokens.astype(np.int64), ended)
+    included = variant.selector.included(batch)
     denominator, _ = variant.normaliser.denominators(batch_tokens, included, length_norm)
     return weights(advantage, denominator, included).reshape(r.shape)
 
