@@ -17,6 +17,10 @@ Workloads and targets:
 - a 4-epoch PPO preset (DAPO's settings, num_iterations=4): 24 seeds x 200 steps: at least 2x
   faster than before the redesign;
 - mean-field runs, 256 x 100 steps, against the same runs sampled: at most 2x.
+
+A control: the article set with numpy's exp, log, logaddexp and power in place of this version's
+kernels (monkeypatched in `toyrl.kernels`; other bits, timing only), which measures how much of
+the difference from cdac3e0 is the kernels' cost.
 """
 
 from __future__ import annotations
@@ -70,6 +74,27 @@ except ImportError:  # toyrl 0.2
         run(config, runs)
 
 name, ppo4 = sys.argv[2], sys.argv[3]
+try:
+    from toyrl import kernels
+except ImportError:  # a version before the kernels: numpy's functions already
+    kernels = None
+if name.endswith("_numpy") and kernels is not None:  # a control, timing only: numpy's functions
+    import numpy as np
+
+    def expit(x):
+        return 1 / (1 + np.exp(-np.asarray(x)))
+
+    kernels.exp, kernels.log, kernels.log1p, kernels.expm1 = np.exp, np.log, np.log1p, np.expm1
+    kernels.softplus = lambda x: np.logaddexp(0, x)
+    kernels.log_expit = lambda x: -np.logaddexp(0, -np.asarray(x))
+    kernels.expit = expit
+    kernels.expit_pair = lambda x: (expit(x), expit(-np.asarray(x)))
+    kernels.expit_pair_softplus = lambda x, n: (*kernels.expit_pair(x), np.logaddexp(0, x[..., -n:]))
+    kernels.power = np.power
+    import toyrl.policy
+
+    toyrl.policy.expit, toyrl.policy.log_expit = kernels.expit, kernels.log_expit  # bound at import
+name = name.removesuffix("_numpy")
 plain = parse_variant("dr_grpo")
 article = [(parse_variant(v), s) for v in ("grpo", "std_only", "length_only", "dr_grpo") for s in range(6)]
 ppo = parse_variant(ppo4)
@@ -93,6 +118,7 @@ print(json.dumps(min(seconds)))
 """
 TASKS = [
     "article",
+    "article_numpy",
     "ppo4",
     "mixed",
     "mixed_one_chunk",
@@ -114,6 +140,7 @@ def time_once(tree: Path, task: str, tries: int) -> float:
 # The versions each workload is timed in (every task also in this one).
 VERSIONS = {
     "article": ("arithmetic",),
+    "article_numpy": ("arithmetic",),
     "ppo4": ("redesign", "arithmetic"),
     "mixed": ("redesign",),
     "mixed_one_chunk": ("redesign",),
@@ -175,6 +202,7 @@ def main() -> None:
     ]
     labels = {
         "article": "article set, 4 x 6 x 400",
+        "article_numpy": "  with numpy's exp, log, ... (control)",
         "ppo4": "4-epoch PPO preset, 24 x 200",
         "mixed": "1 x 4-epoch + 23 plain, as chunked",
         "mixed_one_chunk": "  the same 24 runs in one array",
@@ -193,6 +221,9 @@ def main() -> None:
     if "article" in now:
         ratio = now["article"] / arithmetic["article"]
         lines.append(f"  article set, now / {ARITHMETIC}: {ratio:.2f} (<= 1.25)")
+    if "article_numpy" in now:
+        ratio = now["article_numpy"] / arithmetic["article_numpy"]
+        lines.append(f"  control, numpy's functions in place of the kernels, / {ARITHMETIC}: {ratio:.2f}")
     if "ppo4" in now:
         lines.append(
             f"  4-epoch PPO speed-up, {REDESIGN} / now: {redesign['ppo4'] / now['ppo4']:.2f}x (>= 2)"

@@ -1214,3 +1214,15 @@ def test_the_report_says_what_to_set_for_dr_grpo() -> None:
     assert json.loads(stdout)["dr_grpo_settings"] == {"scale_rewards": "none"}
     code, stdout, _ = invoke("check", "--set", "loss_type=dr_grpo", "--set", "scale_rewards=none", *SMALL)
     assert "to Dr. GRPO: nothing to change" in stdout
+
+
+def test_verl_s_length_balanced_ranks_are_named_for_the_micro_batch_divisor() -> None:
+    """Over several GPUs with balance_batch (verl's defaults: 8 GPUs, on) a micro-batch's responses
+    are dealt by length; the toy's are consecutive, as on one GPU: said, not hidden."""
+    settings = {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS, **MICRO_16}
+    noted = resolve("verl", None, settings).mapping.unmodelled
+    assert any("balance_batch=True over 8 GPUs" in item for item in noted)
+    for one in ({"trainer.n_gpus_per_node": 1}, {"trainer.balance_batch": False}):
+        assert not any(
+            "over 8 GPUs" in item for item in resolve("verl", None, settings | one).mapping.unmodelled
+        )

@@ -129,6 +129,8 @@ SETTINGS_0_9_1 = {
     "algorithm.filter_groups.max_num_gen_batches": Setting(0, kind=int, low=0, high=100_000),
     "trainer.balance_batch": Setting(True, kind=bool),
     "trainer.use_v1": Setting(True, kind=bool),
+    "trainer.nnodes": Setting(1, kind=int, low=1),
+    "trainer.n_gpus_per_node": Setting(8, kind=int, low=1),
     "data.max_response_length": Setting(512, kind=int, low=1),
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
     ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
@@ -144,7 +146,14 @@ SETTINGS_0_7_0 = {
     key: setting
     for key, setting in SETTINGS_0_9_1.items()
     if not key.startswith(("reward.", "algorithm.filter_groups."))
-    and key not in (ACTOR + "shuffle", "trainer.use_v1", "data.max_response_length")
+    and key
+    not in (
+        ACTOR + "shuffle",
+        "trainer.use_v1",
+        "data.max_response_length",
+        "trainer.nnodes",
+        "trainer.n_gpus_per_node",
+    )
 } | {
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
     ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
@@ -329,6 +338,14 @@ def _sum_norm(s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: 
             "an integer >= 1"
         )
     spec[1] = "aggregation=seq_mean_token_sum_longest,per_micro_batch=True"
+    ranks = s["trainer.nnodes"] * s["trainer.n_gpus_per_node"]
+    if ranks > 1 and s["trainer.balance_batch"]:
+        unmodelled.append(
+            f"trainer.balance_batch=True over {ranks} GPUs: verl deals the batch's responses to the "
+            "data-parallel ranks balanced by length, so a micro-batch's responses (and its longest one) "
+            "are not consecutive in the batch; the toy cuts consecutive ones (as verl does on one GPU, "
+            "or with balance_batch=False)"
+        )
     notes.append(
         f"loss_scale_factor is unset: verl {VERSION}'s V1 trainer pads each micro-batch "
         f"(ppo_micro_batch_size_per_gpu={micro} responses) to its own longest response and divides "
