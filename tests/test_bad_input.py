@@ -85,7 +85,16 @@ BAD = [
     (["run", "--min-length", "0"], "--min-length must be an integer >= 1"),
     (["run", "--steps", "0"], "--steps must be an integer in 1..10,000,000"),
     (["run", "--seeds", "-2"], "--seeds must be an integer in 1..1,000,000"),
-    (["run", "--seed-start", "-1"], "--seed-start must be an integer >= 0 (and below 2**63)"),
+    (["run", "--seed-start", "-1"], "--seed-start must be an integer in 0..9,223,372,036,854,775,802"),
+    # the last seed, not only the first, must fit the results' int64 column
+    (
+        ["run", "--seed-start", "9223372036854775807", "--seeds", "2"],
+        "--seed-start must be an integer in 0..9,223,372,036,854,775,806 with --seeds 2",
+    ),
+    (
+        ["sweep", "--out-dir", "{tmp}/sw", "--seed-start", "9223372036854775807", "--seeds", "2"],
+        "--seed-start must be an integer in 0..9,223,372,036,854,775,806 with --seeds 2",
+    ),
     (["run", "--lr", "0"], "--lr must be a finite number > 0"),
     (["run", "--lr", "inf"], "--lr must be a finite number > 0"),
     (["run", "--lr", "nan"], "--lr must be a finite number > 0"),

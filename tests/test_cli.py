@@ -84,7 +84,11 @@ BAD = [
     (["--steps", "0"], "--steps must be an integer in 1..10,000,000 (got 0)"),
     (["--steps", "-3"], "--steps must be an integer in 1..10,000,000 (got -3)"),
     (["--seeds", "0"], "--seeds must be an integer in 1..1,000,000 (got 0)"),
-    (["--seed-start", "-1"], "--seed-start must be an integer >= 0 (and below 2**63) (got -1)"),
+    (
+        ["--seed-start", "-1"],
+        "--seed-start must be an integer in 0..9,223,372,036,854,775,802 with --seeds 6: the last seed, "
+        "S+N-1, must fit in int64 (at most 9,223,372,036,854,775,807) (got -1)",
+    ),
     (["--lr", "0"], "--lr must be a finite number > 0 (got 0.0)"),
     (["--lr", "-0.1"], "--lr must be a finite number > 0 (got -0.1)"),
     (["--lr", "nan"], "--lr must be a finite number > 0 (got nan)"),

@@ -32,7 +32,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from toyrl import __version__
-from toyrl.config import Config, ConfigError, InvalidInput, field_help
+from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput, field_help
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -622,10 +622,16 @@ N_JOBS_HELP = "Worker processes (at most the cores and the runs); -1 uses every 
 
 
 def _check_seeds(seeds: int, seed_start: int) -> None:
+    """ConfigError unless every seed S .. S+N-1, the last one too, fits the results' int64 column."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise ConfigError("seeds", f"must be an integer in 1..{MAX_SEEDS:,}", seeds)
-    if not 0 <= seed_start < 2**63:
-        raise ConfigError("seed_start", "must be an integer >= 0 (and below 2**63)", seed_start)
+    if not 0 <= seed_start <= MAX_SEED - (seeds - 1):
+        raise ConfigError(
+            "seed_start",
+            f"must be an integer in 0..{MAX_SEED - (seeds - 1):,} with --seeds {seeds}: the last seed, "
+            f"S+N-1, must fit in int64 (at most {MAX_SEED:,})",
+            seed_start,
+        )
 
 
 def _workers(workers: int) -> str:

@@ -27,6 +27,7 @@ class ConfigError(InvalidInput):
 
 
 MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of a step, at most
+MAX_SEED = 2**63 - 1  # a seed is stored in the results' int64 column
 
 
 def _describe(default: Any, text: str) -> Any:

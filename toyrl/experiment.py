@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
-from toyrl.config import Config, ConfigError, InvalidInput
+from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
 from toyrl.train import COLUMNS, Trajectory, check_variant, simulate
@@ -151,8 +151,7 @@ def simulate_in_worker(
 def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequence[int], n_jobs: int) -> int:
     """InvalidInput unless the experiment fits its bounds (seeds, workers, rows of the table, updates
     of a run), checked before any work; returns the worker processes it will use (`worker_count`)."""
-    if not seeds or min(seeds) < 0:
-        raise ConfigError("seeds", "must be a non-empty list of integers >= 0", list(seeds))
+    check_seeds(seeds)
     check_n_jobs(n_jobs)
     n_runs = len(variants) * len(seeds)
     if n_runs * (config.steps + 1) > MAX_ROWS:
@@ -169,6 +168,14 @@ def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequenc
             f"run; the limit is {MAX_UPDATES:,}"
         )
     return worker_count(n_jobs, n_runs)
+
+
+def check_seeds(seeds: Sequence[int]) -> None:
+    """ConfigError unless `seeds` is a non-empty list of integers that fit the results' int64 column."""
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int | np.integer) for s in seeds):
+        raise ConfigError("seeds", f"must be a non-empty list of integers in 0..{MAX_SEED:,}", list(seeds))
+    if min(seeds) < 0 or max(seeds) > MAX_SEED:
+        raise ConfigError("seeds", f"must be integers in 0..{MAX_SEED:,} (int64)", [min(seeds), max(seeds)])
 
 
 def check_n_jobs(n_jobs: int) -> None:
