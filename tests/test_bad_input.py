@@ -95,6 +95,33 @@ BAD = [
         ["sweep", "--out-dir", "{tmp}/sw", "--seed-start", "9223372036854775807", "--seeds", "2"],
         "--seed-start must be an integer in 0..9,223,372,036,854,775,806 with --seeds 2",
     ),
+    # one reading of a boolean everywhere (toyrl.values): false is false, other words are refused
+    (
+        ["sweep", "--out-dir", "{tmp}/sw", "--grid", "count_approach_token=true,no"],
+        "count_approach_token must be true or false (or 1 or 0) (got 'no')",
+    ),
+    (
+        ["run", "--variant", "mask_truncated=yes"],
+        "mask_truncated must be true or false (or 1 or 0) (got 'yes')",
+    ),
+    (
+        ["run", "--variant", "advantage=none,per_micro_batch=off"],
+        "per_micro_batch must be true or false (or 1 or 0) (got 'off')",
+    ),
+    (
+        ["check", "--trainer", "verl", "--set", "algorithm.filter_groups.enable=no"],
+        "algorithm.filter_groups.enable='no' is not valid; valid: true or false (or 1 or 0)",
+    ),
+    # two spellings of one setting are refused, not resolved one way
+    (["run", "--variant", "mask_truncated=true,selector=all"], "mask_truncated and selector both choose"),
+    (
+        ["run", "--variant", "mask_truncated=false,selector=stopped"],
+        "mask_truncated and selector both choose",
+    ),
+    (
+        ["run", "--variant", "advantage=group_std,eps=0.1,std_eps=0.2"],
+        "'std_eps' (or its old name 'eps') is given twice",
+    ),
     (["run", "--lr", "0"], "--lr must be a finite number > 0"),
     (["run", "--lr", "inf"], "--lr must be a finite number > 0"),
     (["run", "--lr", "nan"], "--lr must be a finite number > 0"),

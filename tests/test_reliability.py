@@ -7,8 +7,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from typer.testing import CliRunner
 
 from toyrl.cli import app
@@ -332,3 +334,103 @@ def test_a_sidecar_that_is_not_an_object_is_refused_or_replaced_in_one_line(tmp_
     assert refused.exit_code == 2 and "holds results made with other settings" in refused.stderr
     assert invoke("run", *TINY, "--out", str(out), "--force").exit_code == 0  # replaced, no traceback
     load_results(out)
+
+
+# --- one parser per kind of value ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("true", True), ("False", False), ("1", True), ("0", False), (" TRUE ", True), ("false", False)],
+)
+def test_a_boolean_reads_the_same_in_a_spec_a_grid_and_a_trainer_setting(text: str, value: bool) -> None:
+    from toyrl.config import Config
+    from toyrl.objective import parse_spec
+    from toyrl.sweep import parse_grid
+    from toyrl.trainers import Setting
+
+    assert parse_grid([f"count_approach_token={text}"], Config()) == {"count_approach_token": [value]}
+    assert parse_spec(f"advantage=none,per_micro_batch={text}").normaliser.per_micro_batch is value
+    assert (parse_spec(f"mask_truncated={text}").names()["selector"] == "stopped") is value
+    assert Setting(False, kind=bool).parse("enable", text) is value
+
+
+@pytest.mark.parametrize("text", ["no", "yes", "off", "on", "", "2", "truthy", "None"])
+def test_a_boolean_in_any_other_spelling_is_refused_everywhere(text: str) -> None:
+    from toyrl.config import Config, InvalidInput
+    from toyrl.objective import parse_spec
+    from toyrl.sweep import parse_grid
+    from toyrl.trainers import Setting
+
+    for read in (
+        lambda: parse_grid([f"count_approach_token=true,{text}"], Config()),
+        lambda: parse_spec(f"advantage=none,per_micro_batch={text}"),
+        lambda: parse_spec(f"mask_truncated={text}"),
+        lambda: Setting(False, kind=bool).parse("enable", text),
+    ):
+        with pytest.raises(InvalidInput, match="true or false"):
+            read()
+
+
+def test_a_sweep_over_count_approach_token_false_runs_false(tmp_path: Path) -> None:
+    small = ["--steps", "2", "--prompts", "4", "--batch-prompts", "2", "--group-size", "2", "--seeds", "1"]
+    result = invoke(
+        "sweep", *small, "--variant", "grpo", "--grid", "count_approach_token=false,1", "-q",
+        "--out-dir", str(tmp_path / "sw"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    grid = json.loads((tmp_path / "sw" / "sweep.json").read_text())["grid"]
+    assert grid == {"count_approach_token": [False, True]}
+
+
+def test_minus_zero_and_zero_are_one_variant() -> None:
+    from toyrl.variants import parse_variant
+
+    negative = parse_variant("aggregation=length_power,alpha=-0.0")
+    assert negative == parse_variant("aggregation=length_power,alpha=0")
+    assert negative.name == "advantage=none,aggregation=length_power,alpha=0.0"
+
+
+def _spec_parts() -> Any:
+    from hypothesis import strategies as st
+
+    from toyrl.objective import KIND_KEYS, spec_keys
+    from toyrl.stages import REGISTRY
+
+    names = [name for registered in REGISTRY.values() for name in registered]
+    values = st.one_of(
+        st.sampled_from(names),
+        st.sampled_from(["true", "false", "0", "1", "no", "-0.0", "0.5", "1e400", "nan", "-1", "4", "x", ""]),
+        st.integers(-5, 70).map(str),
+        st.text(max_size=4),
+    )
+    keys = st.one_of(st.sampled_from([*spec_keys(), "eps", *KIND_KEYS]), st.text(max_size=5))
+    return st.lists(st.tuples(keys, values), min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=_spec_parts())
+def test_a_spec_is_a_variant_or_one_line_of_invalid_input(parts: list[tuple[str, str]]) -> None:
+    from toyrl.config import InvalidInput
+    from toyrl.variants import parse_variant
+
+    text = ",".join(f"{key}={value}" for key, value in parts)
+    try:
+        variant = parse_variant(text)
+    except InvalidInput as error:
+        assert "\n" not in str(error) and str(error)
+    else:
+        assert parse_variant(variant.spec_text()) == variant  # and it round-trips
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=_spec_parts())
+def test_the_cli_on_any_spec_exits_0_or_2_without_a_traceback(tmp_path_factory: Any, parts: Any) -> None:
+    text = ",".join(f"{key}={value}" for key, value in parts)
+    out = tmp_path_factory.mktemp("spec") / "r.csv"
+    tiny = ["--steps", "1", "--prompts", "4", "--batch-prompts", "2", "--group-size", "2", "--seeds", "1"]
+    result = invoke("run", *tiny, "--variant", text, "-q", "--out", str(out))
+    assert result.exit_code in (0, 2), (text, result.output)
+    assert "Traceback" not in result.stderr
+    if result.exit_code == 2:
+        assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1

@@ -33,7 +33,7 @@ def test_parse_grid_converts_and_checks_values() -> None:
     assert grid == {"group_size": [4, 8], "lr": [0.01, 0.02], "prompt_logit_std": [0.0]}
     for axis, message in [
         ("colour=1,2", "unknown field 'colour'"),
-        ("group_size=4,eight", "group_size takes int values (got 'eight')"),
+        ("group_size=4,eight", "group_size must be an integer (got 'eight')"),
         ("group_size=1,4", "group_size must be an integer in 2..10,000 (got 1)"),
         ("lr=", "give at least one value"),
     ]:

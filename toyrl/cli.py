@@ -33,6 +33,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from toyrl import __version__
 from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput, field_help
+from toyrl.values import parse_float, parse_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,7 +157,6 @@ class _PlainValue:
         Path: "a path",
         bool: "true or false",
     }
-    INTEGER = re.compile(r"\s*([+-]?[0-9]+(?:_[0-9]+)*)(?:\.0*)?\s*")
 
     def __init__(self, kind: Any) -> None:
         self.kind = kind
@@ -196,19 +196,12 @@ class _PlainValue:
         if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
             return value
         text = str(value)
-        if kind is bool:
-            pass  # a flag's value is True or False already
-        elif kind is int:
-            match = self.INTEGER.fullmatch(text)
-            if match:
-                return int(match.group(1))
-        elif kind is float:
+        if kind in (int, float):  # toyrl's one reading of integers and numbers
             try:
-                if text.isascii():
-                    return float(text)
-            except ValueError:
+                return (parse_int if kind is int else parse_float)(text, text)
+            except InvalidInput:
                 pass
-        else:
+        elif kind is not bool:  # a flag's value is True or False already
             return kind(text)
         raise typer.BadParameter(f"{text!r} is not {self.KINDS[kind]}.", ctx=ctx, param=param)
 

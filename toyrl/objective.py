@@ -40,6 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 from toyrl.config import InvalidInput
 from toyrl.policy import Batch, FloatArray
 from toyrl.stages import REGISTRY, parameters, stage_name, weights
+from toyrl.values import parse_as
 
 # Spec key of each stage kind ("aggregation" is the normaliser's, the trainers' word for it).
 KIND_KEYS = {
@@ -154,7 +155,9 @@ def from_spec(name: str, spec: dict[str, Any], summary: str = "", stands_for: st
     changes: dict[str, dict[str, Any]] = {kind: {} for kind in stages}
     for key, value in spec.items():
         if key not in KIND_KEYS and key != "mask_truncated":
-            changes[_owner(key, stages, spec)][key] = value
+            # -0.0 is 0.0: one variant, one name, whichever zero was typed
+            zero = isinstance(value, float) and value == 0
+            changes[_owner(key, stages, spec)][key] = 0.0 if zero else value
     built = {
         kind: replace(stage, **changes[kind]) if changes[kind] else stage for kind, stage in stages.items()
     }
@@ -165,6 +168,11 @@ def _chosen_stages(spec: dict[str, Any]) -> dict[str, Any]:
     """The registered stage of each kind that a spec names (by its kind key, or mask_truncated for
     the selector), its default where it names none."""
     chosen = dict(DEFAULTS)
+    if "mask_truncated" in spec and "selector" in spec:
+        raise InvalidInput(
+            "mask_truncated and selector both choose the selector (mask_truncated=true is "
+            "selector=stopped): give one of them"
+        )
     if "mask_truncated" in spec:
         masked = spec["mask_truncated"]
         if not isinstance(masked, bool):
@@ -221,7 +229,7 @@ def parse_spec(text: str) -> Variant:
             raise InvalidInput(f"variant spec {text!r}: {part.strip()!r} is not key=value")
         key = "std_eps" if key == "eps" else key  # toyrl 0.2's name, still read
         if key in raw:
-            raise InvalidInput(f"variant spec {text!r}: {key!r} is given twice")
+            raise InvalidInput(f"variant spec {text!r}: {_spelled(key)} is given twice")
         raw[key] = value
     values: dict[str, Any] = {key: value for key, value in raw.items() if key in KIND_KEYS}
     try:
@@ -237,21 +245,18 @@ def parse_spec(text: str) -> Variant:
     return replace(variant, name=variant.spec_text())
 
 
+def _spelled(key: str) -> str:
+    """A key as a spec may spell it: std_eps also as eps, its toyrl 0.2 name."""
+    return "'std_eps' (or its old name 'eps')" if key == "std_eps" else repr(key)
+
+
 def _typed(key: str, raw: str, default: Any) -> Any:
-    """A parameter's value from text, typed as the registered stage's default is."""
-    if isinstance(default, bool):
-        if raw.lower() not in ("true", "false", "1", "0"):
-            raise InvalidInput(f"{key} must be true or false (got {raw!r})")
-        return raw.lower() in ("true", "1")
+    """A parameter's value from text, typed as the registered stage's default is (`toyrl.values`)."""
     if default is None and raw.lower() == "none":
         return None
     if isinstance(default, str):  # a named choice: the stage checks it
         return raw
-    kind = int if isinstance(default, int) else float
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise InvalidInput(f"{key} must be a number (got {raw!r})") from None
+    value = parse_as(key, raw, default if isinstance(default, bool | int) else 0.0)
     if value != value:  # NaN
         raise InvalidInput(f"{key} must be a finite number (got {raw!r})")
     return value

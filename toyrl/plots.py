@@ -602,7 +602,9 @@ def plot_sweep(table: pd.DataFrame, axes_keys: list[str], style: str = "paper") 
     )
     handles: dict[str, Any] = {}
     for row, (facet, part) in zip(grid, groups, strict=True):
-        numeric = bool(x_key) and pd.api.types.is_numeric_dtype(part[x_key])
+        # a true/false axis is two categories, not the numbers 0 and 1
+        boolean = bool(x_key) and pd.api.types.is_bool_dtype(part[x_key])
+        numeric = bool(x_key) and pd.api.types.is_numeric_dtype(part[x_key]) and not boolean
         log_x = numeric and (part[x_key] > 0).all() and part[x_key].nunique() > 2
         for ax, column, label in (
             (row[0], "accuracy", "final accuracy (%)"),
@@ -615,6 +617,8 @@ def plot_sweep(table: pd.DataFrame, axes_keys: list[str], style: str = "paper") 
                     continue
                 stats = runs.groupby(x_key if x_key else "variant", sort=False)[column].agg(["mean", "std"])
                 xs = stats.index.to_numpy() if x_key else np.array([position])
+                if boolean:
+                    xs = np.array([str(x).lower() for x in xs])
                 if numeric:  # nudged sideways, at most 8% of the range across all, so equal points show
                     shift = (position - (len(variants) - 1) / 2) * min(0.015, 0.08 / len(variants))
                     values = np.log10(part[x_key]) if log_x else part[x_key]

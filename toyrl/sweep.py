@@ -57,6 +57,7 @@ from toyrl.objective import Variant
 from toyrl.plugins import plugins_used
 from toyrl.results import check_writable, claim, write_atomic
 from toyrl.train import COLUMNS
+from toyrl.values import parse_as
 
 if TYPE_CHECKING:
     from dask.distributed import Client
@@ -85,17 +86,12 @@ def parse_grid(axes: Sequence[str], base: Config) -> dict[str, list[Any]]:
             raise InvalidInput(f"--grid {axis!r}: unknown field {key!r}; valid: {', '.join(GRIDDABLE)}")
         if key in grid:
             raise InvalidInput(f"--grid {axis!r}: {key} is given twice")
-        kind = type(getattr(base, key))
         if not raw.strip():
             raise InvalidInput(f"--grid {axis!r}: give at least one value, as {key}=V1,V2,...")
-        values = []
-        for text in (part.strip() for part in raw.split(",")):
-            try:
-                values.append(kind(text))
-            except ValueError:
-                raise InvalidInput(
-                    f"--grid {axis!r}: {key} takes {kind.__name__} values (got {text!r})"
-                ) from None
+        try:
+            values = [parse_as(key, part.strip(), getattr(base, key)) for part in raw.split(",")]
+        except InvalidInput as error:
+            raise InvalidInput(f"--grid {axis!r}: {error}") from None
         for value in values:
             base.replace(**{key: value})  # raises ConfigError naming the field and its range
         grid[key] = list(dict.fromkeys(values))

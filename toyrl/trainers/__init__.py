@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toyrl.config import InvalidInput
+from toyrl.values import BOOLEAN_SPELLINGS, parse_as
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Setting:
         """The valid values, for an error message."""
         if self.choices:
             return ", ".join(repr(c) for c in self.choices)
+        if self.kind is bool:
+            return BOOLEAN_SPELLINGS
         bounds = ""
         if self.low is not None or self.high is not None:
             low = "-inf" if self.low is None else f"{self.low:g}"
@@ -60,24 +63,28 @@ class Setting:
         )
 
     def parse(self, name: str, value: Any) -> Any:
-        """The value as the trainer takes it (text from `--set` is converted), or InvalidInput."""
+        """The value as the trainer takes it (text from `--set` is read as this setting's kind or
+        choices by `toyrl.values`), or InvalidInput."""
         if isinstance(value, Unresolved):
             raise InvalidInput(f"{name}: the interpolation {value.text} cannot be resolved ({value.why})")
-        if (isinstance(value, str) and self.kind is not str) or (self.optional and value in ("None", "null")):
-            value = _from_text(value)
+        if isinstance(value, str) and value.strip().lower() in ("none", "null") and self.kind is not str:
+            value = None
+        elif self.optional and value in ("None", "null"):
+            value = None
         if value is None:
             if self.optional:
                 return None
             raise InvalidInput(f"{name}: None is not valid; valid: {self.describe()}")
         if self.choices:
-            candidates = [value, _from_text(value)] if isinstance(value, str) else [value]
-            for candidate in candidates:  # `--set scale_rewards=false` is the choice False
-                for choice in self.choices:
-                    if candidate == choice and type(candidate) is type(choice):
-                        return choice
+            for choice in self.choices:  # `--set scale_rewards=false` is the choice False
+                candidate = _as_kind_of(name, value, choice)
+                if candidate == choice and type(candidate) is type(choice):
+                    return choice
             close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InvalidInput(f"{name}={value!r} is not valid{hint}; valid: {self.describe()}")
+        if self.kind is not str:
+            value = _as_kind_of(name, value, self.kind())
         ok = isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value, ok = float(value), True
@@ -88,19 +95,15 @@ class Setting:
         return value
 
 
-def _from_text(text: str) -> Any:
-    """A `--set` value: true/false, none/null, a number, or the text itself."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+def _as_kind_of(name: str, value: Any, like: Any) -> Any:
+    """`value` as `like`'s kind when it is text (`toyrl.values.parse_as`), or as it is when it is not
+    text or does not read as that kind (the caller then says what is valid)."""
+    if not isinstance(value, str) or isinstance(like, str):
+        return value
+    try:
+        return parse_as(name, value, like)
+    except InvalidInput:
+        return value
 
 
 Levers = tuple[Any, ...] | Callable[[dict[str, Any]], tuple[Any, ...]]

@@ -1,0 +1,64 @@
+"""Values given as text: the one reading of a boolean, an integer and a number.
+
+Every text a user gives for a typed value (a spec's parameter, a sweep's grid values, a trainer's
+`--set`, an integer or number option) goes through these functions, so that `false` means false
+everywhere and a spelling that one place refuses is refused everywhere:
+
+- a boolean is `true` or `false`, or `1` or `0`, in any case; anything else (`yes`, `no`, `off`,
+  an empty text) is refused rather than guessed;
+- an integer is ASCII digits with an optional sign, `_` between digits, and an optional `.0`
+  (`16`, `+16`, `1_000`, `16.0`);
+- a number is what Python's `float` reads from ASCII text (`0.02`, `1e-6`, `inf`): its range is
+  each value's own check.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toyrl.config import InvalidInput
+
+TRUE = ("true", "1")
+FALSE = ("false", "0")
+BOOLEAN_SPELLINGS = "true or false (or 1 or 0)"
+INTEGER = re.compile(r"\s*([+-]?[0-9]+(?:_[0-9]+)*)(?:\.0*)?\s*")
+
+
+def parse_bool(name: str, text: str | bool) -> bool:
+    """`text` as a boolean (`TRUE`, `FALSE`, any case), or InvalidInput naming `name`."""
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in TRUE or lowered in FALSE:
+        return lowered in TRUE
+    raise InvalidInput(f"{name} must be {BOOLEAN_SPELLINGS} (got {text!r})")
+
+
+def parse_int(name: str, text: str) -> int:
+    """`text` as an integer (see the module docstring), or InvalidInput naming `name`."""
+    match = INTEGER.fullmatch(text) if text.isascii() else None
+    if match is None:
+        raise InvalidInput(f"{name} must be an integer (got {text!r})")
+    return int(match.group(1))
+
+
+def parse_float(name: str, text: str) -> float:
+    """`text` as a number (`float` on ASCII text), or InvalidInput naming `name`."""
+    try:
+        if text.isascii():
+            return float(text)
+    except ValueError:
+        pass
+    raise InvalidInput(f"{name} must be a number (got {text!r})")
+
+
+def parse_as(name: str, text: str, like: Any) -> Any:
+    """`text` typed as `like` (a default) is: a boolean, an integer or a number; other text as it is."""
+    if isinstance(like, bool):
+        return parse_bool(name, text)
+    if isinstance(like, int):
+        return parse_int(name, text)
+    if isinstance(like, float):
+        return parse_float(name, text)
+    return text
