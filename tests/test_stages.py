@@ -96,7 +96,7 @@ def test_every_named_variant_round_trips_through_its_spec_and_json(name: str) ->
         ("advantage=none,std_eps=0.1", "unknown key 'std_eps'"),
         ("advantage=nope", "advantage must be one of"),
         ("advantage=none,num_iterations=0", "num_iterations must be an integer in 1..64"),
-        ("advantage=none,num_iterations=two", "num_iterations must be a number"),
+        ("advantage=none,num_iterations=two", "num_iterations must be an integer (got 'two')"),
         ("advantage=none,epsilon=11", "epsilon must be a number in (0, 10)"),
         ("advantage=none,beta=-1", "beta must be a number in [0, 1e6)"),
         ("advantage=group_std,std_eps=1", "std_eps must be a number in [0, 1)"),
