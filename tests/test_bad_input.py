@@ -122,6 +122,41 @@ BAD = [
         ["run", "--variant", "advantage=group_std,eps=0.1,std_eps=0.2"],
         "'std_eps' (or its old name 'eps') is given twice",
     ),
+    # every draw a sampler can make counts against the responses-a-step bound, at worst
+    (
+        [
+            "run",
+            "--prompts",
+            "100000",
+            "--batch-prompts",
+            "1",
+            "--min-length",
+            "1500",
+            "--variant",
+            "advantage=none,sampler=filter_groups,max_rounds=100000,round_prompts=1",
+        ],
+        "sampler=filter_groups could draw 5,000,750,000 values a step",
+    ),
+    (
+        [
+            "run",
+            "--prompts",
+            "100000",
+            "--batch-prompts",
+            "100000",
+            "--group-size",
+            "10",
+            "--variant",
+            "advantage=none,sampler=gfpo,draws=4096",
+        ],
+        "sampler=gfpo draws batch_prompts x draws = 100,000 x 4,096 = 409,600,000 responses a step; "
+        "the limit is 1,000,000",
+    ),
+    # a grid point invalid for a variant is found before the sweep writes anything
+    (
+        ["sweep", "--out-dir", "{tmp}/sw", "--variant", "gfpo", "--grid", "group_size=8,16", "--steps", "2"],
+        "grid point group_size=16: sampler=gfpo keeps group_size = 16 of its draws",
+    ),
     (["run", "--lr", "0"], "--lr must be a finite number > 0"),
     (["run", "--lr", "inf"], "--lr must be a finite number > 0"),
     (["run", "--lr", "nan"], "--lr must be a finite number > 0"),

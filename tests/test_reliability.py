@@ -326,6 +326,37 @@ def test_a_big_run_says_up_front_what_it_will_take(monkeypatch: pytest.MonkeyPat
     assert small.exit_code == 0 and "roughly" not in small.stderr
 
 
+def test_the_estimate_counts_a_samplers_worst_case_rounds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import toyrl.cli
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(toyrl.cli, "run_experiment", stop)
+    # one prompt a round among 1,000 that never fill a batch (min_length = cap): about 1,000 rounds a step
+    refilling = "advantage=none,sampler=filter_groups,max_rounds=1000,round_prompts=1"
+    args = ["--prompts", "1000", "--batch-prompts", "1", "--min-length", "1500", "--seeds", "1"]
+    slow = invoke("run", *args, "--variant", refilling, "--out", str(tmp_path / "r.csv"))
+    assert slow.stderr.startswith("toyrl run: 1 runs x 401 steps: roughly ")
+    seconds = float(slow.stderr.split("roughly ")[1].split(" s")[0].replace(",", ""))
+    assert 40 < seconds < 400  # 401 steps of about 1,000 rounds at 200 us
+    once = invoke("run", *args, "--variant", "advantage=none", "--out", str(tmp_path / "r.csv"))
+    assert "roughly" not in once.stderr
+
+
+def test_the_refill_loop_is_bounded_by_numpy_not_by_prompts_squared() -> None:
+    from toyrl.config import Config
+    from toyrl.stages import FilterGroups, worst_draws
+
+    config = Config(prompts=1000, batch_prompts=1, min_length=1500)
+    sampler = FilterGroups(max_rounds=1000, round_prompts=1)
+    assert sampler.refills(config) == 999
+    # B x G, then rounds of 1 prompt's G responses and the uniforms ordering the 999, 998, ... left
+    assert worst_draws(sampler, config) == 8 + 999 * 8 + 999 * 1000 // 2
+
+
 def test_a_sidecar_that_is_not_an_object_is_refused_or_replaced_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     assert invoke("run", *TINY, "--out", str(out)).exit_code == 0

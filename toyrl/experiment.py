@@ -23,6 +23,7 @@ import numpy as np
 from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
+from toyrl.stages import refill_rounds, worst_draws
 from toyrl.train import COLUMNS, Trajectory, check_variant, simulate
 from toyrl.variants import parse_variant
 
@@ -101,17 +102,27 @@ def estimated_cost(
     """A rough (core-seconds of simulation, seconds to write the CSV, bytes of the results table) of
     running every variant with `seeds` seeds. Per run-step costs measured on a 2-core x86-64
     machine: a sampled update about 5 us plus 0.15 us a response, each later PPO epoch about three
-    updates, a mean-field step 100 us plus 0.1 us per cap token; writing about 20 us a row (floats
-    formatted to round-trip, in one process); the table's float64 columns twice over (the chunks and
-    their join)."""
+    updates, a sampler's own draws and rounds at worst (`sampler_cost`), a mean-field step 100 us
+    plus 0.1 us per cap token; writing about 20 us a row (floats formatted to round-trip, in one
+    process); the table's float64 columns twice over (the chunks and their join)."""
     run_steps = seeds * (config.steps + 1)
     if mean_field:
         per_run_step = len(variants) * (100e-6 + 0.1e-6 * config.cap)
     else:
         update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
-        per_run_step = sum(update * (1 + 3 * (v.updates - 1)) for v in variants)
+        per_run_step = sum(update * (1 + 3 * (v.updates - 1)) + sampler_cost(v, config) for v in variants)
     rows = run_steps * len(variants)
     return run_steps * per_run_step, 20e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
+
+
+def sampler_cost(variant: Variant, config: Config) -> float:
+    """Rough core-seconds a step of one run spends in its sampler beyond the B x G responses, at
+    worst (a batch that never fills): 0.15 us a further draw (`toyrl.stages.worst_draws`) and, for
+    a sampler that refills run by run, 200 us a round (measured as `estimated_cost`'s)."""
+    extra = worst_draws(variant.sampler, config) - config.batch_prompts * config.group_size
+    refilling = hasattr(variant.sampler, "refills")
+    rounds = 200e-6 * (1 + refill_rounds(variant.sampler, config)) if refilling else 0.0
+    return 0.15e-6 * extra + rounds
 
 
 _watched_parent: int | None = None
@@ -159,6 +170,13 @@ def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequenc
             f"{n_runs:,} runs x {config.steps + 1:,} steps would be {n_runs * (config.steps + 1):,} rows; "
             f"the limit is {MAX_ROWS:,}: use fewer variants, seeds or steps (or toyrl sweep)"
         )
+    check_runs(config, variants)
+    return worker_count(n_jobs, n_runs)
+
+
+def check_runs(config: Config, variants: Sequence[Variant]) -> None:
+    """InvalidInput unless every variant's runs fit `config`: each stage's check (a sampler's worst
+    case draws among them) and the updates of a run."""
     for variant in variants:
         check_variant(variant, config)
     updates = config.steps * max(variant.updates for variant in variants)
@@ -167,7 +185,6 @@ def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequenc
             f"{config.steps:,} steps x num_iterations x mini_batches would be {updates:,} updates per "
             f"run; the limit is {MAX_UPDATES:,}"
         )
-    return worker_count(n_jobs, n_runs)
 
 
 def check_seeds(seeds: Sequence[int]) -> None:

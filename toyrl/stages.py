@@ -65,7 +65,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl import kernels, noise
-from toyrl.config import Config, InvalidInput
+from toyrl.config import MAX_RESPONSES, Config, InvalidInput
 from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable, expit, sample_batch
 
 KINDS = ("reward", "selector", "advantage", "normaliser", "objective", "kl", "schedule", "sampler")
@@ -192,6 +192,19 @@ class OneDraw:
         return batch, generated(batch)
 
 
+def worst_draws(sampler: Any, config: Config) -> int:
+    """The most values a sampler draws in a step of one run (responses, and uniforms ordering
+    prompts): its `worst_draws`, or the B x G responses of the step's own batch."""
+    method = getattr(sampler, "worst_draws", None)
+    return config.batch_prompts * config.group_size if method is None else int(method(config))
+
+
+def refill_rounds(sampler: Any, config: Config) -> int:
+    """The most refill rounds of a step of one run (each a few numpy calls): its `refills`, or 0."""
+    method = getattr(sampler, "refills", None)
+    return 0 if method is None else int(method(config))
+
+
 def generated(batch: Batch) -> FloatArray:
     """Every token the batch's responses generated (approach and ramble), per run [R]: what a
     sampler's draws cost (`tokens_sampled`), whatever `approach_tokens` the loss counts."""
@@ -221,6 +234,30 @@ class FilterGroups:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100_000:
                 raise InvalidInput(f"{name} must be an integer in {low}..100,000 (got {value!r})")
 
+    def refills(self, config: Config) -> int:
+        """The most refill rounds of a step (after the first): `max_rounds` - 1, or fewer when
+        the prompts not drawn yet run out first."""
+        size = self.round_prompts or config.batch_prompts
+        return min(self.max_rounds - 1, -(-(config.prompts - config.batch_prompts) // size))
+
+    def worst_draws(self, config: Config) -> int:
+        """The most values a step of one run draws (a batch that never fills): the B x G responses,
+        then each refill round's uniforms over the prompts left (their order) and its responses."""
+        size = self.round_prompts or config.batch_prompts
+        left, n = config.prompts - config.batch_prompts, self.refills(config)
+        orders = n * left - size * n * (n - 1) // 2
+        return config.group_size * (config.batch_prompts + min(n * size, left)) + orders
+
+    def check(self, config: Config) -> None:
+        worst = self.worst_draws(config)
+        if worst > MAX_RESPONSES:
+            raise InvalidInput(
+                f"sampler=filter_groups could draw {worst:,} values a step (up to {self.refills(config):,} "
+                f"refill rounds of round_prompts={self.round_prompts or config.batch_prompts:,} over "
+                f"prompts={config.prompts:,}, each ordering the prompts left); the limit is "
+                f"{MAX_RESPONSES:,}: lower max_rounds or prompts, or raise round_prompts"
+            )
+
     def batch(
         self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
     ) -> tuple[Batch, FloatArray]:
@@ -232,10 +269,11 @@ class FilterGroups:
             drawn = batch.rows(slice(run, run + 1))
             kept: list[tuple[Any, ...]] = []
             dropped: list[tuple[Any, ...]] = []
-            used = set(drawn.prompt_index[0].tolist())
+            unused = np.ones(config.prompts, dtype=bool)
+            unused[drawn.prompt_index[0]] = False
             for round_index in range(self.max_rounds):
                 if round_index > 0:
-                    pool = np.array([j for j in range(config.prompts) if j not in used])
+                    pool = np.flatnonzero(unused)  # the prompts not drawn yet, in increasing order
                     if len(pool) == 0:
                         break
                     size = min(self.round_prompts or prompts, len(pool))
@@ -248,7 +286,7 @@ class FilterGroups:
                         theta[run : run + 1], choice[None], approach, exponential, config.cap
                     )
                     tokens[run] += generated(drawn)[0]
-                    used.update(choice.tolist())
+                    unused[choice] = False
                 counts = correct(drawn, config)[0].sum(axis=-1)
                 for j in range(drawn.prompt_index.shape[1]):
                     item = (
@@ -294,11 +332,21 @@ class GroupFilter:
         if self.keep not in GFPO_KEEPS:
             raise InvalidInput(f"keep must be one of {', '.join(GFPO_KEEPS)} (got {self.keep!r})")
 
+    def worst_draws(self, config: Config) -> int:
+        """The responses a step of one run draws: G' for each of the B prompts."""
+        return config.batch_prompts * self.draws
+
     def check(self, config: Config) -> None:
         if self.draws <= config.group_size:
             raise InvalidInput(
                 f"sampler=gfpo keeps group_size = {config.group_size} of its draws: draws (G') must "
                 f"exceed it (got draws={self.draws})"
+            )
+        if self.worst_draws(config) > MAX_RESPONSES:
+            raise InvalidInput(
+                f"sampler=gfpo draws batch_prompts x draws = {config.batch_prompts:,} x {self.draws:,} = "
+                f"{self.worst_draws(config):,} responses a step; the limit is {MAX_RESPONSES:,}: use at "
+                f"most batch_prompts={MAX_RESPONSES // self.draws:,} or fewer draws"
             )
 
     def batch(

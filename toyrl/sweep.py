@@ -47,6 +47,8 @@ from toyrl.config import Config, InvalidInput
 from toyrl.experiment import (
     MAX_ROWS,
     check_n_jobs,
+    check_runs,
+    check_seeds,
     die_with_parent,
     runs_per_chunk,
     simulate_in_worker,
@@ -151,6 +153,14 @@ def run_sweep(
     """
     _check_backend(n_jobs, backend, scheduler)
     _check_size(len(variants) * len(seeds), grid, base)
+    check_seeds(seeds)
+    grid_points = points(grid, base)
+    for point in grid_points:  # every grid point, before anything is written
+        try:
+            check_runs(point.config, variants)
+        except InvalidInput as error:
+            where = ", ".join(f"{key}={value}" for key, value in point.values)
+            raise InvalidInput(f"grid point {where}: {error}") from None
     _check_folder(folder)
     manifest = {
         "toyrl_version": __version__,
@@ -162,7 +172,6 @@ def run_sweep(
     plugins = plugins_used(variants)
     if plugins:  # by name, version and source hash: a path spelled otherwise resumes the same sweep
         manifest["plugins"] = [{k: v for k, v in p.record().items() if k != "path"} for p in plugins]
-    grid_points = points(grid, base)
     runs_folder = folder / "runs"
     with claim(folder.resolve(), "the sweep"):
         replace = _replaces(folder, manifest, force)
