@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from typer.testing import CliRunner
@@ -465,3 +466,66 @@ def test_the_cli_on_any_spec_exits_0_or_2_without_a_traceback(tmp_path_factory: 
     assert "Traceback" not in result.stderr
     if result.exit_code == 2:
         assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1
+
+
+# --- divergence is one line, not NaN ---------------------------------------------------------
+
+KL_VARIANT = "advantage=none,aggregation=seq_mean_token_sum_norm,beta=0.1"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_run_that_leaves_finite_numbers_stops_in_one_line_and_keeps_the_old_results(
+    tmp_path: Path, jobs: str
+) -> None:
+    out = tmp_path / "r.csv"
+    assert invoke("run", *TINY, "--variant", KL_VARIANT, "--out", str(out)).exit_code == 0
+    before = (out.read_bytes(), out.with_suffix(".json").read_bytes())
+    command = [
+        sys.executable,
+        "-c",
+        "from toyrl.cli import main; main()",
+        "run",
+        *TINY,
+        "--variant",
+        KL_VARIANT,
+        "--lr",
+        "1000",
+    ]
+    result = subprocess.run(
+        [*command, "--n-jobs", jobs, "--out", str(out), "--force"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr  # no warnings flood, no traceback
+    assert f"variant {KL_VARIANT}, seed 0 diverged at step 1" in result.stderr
+    assert "likely cause: a learning rate too large for this objective (--lr 1000)" in result.stderr
+    assert (out.read_bytes(), out.with_suffix(".json").read_bytes()) == before
+
+
+def test_a_diverging_sweep_point_keeps_the_runs_already_written(tmp_path: Path) -> None:
+    small = ["--steps", "5", "--prompts", "8", "--batch-prompts", "4", "--seeds", "1"]
+    folder = tmp_path / "sw"
+    result = invoke(
+        "sweep", *small, "--variant", KL_VARIANT, "--grid", "lr=0.02,1000", "--out-dir", str(folder)
+    )
+    assert result.exit_code == 2 and "diverged at step 1" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("toyrl: error: variant ")
+    assert len(list((folder / "runs").glob("*.csv"))) == 1  # the lr=0.02 point, finished first
+
+
+def test_a_vanishing_length_norm_is_refused_up_front() -> None:
+    from toyrl.config import Config, ConfigError
+    from toyrl.train import Diverged, check_finite
+    from toyrl.variants import parse_variant
+
+    for value in (1e-300, 0.5, 1e10):
+        with pytest.raises(
+            ConfigError, match=r"must be 0 \(the cap\) or a number of tokens in \[1, 1e\+09\]"
+        ):
+            Config(length_norm=value)
+    # and a gradient whose square overflows (Adam's second moment) stops the run by itself
+    theta, grad = np.zeros((1, 66)), np.full((1, 66), 1e200)
+    with pytest.raises(Diverged, match="too small for float64"):
+        check_finite(3, theta, grad, [(parse_variant("dr_grpo"), 7)], Config())

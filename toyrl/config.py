@@ -27,6 +27,7 @@ class ConfigError(InvalidInput):
 
 
 MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of a step, at most
+MAX_LENGTH_NORM = 1e9  # Dr. GRPO's constant denominator, in tokens
 MAX_SEED = 2**63 - 1  # a seed is stored in the results' int64 column
 
 
@@ -98,6 +99,14 @@ class Config:
         _check_float(self, "prompt_logit_std", low=0.0)
         _check_float(self, "std_eps", low=0.0)
         _check_float(self, "length_norm", low=0.0)
+        if self.length_norm != 0 and not 1 <= self.length_norm <= MAX_LENGTH_NORM:
+            # a token count: below one token the weights A_i / L_norm overflow float64, far above
+            # it they underflow, and either way Adam leaves the policy where it is
+            raise ConfigError(
+                "length_norm",
+                f"must be 0 (the cap) or a number of tokens in [1, {MAX_LENGTH_NORM:g}]",
+                self.length_norm,
+            )
         if not isinstance(self.count_approach_token, bool):
             raise ConfigError("count_approach_token", "must be true or false", self.count_approach_token)
 

@@ -32,7 +32,7 @@ from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import FloatArray, expit, log_expit, split, stop_within, survival, token_count
 from toyrl.stages import KINDS, REGISTRY, simulated_only, std_eps_of
-from toyrl.train import Adam, Recorder, Trajectory, initial_theta, run_streams
+from toyrl.train import Adam, Recorder, Trajectory, check_finite, initial_theta, run_streams
 
 
 def true_gradient(theta: FloatArray, cap: int, min_length: int) -> FloatArray:
@@ -272,12 +272,14 @@ def simulate_mean_field(
     theta = np.stack([initial_theta(config, run_streams(seed)[0]) for _, seed in runs])
     adam = Adam(theta, config)
     recorder = Recorder(config, runs, sampled=False)
-    for step in range(config.steps + 1):
-        if on_step is not None:
-            on_step(step, theta)
-        recorder.policy(step, theta)
-        grad = -_expected_update(theta, config, plan)
-        recorder.record(step, grad)
-        if step < config.steps:
-            adam.step(theta, grad, slice(None))
+    with np.errstate(all="ignore"):  # a run that leaves finite numbers is stopped by check_finite
+        for step in range(config.steps + 1):
+            if on_step is not None:
+                on_step(step, theta)
+            recorder.policy(step, theta)
+            grad = -_expected_update(theta, config, plan)
+            recorder.record(step, grad)
+            if step < config.steps:
+                adam.step(theta, grad, slice(None))
+            check_finite(step, theta, grad, runs, config)
     return recorder.trajectory()

@@ -725,20 +725,63 @@ def simulate(
     adam = Adam(theta, config)
     recorder = Recorder(config, runs, sampled=True)
     draws, orders = step_noise(streams, config), step_orders(streams, plan, config)
-    for step in range(config.steps + 1):
-        if on_step is not None:
-            on_step(step, theta)
-        recorder.policy(step, theta)
-        sampled = train_step(
-            theta,
-            adam,
-            next(draws),
-            plan,
-            config,
-            theta_ref,
-            apply=step < config.steps,
-            positions=next(orders),
-            refill=[run[5] for run in streams],
-        )
-        recorder.record(step, sampled.grad, sampled)
+    with np.errstate(all="ignore"):  # a run that leaves finite numbers is stopped by check_finite
+        for step in range(config.steps + 1):
+            if on_step is not None:
+                on_step(step, theta)
+            recorder.policy(step, theta)
+            sampled = train_step(
+                theta,
+                adam,
+                next(draws),
+                plan,
+                config,
+                theta_ref,
+                apply=step < config.steps,
+                positions=next(orders),
+                refill=[run[5] for run in streams],
+            )
+            check_finite(step, theta, sampled.grad, runs, config)
+            recorder.record(step, sampled.grad, sampled)
     return recorder.trajectory()
+
+
+LOGIT_OVERFLOW = 700.0  # exp(x) overflows float64 beyond x = 709.78
+
+
+class Diverged(InvalidInput):
+    """A run whose policy or gradient left finite numbers (`check_finite`)."""
+
+
+def check_finite(
+    step: int, theta: FloatArray, grad: FloatArray, runs: Sequence[tuple[Variant, int]], config: Config
+) -> None:
+    """Diverged, naming the first such run, the step and the likely cause, unless the gradient of
+    step `step` (and its square) and the policy after its update are finite for every run: once a
+    step, over the [R, P + 2] arrays only, changing no number."""
+    # the square too: Adam's second moment, where a gradient beyond 1e154 leaves the policy unmoved
+    with np.errstate(over="ignore"):
+        finite_grad = np.asarray(np.isfinite(np.square(grad)).all(axis=-1))
+    finite_theta = np.asarray(np.isfinite(theta).all(axis=-1))
+    if finite_grad.all() and finite_theta.all():
+        return
+    run = int(np.flatnonzero(~(finite_grad & finite_theta))[0])
+    variant, seed = runs[run]
+    what = (
+        "its policy is not finite after the update"
+        if finite_grad[run]
+        else "its gradient (or its square, Adam's second moment) is not finite"
+    )
+    lr = f"a learning rate too large for this objective (--lr {config.lr:g}"
+    if not finite_theta[run]:
+        cause = f"{lr})"
+    elif (largest := float(np.abs(theta[run]).max())) > LOGIT_OVERFLOW:  # exp of the logits overflows
+        cause = f"{lr}; logits up to {largest:.3g})"
+    else:
+        cause = (
+            "a normaliser or an advantage scale too small for float64 "
+            f"(--length-norm {config.length_norm:g}, --std-eps {config.std_eps:g})"
+        )
+    raise Diverged(
+        f"variant {variant.name}, seed {seed} diverged at step {step}: {what}; likely cause: {cause}"
+    )
