@@ -135,11 +135,11 @@ def test_the_page_resolves_specs_as_python_does(browser: Browser) -> None:
         ({"variants": ["grpo"], "min_length": 2000}, "cap must be at least min_length = 2000 (got 1500)"),
         (
             {"variants": ["grpo"], "seeds": [-1]},
-            "seeds must be a count >= 1 or a list of integers in 0..2^53",
+            "seeds must be a count in 1..1,000,000 or a list of 1..1,000,000 integers in 0..2^53",
         ),
         (
             {"variants": ["grpo"], "seeds": [0.5]},
-            "seeds must be a count >= 1 or a list of integers in 0..2^53",
+            "seeds must be a count in 1..1,000,000 or a list of 1..1,000,000 integers in 0..2^53",
         ),
         ({"variants": ["grpo"], "prompts": 100001}, "prompts must be an integer in 1..100,000 (got 100001)"),
         (
@@ -153,7 +153,25 @@ def test_the_page_resolves_specs_as_python_does(browser: Browser) -> None:
         ({"variants": ["grpo"], "noise": []}, 'unknown spec key "noise"; valid: variants'),
         (
             {"variants": ["grpo", "dr_grpo"], "seeds": 10**9},
-            "2,000,000,000 runs x 401 steps would be 802,000,000,000 rows; the limit is 20,000,000",
+            "seeds must be a count in 1..1,000,000 or a list of 1..1,000,000 integers in 0..2^53 - 1 "
+            "(got 1000000000)",
+        ),
+        (
+            {"variants": ["grpo", "dr_grpo"], "seeds": 1000, "steps": 1000},
+            "2 variants x 1000 seeds x 1,001 steps would be 2,002,000 rows; the page holds at most 1,000,000",
+        ),
+        (
+            {
+                "variants": [{"advantage": "none", "aggregation": "token_mean", "num_iterations": 101}],
+                "steps": 999_999,
+            },
+            "999,999 steps x num_iterations x mini_batches would be 100,999,899 updates per run; "
+            "the limit is 100,000,000",
+        ),
+        (
+            {"variants": ["grpo"], "seeds": 100, "batch_prompts": 64, "group_size": 200},
+            "100 runs x batch_prompts x group_size would be 1,280,000 responses a step; the page holds "
+            "at most 1,000,000",
         ),
         ({"variants": ["nope"]}, 'unknown variant "nope"; valid: grpo, std_only'),
         (

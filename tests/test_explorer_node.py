@@ -97,7 +97,8 @@ def test_a_bad_spec_is_one_input_error_under_node(data: dict[str, Any]) -> None:
     with pytest.raises(NodeFailed) as error:
         node_evaluate(data, expression)
     assert json.loads(error.value.answer) == {
-        "error": "seeds must be a count >= 1 or a list of integers in 0..2^53 - 1 (got [-1])",
+        "error": "seeds must be a count in 1..1,000,000 or a list of 1..1,000,000 integers in 0..2^53 - 1 "
+        "(got [-1])",
         "input_error": True,
     }
 

@@ -77,6 +77,17 @@ def browser(built: tuple[Path, pd.DataFrame]) -> Iterator[Browser]:
         session.close()
 
 
+@pytest.fixture(scope="module")
+def elsewhere() -> Iterator[Browser]:
+    """A second browser, for pages built by a test itself: the first one's requests stay its two pages'."""
+    assert CHROMIUM is not None
+    session = Browser(CHROMIUM)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 @pytest.fixture
 def page(browser: Browser, built: tuple[Path, pd.DataFrame]) -> Path:
     """The built page, loaded afresh at its first view (no hash) for the test."""
@@ -558,6 +569,35 @@ def test_the_recorded_overlay_is_the_results_means(
     assert len(chart_svg(browser, "chart-length").findall(f".//{SVG}path[@class='recorded']")) == 8
 
 
+def test_results_that_are_not_finite_are_drawn_with_gaps(
+    elsewhere: Browser, built: tuple[Path, pd.DataFrame], tmp_path: Path
+) -> None:
+    """A diverged run (NaN, inf) in the results: the page is written, its curves break where a mean is
+    not finite and its readout says so; `toyrl explore` says where, on stderr."""
+    frame = built[1].copy()
+    frame.loc[frame["step"] >= 100, "accuracy"] = np.nan
+    grpo_seed_0 = (frame["variant"] == "grpo") & (frame["seed"] == 0)
+    frame.loc[grpo_seed_0 & (frame["step"] >= 120), "length_incorrect"] = np.inf
+    frame.to_csv(tmp_path / "diverged.csv", index=False)
+    page = tmp_path / "explorer.html"
+    result = CliRunner().invoke(
+        app, ["explore", "--out", str(page), "--results", str(tmp_path / "diverged.csv")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "grpo from step 100" in result.stderr and "draws them as gaps" in result.stderr
+    elsewhere.open(page, "variants=grpo&seeds=1&steps=150&t=150&cursor=130&overlay=1")
+    drawn = elsewhere.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('path.recorded')]"
+        ".map((p) => [p.dataset.column, p.getAttribute('d')]))"
+    )
+    assert drawn["accuracy"].count("M") == 1 and drawn["accuracy"].count("L") == 99  # steps 0..99
+    assert drawn["length_incorrect"].count("L") == 119  # the mean over seeds: none where one seed has inf
+    assert drawn["length_correct"].count("L") == 150  # whole
+    assert text(elsewhere, "readout-accuracy-recorded-grpo-accuracy") == "not finite"
+    assert "not finite (gaps): grpo from step 100" in text(elsewhere, "overlay-box")
+    assert elsewhere.page_errors() == []
+
+
 def test_a_page_without_results_has_no_overlay(browser: Browser, plain: Path) -> None:
     browser.open(plain)
     assert browser.evaluate("document.getElementById('overlay')") is None
@@ -656,6 +696,101 @@ def test_a_link_reproduces_the_view(browser: Browser, page: Path) -> None:
         ("dr_grpo", "length_correct"),
         ("dr_grpo", "length_incorrect"),
     ]
+
+
+# Each field of a link out of its range, as the issue found them and around: the page refuses it in
+# one line that names the field, its range and what the link says, and trains nothing.
+BAD_LINKS = [
+    (
+        "steps=10000000&t=10000000&seeds=16",
+        "4 variants x 16 seeds x 10,000,001 steps would be 640,000,064 rows; the page holds at most "
+        "1,000,000",
+    ),
+    (  # within toyrl run's 20,000,000 rows, but about 2 GB in a tab
+        "variants=grpo&steps=1000000&t=1000000&seeds=16",
+        "1 variant x 16 seeds x 1,000,001 steps would be 16,000,016 rows; the page holds at most 1,000,000",
+    ),
+    ("seeds=16000", "4 variants x 16000 seeds x 401 steps would be 25,664,000 rows"),
+    ("seeds=2000000", "seeds must be an integer in 1..1,000,000 (got 2000000)"),
+    ("seeds=", 'seeds must be an integer in 1..1,000,000 (got "")'),
+    ("seeds=1.5", "seeds must be an integer in 1..1,000,000 (got 1.5)"),
+    ("steps=abc", 'steps must be an integer in 1..10,000,000 (got "abc")'),
+    ("steps=1e9", "steps must be an integer in 1..10,000,000 (got 1e9)"),
+    ("steps=0", "steps must be an integer in 1..10,000,000 (got 0)"),
+    ("lr=abc", 'lr must be a finite number > 0 (got "abc")'),
+    ("lr=-1", "lr must be a finite number > 0 (got -1)"),
+    ("group_size=1", "group_size must be an integer in 2..10,000 (got 1)"),
+    ("cap=20000000", "cap must be an integer in 1..10,000,000 (got 20000000)"),
+    ("prompt_logit_std=-0.5", "prompt_logit_std must be a finite number >= 0 (got -0.5)"),
+    (
+        "group_size=10000&batch_prompts=64",
+        "24 runs x batch_prompts x group_size would be 15,360,000 responses",
+    ),
+    ("variants=grpo&steps=100&t=101", "t must be an integer in 0..100, the steps of the run (got 101)"),
+    ("t=-5", "t must be an integer in 0..400, the steps of the run (got -5)"),
+    ("t=x", 't must be an integer in 0..400, the steps of the run (got "x")'),
+    ("steps=20&t=5&cursor=6", "cursor must be an integer in 0..5, the step t trained to (got 6)"),
+    ("mode=exact", 'mode must be sampled or mean_field (got "exact")'),
+    ("variants=grpo&focus=dr_grpo", 'focus must be all or a chosen variant (grpo) (got "dr_grpo")'),
+    ("overlay=yes", 'overlay must be 0 or 1 (got "yes")'),
+    ("step=5", 'unknown link field "step"; valid: variants, lr, group_size'),
+    ("t=5&t=6", "t must be given once in a link (got 2 values)"),
+    ("variants=nothing", 'unknown variant "nothing"; valid: grpo'),
+]
+
+
+@pytest.mark.parametrize(("fragment", "words"), BAD_LINKS)
+def test_a_link_out_of_range_is_refused_in_one_line(
+    browser: Browser, built: tuple[Path, pd.DataFrame], fragment: str, words: str
+) -> None:
+    browser.open(built[0], fragment)
+    errors = browser.evaluate(
+        "[...document.querySelectorAll('#run-messages .error')].map((p) => p.textContent)"
+    )
+    assert len(errors) == 1 and errors[0].startswith("Not started: ") and "\n" not in errors[0], errors
+    assert words in errors[0]
+    assert browser.evaluate("toyrl.ui.run") is None  # nothing allocated, nothing trains
+    assert browser.evaluate("document.getElementById('play').disabled")
+
+
+def test_a_typed_value_is_quoted_as_typed_and_a_good_link_still_works(
+    browser: Browser, built: tuple[Path, pd.DataFrame]
+) -> None:
+    browser.open(built[0], "steps=abc")
+    assert browser.evaluate("document.getElementById('set-steps').value") == ""  # the number box's own view
+    set_setting(browser, "steps", 30)  # the user's own value replaces the link's
+    assert text(browser, "run-messages") == "" and browser.evaluate("toyrl.ui.run.steps") == 30
+    browser.open(
+        built[0], "variants=grpo&steps=20&seeds=2&t=20&cursor=5&mode=mean_field&overlay=0&focus=grpo"
+    )
+    assert browser.evaluate("[toyrl.ui.run.t, toyrl.ui.state.cursor, toyrl.ui.state.mode]") == [
+        20,
+        5,
+        "mean_field",
+    ]
+
+
+def test_the_page_reads_its_bounds_from_python(elsewhere: Browser, tmp_path: Path, monkeypatch: Any) -> None:
+    """The ranges are Python's, carried in the page's data: change one there and the page follows."""
+    import toyrl.explore as explore
+    from toyrl.config import field_bounds
+
+    def narrower(name: str) -> dict[str, Any]:
+        bounds = field_bounds(name)
+        if name == "group_size":
+            bounds |= {"high": 12, "requirement": "must be an integer in 2..12"}
+        return bounds
+
+    monkeypatch.setattr(explore, "field_bounds", narrower)
+    monkeypatch.setattr(explore, "PAGE_MAX_ROWS", 1000)
+    page = tmp_path / "explorer.html"
+    page.write_text(build_explorer(), encoding="utf-8")
+    elsewhere.open(page, "group_size=13")
+    assert "group_size must be an integer in 2..12 (got 13)" in text(elsewhere, "run-messages")
+    elsewhere.open(page, "steps=300")
+    assert "would be 7,224 rows; the page holds at most 1,000" in text(elsewhere, "run-messages")
+    elsewhere.open(page, "variants=grpo&seeds=2&steps=499")  # 1,000 rows
+    assert elsewhere.evaluate("toyrl.ui.run.steps") == 499
 
 
 @pytest.mark.parametrize("width", [360, 1920])

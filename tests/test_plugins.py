@@ -165,6 +165,19 @@ LOADING_ERRORS = {
         HEADER + SHIFT.replace('"shift"', '"my-shift"'),
         "plugin {path}: advantage custom:my-shift: a stage's name is letters, digits and underscores",
     ),
+    "sys.exit(0)": (
+        "import sys\nsys.exit(0)\n",
+        "plugin {path}, line 2: calls sys.exit(0) (a plugin cannot end toyrl)",
+    ),
+    "a BaseException": (
+        "class Stop(BaseException):\n    pass\n\n\nraise Stop('here')\n",
+        "plugin {path}, line 5: Stop: here",
+    ),
+    "a __version__ that is no text": (
+        HEADER + SHIFT + "\n\nclass Version:\n    def __str__(self):\n        raise TypeError('no')\n\n\n"
+        "__version__ = Version()\n",
+        "plugin {path}: its __version__ cannot be read as text (TypeError: no)",
+    ),
     "an empty simulated_only without its hook": (
         HEADER + SHIFT.replace("class Shift:", "class Shift:\n    simulated_only = ''"),
         "plugin {path}: advantage custom:shift: has no conditional (its exact hook) but an empty "
@@ -269,6 +282,167 @@ def test_the_probes_refuse_a_broken_stage_naming_it_and_the_problem(case: str, t
         load_plugin(path)
     assert str(error.value).startswith(f"plugin {path}: {kind} custom:broken {problem}"), str(error.value)
     assert "\n" not in str(error.value) and not LOADED and "custom:broken" not in REGISTRY[kind]
+
+
+# Stages that pass the probe (3 runs, 3 prompts, groups of 4) and break the contract in a real run
+# (2 runs, 4 prompts, groups of 4 below), or with a spec's parameter, or in an exact hook: the run
+# stops with one line naming the plugin, the stage, the method and what was wrong.
+LATER = "rewards.shape[1] == 3"  # true in the probe only
+ADVANTAGES = "def advantages(self, rewards, std_eps):\n        "
+AFTER_THE_PROBE = {
+    "NaN after the probe": (
+        "advantage",
+        ADVANTAGES + f"return rewards - 0.5 if {LATER} else rewards * np.nan",
+        "advantages returned nan at (0, 0, 0), not a finite number, for rewards of shape (2, 4, 4)",
+    ),
+    "a broadcastable shape": (
+        "advantage",
+        ADVANTAGES + f"return rewards - 0.5 if {LATER} else rewards[..., :1]",
+        "advantages returned shape (2, 4, 1), not (2, 4, 4), for rewards of shape (2, 4, 4)",
+    ),
+    "a string": (
+        "advantage",
+        ADVANTAGES + f"return rewards - 0.5 if {LATER} else 'high'",
+        "advantages returned a str, not an array of shape (2, 4, 4), for rewards of shape (2, 4, 4)",
+    ),
+    "an unbroadcastable shape": (
+        "advantage",
+        ADVANTAGES + f"return rewards - 0.5 if {LATER} else rewards[:, :3, :2]",
+        "advantages returned shape (2, 3, 2), not (2, 4, 4), for rewards of shape (2, 4, 4)",
+    ),
+    "an exception after the probe": (
+        "advantage",
+        ADVANTAGES + f"assert {LATER}, 'later'\n        return rewards - 0.5",
+        "advantages raises AssertionError: later",
+    ),
+    "a spec's parameter": (
+        "advantage",
+        "offset: float = 0.5\n\n    def advantages(self, rewards, std_eps):\n"
+        "        return rewards - self.offset * (1 if self.offset == 0.5 else np.inf)",
+        "advantages returned -inf at (0, 0, 0), not a finite number, for rewards of shape (2, 4, 4)",
+    ),
+    "a selector of ints": (
+        "selector",
+        "def included(self, batch):\n"
+        "        return batch.stopped if batch.right.shape[1] == 3 else batch.stopped * 1",
+        "included returned int64 values, not bool, for a batch of shape (2, 4, 4)",
+    ),
+    "n of zero": (
+        "normaliser",
+        "def denominators(self, tokens, included, length_norm, members=None):\n"
+        "        return tokens, 1.0 if tokens.shape[1] == 3 else 0.0",
+        "denominators returned 0.0 at (0,), not positive, in n for tokens of shape (2, 4, 4)",
+    ),
+    "the exact hook conditional": (
+        "advantage",
+        "def advantages(self, rewards, std_eps):\n        return rewards - 0.5\n\n"
+        "    def conditional(self, r, others, group, std_eps):\n        return others[:1] + r",
+        "conditional returned shape (1,), not (4,), for others of shape (4,)",
+    ),
+    "the exact hook response_denominator": (
+        "normaliser",
+        "averaged = True\n\n    def denominators(self, tokens, included, length_norm, members=None):\n"
+        "        return tokens, np.ones(len(tokens))\n\n"
+        "    def response_denominator(self, tokens, length_norm):\n        return tokens - 2.0",
+        "response_denominator returned 0.0 at (0,), not positive, for tokens of shape (20,)",
+    ),
+}
+SPEC_OF = {  # the variant each kind of broken stage runs in
+    "advantage": "advantage=custom:broken,aggregation=seq_mean_token_sum_norm",
+    "selector": "advantage=none,aggregation=token_mean,selector=custom:broken",
+    "normaliser": "advantage=none,aggregation=custom:broken",
+}
+SMALL_RUN = ["--steps", "3", "--prompts", "8", "--batch-prompts", "4", "--group-size", "4", "--cap", "20"]
+SMALL_RUN += ["--min-length", "3", "--seeds", "2"]
+
+
+def broken_plugin(tmp_path: Path, case: str) -> tuple[Path, str, str]:
+    """The plugin of an AFTER_THE_PROBE case: (its path, the variant that runs it, the message)."""
+    kind, method, problem = AFTER_THE_PROBE[case]
+    source = (
+        f'{HEADER}\n@register("{kind}", "broken")\n@dataclass(frozen=True)\nclass Broken:\n    {method}\n'
+    )
+    path = write(tmp_path, "broken.py", source)
+    spec = SPEC_OF[kind] + (",offset=2" if "offset" in method else "")
+    line = ", line 9" if " raises " in problem else ""  # where in the plugin it raised
+    return path, spec, f"toyrl: error: plugin {path}{line}: {kind} custom:broken: {problem}\n"
+
+
+@pytest.mark.parametrize("case", list(AFTER_THE_PROBE))
+def test_a_stage_that_breaks_its_contract_after_the_probe_is_one_line(case: str, tmp_path: Path) -> None:
+    path, spec, message = broken_plugin(tmp_path, case)
+    out = tmp_path / "runs.csv"
+    mean_field = ["--mean-field"] if "exact hook" in case else []
+    args = ["run", "--plugin", str(path), "--variant", spec, *SMALL_RUN, *mean_field, "--out", str(out), "-q"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.endswith(message) and result.stderr.count("toyrl: error:") == 1, result.stderr
+    assert not out.exists()
+
+
+def test_workers_hold_plugin_stages_to_the_contract_too(tmp_path: Path) -> None:
+    """With loky workers and on a Dask cluster: the same one line (the stage is guarded where it runs)."""
+    path, spec, message = broken_plugin(tmp_path, "a string")
+    load_plugin(path)
+    config = Config(steps=3, prompts=8, batch_prompts=4, group_size=4, cap=20, min_length=3)
+    expected = message.removeprefix("toyrl: error: ").strip().replace("(2, 4, 4)", "(4, 4, 4)")
+    with pytest.raises(InvalidInput) as error:
+        run_experiment(config, [parse_spec(spec)], [0, 1, 2, 3], n_jobs=2)
+    assert str(error.value).replace("(1, 4, 4)", "(4, 4, 4)").replace("(2, 4, 4)", "(4, 4, 4)") == expected
+    pytest.importorskip("dask.distributed")
+    with pytest.raises(InvalidInput) as error:
+        run_sweep(tmp_path / "sweep", [parse_spec(spec)], {}, [0, 1, 2, 3], config, n_jobs=2, backend="dask")
+    assert str(error.value) == expected
+
+
+def test_the_guards_are_on_plugin_stages_only(tmp_path: Path) -> None:
+    """A plugin stage that subclasses a built-in one is guarded; the built-in class is not touched."""
+    source = HEADER + (
+        "from toyrl.stages import REGISTRY\n\n\n"
+        '@register("advantage", "mine")\n@dataclass(frozen=True)\n'
+        'class Mine(type(REGISTRY["advantage"]["group_std"])):\n    pass\n'
+    )
+    grpo = type(REGISTRY["advantage"]["group_std"])
+    load_plugin(write(tmp_path, "mine.py", source))
+    assert getattr(type(REGISTRY["advantage"]["custom:mine"]).advantages, "__toyrl_guarded__", False)
+    assert not hasattr(grpo.advantages, "__toyrl_guarded__") and not hasattr(
+        grpo.conditional, "__toyrl_guarded__"
+    )
+
+
+def test_a_plugin_keeps_numpy_state_and_stdout_to_itself(tmp_path: Path) -> None:
+    """np.seterr(all='raise') at its import is undone (toyrl's arithmetic would raise), and what it
+    prints, at import or in a call, goes to stderr: --json output stays JSON."""
+    source = (
+        HEADER
+        + "np.seterr(all='raise')\nprint('loading')\n"
+        + SHIFT.replace(
+            "        return rewards - 0.5",
+            "        print('called')\n        np.seterr(all='raise')\n        return rewards - 0.5",
+        )
+    )
+    path = write(tmp_path, "noisy.py", source)
+    before = np.geterr()
+    runner = CliRunner()
+    listed = runner.invoke(app, ["variants", "--json", "--plugin", str(path)])
+    assert listed.exit_code == 0 and "loading" in listed.stderr
+    assert json.loads(listed.stdout) and "loading" not in listed.stdout
+    assert np.geterr() == before
+    out = tmp_path / "runs.csv"
+    args = ["run", "--plugin", str(path), "--variant", "advantage=custom:shift,aggregation=token_mean"]
+    result = runner.invoke(app, [*args, *SMALL_RUN, "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and "called" in result.stderr and np.geterr() == before
+
+
+def test_a_plugin_that_exits_at_import_is_exit_2_and_writes_nothing(tmp_path: Path) -> None:
+    path = write(tmp_path, "leave.py", "import sys\nsys.exit(0)\n")
+    out = tmp_path / "runs.csv"
+    result = CliRunner().invoke(app, ["run", "--plugin", str(path), *SMALL_RUN, "--out", str(out), "-q"])
+    assert result.exit_code == 2 and result.stderr == (
+        f"toyrl: error: plugin {path}, line 2: calls sys.exit(0) (a plugin cannot end toyrl)\n"
+    )
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("kind", PLUGIN_KINDS)

@@ -243,6 +243,44 @@ def test_an_unusable_out_dir_is_one_line_naming_the_cause_and_nothing_changes(
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+@pytest.mark.parametrize(
+    "foreign", [("results.csv", "final.csv", "sweep.png"), ("sweep.svg",), ("runs/a.csv",)], ids=str
+)
+def test_a_folder_of_another_tool_is_refused_and_keeps_its_bytes(
+    tmp_path: Path, foreign: tuple[str, ...], force: list[str]
+) -> None:
+    """No sweep.json but files a sweep writes: not a toyrl sweep, refused in one line, every byte kept."""
+    from typer.testing import CliRunner
+
+    from toyrl.cli import app
+
+    project = tmp_path / "proj"
+    for name in foreign:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_bytes(f"another tool's {name}\n".encode())
+    before = snapshot(tmp_path)
+    result = CliRunner().invoke(app, ["sweep", "--out-dir", str(project), "--seeds", "1", *SMALL, *force])
+    assert result.exit_code == 2, result.output
+    listed = ", ".join(name.replace("a.csv", "") for name in foreign)
+    assert result.stderr == (
+        f"toyrl: error: --out-dir: '{project}' holds {listed} but no sweep.json: not a toyrl sweep, "
+        "and toyrl would overwrite them; choose a new or empty --out-dir\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_a_new_an_empty_or_an_unrelated_folder_takes_a_sweep(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes" / "runs").mkdir(parents=True)  # an empty runs/ (a sweep killed as it began) too
+    (tmp_path / "notes" / "notes.txt").write_text("mine\n")
+    for folder in (tmp_path / "new", tmp_path / "empty", tmp_path / "notes"):
+        run_sweep(folder, [VARIANTS["grpo"]], {}, [0], SMALL_CONFIG)
+        assert (folder / "sweep.json").is_file() and (folder / "final.csv").is_file()
+        run_sweep(folder, [VARIANTS["grpo"]], {}, [0], SMALL_CONFIG)  # and resumes it
+    assert (tmp_path / "notes" / "notes.txt").read_text() == "mine\n"
+
+
 def test_a_sweep_beyond_the_row_limit_is_refused_before_anything(tmp_path: Path) -> None:
     """runs x (steps + 1) summed over the grid: 2 seeds x (10,000,000 + 2) rows here."""
     message = f"the sweep's 4 runs x (steps + 1) would be 20,000,004 rows; the limit is {MAX_ROWS:,}"

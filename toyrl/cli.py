@@ -32,7 +32,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from toyrl import __version__
-from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput, field_help
+from toyrl.config import MAX_SEED, MAX_SEEDS, Config, ConfigError, InvalidInput, field_help
 from toyrl.values import parse_float, parse_int
 
 if TYPE_CHECKING:
@@ -608,8 +608,6 @@ def with_plugins(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-MAX_SEEDS = 1_000_000
-
 QUIET_HELP = "Print nothing but errors (no progress, no summary)."
 N_JOBS_HELP = "Worker processes (at most the cores and the runs); -1 uses every core."
 
@@ -938,10 +936,19 @@ def plot(
 
 
 def _explorer(frame: pd.DataFrame, config: Config, description: str, out: Path) -> None:
+    """The page with the results' mean curves; a note on stderr if some are not finite (drawn as gaps)."""
     from toyrl.explore import build_explorer, run_data
     from toyrl.results import write_atomic
 
-    write_atomic(out, build_explorer(run_data(frame, config.cap, description)))
+    recorded = run_data(frame, config.cap, description)
+    write_atomic(out, build_explorer(recorded))
+    if "gaps" in recorded:
+        where = ", ".join(f"{variant} from step {step}" for variant, step in recorded["gaps"].items())
+        typer.echo(
+            f"toyrl: note: some recorded means are not finite (a run diverged?): {where}; "
+            "the page draws them as gaps",
+            err=True,
+        )
 
 
 @app.command(cls=_Command, short_help="Write the HTML page that trains the toy live.")

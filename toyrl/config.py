@@ -27,39 +27,56 @@ class ConfigError(InvalidInput):
 
 
 MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of a step, at most
+MAX_SEEDS = 1_000_000  # seeds of each variant (toyrl run) or grid point (toyrl sweep)
 MAX_LENGTH_NORM = 1e9  # Dr. GRPO's constant denominator, in tokens
 MAX_SEED = 2**63 - 1  # a seed is stored in the results' int64 column
 
 
-def _describe(default: Any, text: str) -> Any:
-    return field(default=default, metadata={"help": text})
+def _describe(
+    default: Any,
+    text: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Any:
+    """A field with its help text and its valid range (None: unbounded), declared once: the checks,
+    the CLI's messages and the page (`toyrl.explore.page_data`) all read them from here."""
+    bounds = {"low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    return field(default=default, metadata={"help": text, "bounds": bounds})
 
 
 @dataclass(frozen=True)
 class Config:
     """Settings of the ramble-policy experiment (defaults: the article's toy run)."""
 
-    prompts: int = _describe(64, "Number of prompts P, each with its own approach logit psi_j.")
-    batch_prompts: int = _describe(16, "Distinct prompts B sampled per step (without replacement).")
-    group_size: int = _describe(8, "Responses G sampled per prompt; GRPO's group.")
-    steps: int = _describe(400, "Optimiser steps per run.")
-    lr: float = _describe(0.02, "Adam learning rate.")
-    adam_beta1: float = _describe(0.9, "Adam's first-moment decay.")
-    adam_beta2: float = _describe(0.999, "Adam's second-moment decay.")
-    adam_eps: float = _describe(1e-8, "Adam's denominator epsilon.")
-    cap: int = _describe(1500, "Generation cap on ramble tokens; longer responses are truncated.")
-    min_length: int = _describe(100, "Fewest ramble tokens a correct response needs.")
-    stop_prob_right: float = _describe(1 / 300, "Initial per-token stop probability on the right approach.")
-    stop_prob_wrong: float = _describe(1 / 700, "Initial per-token stop probability on a wrong approach.")
+    prompts: int = _describe(64, "Number of prompts P, each with its own approach logit psi_j.", 1, 100_000)
+    batch_prompts: int = _describe(16, "Distinct prompts B sampled per step (without replacement).", 1)
+    group_size: int = _describe(8, "Responses G sampled per prompt; GRPO's group.", 2, 10_000)
+    steps: int = _describe(400, "Optimiser steps per run.", 1, 10_000_000)
+    lr: float = _describe(0.02, "Adam learning rate.", 0.0, low_open=True)
+    adam_beta1: float = _describe(0.9, "Adam's first-moment decay.", 0.0, 1.0, high_open=True)
+    adam_beta2: float = _describe(0.999, "Adam's second-moment decay.", 0.0, 1.0, high_open=True)
+    adam_eps: float = _describe(1e-8, "Adam's denominator epsilon.", 0.0, low_open=True)
+    cap: int = _describe(
+        1500, "Generation cap on ramble tokens; longer responses are truncated.", 1, 10_000_000
+    )
+    min_length: int = _describe(100, "Fewest ramble tokens a correct response needs.", 1)
+    stop_prob_right: float = _describe(
+        1 / 300, "Initial per-token stop probability on the right approach.", 0.0, 1.0, True, True
+    )
+    stop_prob_wrong: float = _describe(
+        1 / 700, "Initial per-token stop probability on a wrong approach.", 0.0, 1.0, True, True
+    )
     # The article does not say how psi starts. N(-1, 1) spreads the initial pass rates (sigma(psi)
     # from 7% to 67% between the 5th and 95th percentiles; initial accuracy 22%), and its mean is
     # the one whose final GRPO accuracy over seeds 0-5 matched the article's 27.4% with toyrl 0.3's
     # noise: calibrated on that figure, at those seeds, with |o_i| = L + 1; with the portable noise
     # of toyrl 0.4 they end within one standard error of it (docs/initialisation.md has the scan).
     prompt_logit_mean: float = _describe(-1.0, "Mean of the initial prompt logits psi_j ~ Normal.")
-    prompt_logit_std: float = _describe(1.0, "Std of the initial prompt logits (0: all equal the mean).")
-    std_eps: float = _describe(1e-6, "Epsilon added to the group reward std (std-scaled variants).")
-    length_norm: float = _describe(0.0, "Dr. GRPO's constant denominator L_norm; 0 means the cap.")
+    prompt_logit_std: float = _describe(1.0, "Std of the initial prompt logits (0: all equal the mean).", 0.0)
+    std_eps: float = _describe(1e-6, "Epsilon added to the group reward std (std-scaled variants).", 0.0)
+    length_norm: float = _describe(0.0, "Dr. GRPO's constant denominator L_norm; 0 means the cap.", 0.0)
     # A trainer's completion mask covers every generated token, and the approach token is one, so
     # GRPO's per-response mean divides by L + 1. The article's worked example divides by the length
     # alone; the choice moves GRPO's final accuracy by more than 2 points (docs/initialisation.md).
@@ -70,13 +87,12 @@ class Config:
     )
 
     def __post_init__(self) -> None:
-        _check_int(self, "prompts", 1, 100_000)
-        _check_int(self, "batch_prompts", 1)
+        for f in fields(self):
+            _check_field(self, f.name)
         if self.batch_prompts > self.prompts:
             raise ConfigError(
                 "batch_prompts", f"must be at most prompts = {self.prompts}", self.batch_prompts
             )
-        _check_int(self, "group_size", 2, 10_000)
         if self.batch_prompts * self.group_size > MAX_RESPONSES:
             raise ConfigError(
                 "group_size",
@@ -84,21 +100,8 @@ class Config:
                 f"(batch_prompts = {self.batch_prompts:,})",
                 self.group_size,
             )
-        _check_int(self, "steps", 1, 10_000_000)
-        _check_int(self, "cap", 1, 10_000_000)
-        _check_int(self, "min_length", 1)
         if self.min_length > self.cap:
             raise ConfigError("cap", f"must be at least min_length = {self.min_length}", self.cap)
-        _check_float(self, "lr", low=0.0, low_open=True)
-        _check_float(self, "adam_beta1", low=0.0, high=1.0, high_open=True)
-        _check_float(self, "adam_beta2", low=0.0, high=1.0, high_open=True)
-        _check_float(self, "adam_eps", low=0.0, low_open=True)
-        _check_float(self, "stop_prob_right", low=0.0, high=1.0, low_open=True, high_open=True)
-        _check_float(self, "stop_prob_wrong", low=0.0, high=1.0, low_open=True, high_open=True)
-        _check_float(self, "prompt_logit_mean")
-        _check_float(self, "prompt_logit_std", low=0.0)
-        _check_float(self, "std_eps", low=0.0)
-        _check_float(self, "length_norm", low=0.0)
         if self.length_norm != 0 and not 1 <= self.length_norm <= MAX_LENGTH_NORM:
             # a token count: below one token the weights A_i / L_norm overflow float64, far above
             # it they underflow, and either way Adam leaves the policy where it is
@@ -107,8 +110,6 @@ class Config:
                 f"must be 0 (the cap) or a number of tokens in [1, {MAX_LENGTH_NORM:g}]",
                 self.length_norm,
             )
-        if not isinstance(self.count_approach_token, bool):
-            raise ConfigError("count_approach_token", "must be true or false", self.count_approach_token)
 
     @property
     def length_norm_value(self) -> float:
@@ -141,30 +142,39 @@ def field_help(name: str) -> str:
     return str(next(f for f in fields(Config) if f.name == name).metadata["help"])
 
 
-def _check_int(config: Config, name: str, minimum: int, maximum: int | None = None) -> None:
-    value = getattr(config, name)
-    bad = isinstance(value, bool) or not isinstance(value, int) or value < minimum
-    if bad or (maximum is not None and value > maximum):
-        bounds = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum:,}"
-        raise ConfigError(name, f"must be an integer {bounds}", value)
-
-
-def _check_float(
-    config: Config,
-    name: str,
-    low: float = -math.inf,
-    high: float = math.inf,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    value = getattr(config, name)
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
-    if not ok:
-        bounds = [
-            f"{'>' if low_open else '>='} {low:g}" if low > -math.inf else "",
-            f"{'<' if high_open else '<='} {high:g}" if high < math.inf else "",
+def field_bounds(name: str) -> dict[str, Any]:
+    """A Config field's valid range as declared: kind ('integer', 'number' or 'boolean'), low and
+    high (None: unbounded), whether each end is open, and `requirement`, the words of its error."""
+    f = next(f for f in fields(Config) if f.name == name)
+    kind = {bool: "boolean", int: "integer", float: "number"}[type(f.default)]
+    bounds = dict(f.metadata["bounds"])
+    low, high = bounds["low"], bounds["high"]
+    if kind == "boolean":
+        requirement = "must be true or false"
+    elif kind == "integer":
+        requirement = "must be an integer " + (f">= {low}" if high is None else f"in {low}..{high:,}")
+    else:
+        ends = [
+            f"{'>' if bounds['low_open'] else '>='} {low:g}" if low is not None else "",
+            f"{'<' if bounds['high_open'] else '<='} {high:g}" if high is not None else "",
         ]
-        requirement = " and ".join(b for b in bounds if b)
-        raise ConfigError(name, f"must be a finite number {requirement}".rstrip(), value)
+        requirement = f"must be a finite number {' and '.join(e for e in ends if e)}".rstrip()
+    return {"kind": kind, **bounds, "requirement": requirement}
+
+
+def _check_field(config: Config, name: str) -> None:
+    """ConfigError unless the field's value is of its kind and within its declared range."""
+    value, bounds = getattr(config, name), field_bounds(name)
+    if bounds["kind"] == "boolean":
+        ok = isinstance(value, bool)
+    elif bounds["kind"] == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    low, high = bounds["low"], bounds["high"]
+    if ok and low is not None:
+        ok = value > low if bounds["low_open"] else value >= low
+    if ok and high is not None:
+        ok = value < high if bounds["high_open"] else value <= high
+    if not ok:
+        raise ConfigError(name, bounds["requirement"], value)

@@ -5,7 +5,8 @@ simulator, which is three scripts inlined in order (`kernels.js`, toyrl.kernels'
 `random.js`, numpy's SeedSequence and PCG64 streams; `sim.js`, the ramble policy, the stages the
 page runs, sampled and mean-field training, `window.toyrl.simulate`) and the interface `ui.js`.
 What the simulator needs from the Python side is embedded as JSON (`page_data`): the
-configuration's defaults and help texts, `toyrl run`'s bound on a table's rows, and the stage
+configuration's defaults, help texts and valid ranges, `toyrl run`'s bounds (`limits`, with the
+page's own on what one tab holds), and the stage
 registry and every preset's canonical spec (so no variant is retyped in JavaScript). The page draws
 each seed's numbers itself, from the same streams as `toyrl run`, and computes the same bits:
 tests/test_explorer.py checks it against this package in headless Chromium.
@@ -23,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from toyrl import __version__
-from toyrl.config import Config, field_help
+from toyrl.config import MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_help
 from toyrl.expected import exact_support
-from toyrl.experiment import MAX_ROWS
+from toyrl.experiment import MAX_ROWS, MAX_UPDATES
 from toyrl.objective import DEFAULTS, KIND_KEYS
 from toyrl.stages import REGISTRY, parameters, simulated_only
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
@@ -35,17 +36,42 @@ PLACEHOLDERS = {"data": "/*__TOYRL_DATA__*/null", "sim": "/*__SIM_JS__*/", "ui":
 MAX_PAGE_BYTES = 300_000
 # The simulator's scripts, in the order they run: sim.js uses the globals the other two define.
 SIMULATOR = ("kernels.js", "random.js", "sim.js")
+# The page keeps every column of every run and step (17 doubles a row) and every run's batch at
+# once, in one tab: it holds fewer rows than toyrl run (whose table may take 4 GB), and all its
+# runs' responses of a step within the bound toyrl run puts on one run's.
+PAGE_MAX_ROWS = 1_000_000  # about 140 MB
 
 
 def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
-    """Mean over seeds, per variant and step, of the recorded curves (7 significant digits)."""
+    """Mean over seeds, per variant and step, of the recorded curves (7 significant digits).
+
+    A step where any seed's value is not finite (a run that diverged) has no mean: None, drawn as a
+    gap, and the description says from which step each such variant has one."""
     variants = list(dict.fromkeys(frame["variant"]))
-    means = frame.groupby(["variant", "step"], sort=False)[RECORDED].mean()
+    groups = ["variant", "step"]
+    means = frame.groupby(groups, sort=False)[RECORDED].mean()
+    finite = pd.DataFrame(
+        np.isfinite(frame[RECORDED].to_numpy(dtype=float)), columns=RECORDED, index=frame.index
+    )
+    means = means.where(finite.groupby([frame[g] for g in groups], sort=False).all())
     curves = {
-        variant: {name: [float(f"{value:.7g}") for value in means.loc[variant, name]] for name in RECORDED}
+        variant: {
+            name: [
+                float(f"{value:.7g}") if np.isfinite(value) else None for value in means.loc[variant, name]
+            ]
+            for name in RECORDED
+        }
         for variant in variants
     }
-    return {
+    gaps = {
+        variant: min(values.index(None) for values in curves[variant].values() if None in values)
+        for variant in variants
+        if any(None in values for values in curves[variant].values())
+    }
+    if gaps:
+        where = ", ".join(f"{variant} from step {step}" for variant, step in gaps.items())
+        description += f"; not finite (gaps): {where}"
+    data = {
         "steps": int(frame["step"].max()),
         "cap": cap,
         "variants": variants,
@@ -53,6 +79,7 @@ def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
         "description": description,
         "curves": curves,
     }
+    return data | ({"gaps": gaps} if gaps else {})
 
 
 def _plain(value: Any) -> Any:
@@ -92,10 +119,20 @@ def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "version": __version__,
         "config": {
-            f.name: {"default": getattr(config, f.name), "help": field_help(f.name)}
+            f.name: {
+                "default": getattr(config, f.name),
+                "help": field_help(f.name),
+                "bounds": field_bounds(f.name),
+            }
             for f in dataclasses.fields(Config)
         },
-        "max_rows": MAX_ROWS,  # toyrl run's bound on the rows of a table, the page's too
+        "limits": {  # toyrl run's bounds, and the page's own on what one tab holds
+            "max_rows": MAX_ROWS,
+            "max_updates": MAX_UPDATES,
+            "max_responses": MAX_RESPONSES,
+            "max_seeds": MAX_SEEDS,
+            "page_rows": PAGE_MAX_ROWS,
+        },
         "registry": _registry(),
         "defaults": DEFAULTS,
         "kind_keys": KIND_KEYS,

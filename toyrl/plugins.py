@@ -21,7 +21,12 @@ kinds are the five a training step calls through their interface (R runs, B prom
 (toyrl.train reads the kl, the schedule and the sampler by their own classes: a plugin cannot
 replace those.) Each stage is probed when its plugin loads (`probe`): its outputs must have the
 contract's shape and finite values, and each run's output must depend on that run's input alone,
-or the plugin is refused with one line naming the stage and the problem. A stage without its
+or the plugin is refused with one line naming the stage and the problem. Then every call of a
+plugin stage's methods, the exact hooks and stages made with a spec's parameters included, is held
+to the cheap part of the contract (`GUARDS`: type, shape, finite and positive values): a breach,
+or an exception, stops the command with one line naming the plugin, the stage, the method and what
+was wrong (`PluginError`). A plugin's prints go to stderr (stdout may be JSON) and numpy's error
+state is restored after its import and each call. A stage without its
 kind's exact hooks (`EXACT_HOOKS`) that does not say why (`simulated_only`) is marked simulated
 only: `toyrl.expected` then refuses it with that reason instead of failing on the missing hook.
 
@@ -32,15 +37,17 @@ before rebuilding the stage, so a worker runs exactly the code its parent loaded
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import functools
 import hashlib
+import inspect
 import os
 import re
 import sys
 import traceback
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -88,6 +95,21 @@ class Plugin:
 
 
 LOADED: dict[str, Plugin] = {}  # by the file's resolved path
+
+
+class PluginError(InvalidInput):
+    """A plugin stage broke its contract while toyrl ran it (one line, naming where)."""
+
+
+@contextlib.contextmanager
+def _contained() -> Iterator[None]:
+    """Plugin code runs here: its prints go to stderr, and numpy's error state is put back after."""
+    saved = np.geterr()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        np.seterr(**saved)
 
 
 def load_plugin(path: str | os.PathLike[str]) -> Plugin:
@@ -156,10 +178,15 @@ def _load(given: str, key: str, source: bytes, evict: bool = False) -> Plugin:
             f"plugin {given}: registers no stage (decorate a frozen dataclass with "
             "@register(kind, name) from toyrl.stages)"
         )
-    version = namespace.get("__version__", "unversioned")
-    plugin = Plugin(
-        stem, given, str(version), sha256, tuple((k, PREFIX + n) for k, n, _ in added), source, module
-    )
+    try:
+        with _contained():
+            version = str(namespace.get("__version__", "unversioned"))
+    except Exception as error:
+        sys.modules.pop(module, None)
+        raise InvalidInput(
+            f"plugin {given}: its __version__ cannot be read as text ({_describe(error)})"
+        ) from None
+    plugin = Plugin(stem, given, version, sha256, tuple((k, PREFIX + n) for k, n, _ in added), source, module)
     try:
         for kind, name, stage in added:
             _install(plugin, kind, name, stage, evict)
@@ -167,6 +194,8 @@ def _load(given: str, key: str, source: bytes, evict: bool = False) -> Plugin:
             problem = probe(kind, REGISTRY[kind][name])
             if problem:
                 raise InvalidInput(f"plugin {given}: {kind} {name} {problem}")
+        for kind, name in plugin.stages:
+            _guard(type(REGISTRY[kind][name]), kind, name, given, key)
     except BaseException:
         unload(plugin)
         raise
@@ -185,9 +214,12 @@ def _execute(
     sys.modules[module] = namespace  # dataclasses look their class's module up there
     ran = False
     try:
-        exec(compile(source, key, "exec"), namespace.__dict__)
+        with _contained():
+            exec(compile(source, key, "exec"), namespace.__dict__)
         ran = True
-    except Exception as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit and the like too: a plugin does not end toyrl
         raise InvalidInput(f"plugin {given}{_line(error, key)}: {_describe(error)}") from None
     finally:
         added = [
@@ -200,7 +232,7 @@ def _execute(
     return namespace.__dict__, added
 
 
-def _line(error: Exception, key: str) -> str:
+def _line(error: BaseException, key: str) -> str:
     """', line N': where in the plugin's file `error` arose ('' if not in it)."""
     if isinstance(error, SyntaxError) and error.filename == key:
         return f", line {error.lineno}"
@@ -215,6 +247,8 @@ def _describe(error: BaseException) -> str:
     message = " ".join(str(error).split())
     if isinstance(error, InvalidInput):
         return message
+    if isinstance(error, SystemExit):
+        return f"calls sys.exit({error.code!r}) (a plugin cannot end toyrl)"
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
@@ -318,7 +352,7 @@ def probe(kind: str, stage: Any) -> str:
     must be), or mixing runs: permuting the runs of its input must permute its output the same
     way, and replacing one run's input by another's must leave the other runs' outputs as they
     were."""
-    with np.errstate(all="ignore"):  # what a stage's arithmetic gives is checked, not warned of
+    with _contained(), np.errstate(all="ignore"):  # what a stage's arithmetic gives is checked, not warned of
         return _probed(kind, stage)
 
 
@@ -497,3 +531,154 @@ PROBES: dict[str, Callable[[Any, Batch, FloatArray, FloatArray], list[Output]]] 
     "normaliser": _normaliser,
     "objective": _objective,
 }
+
+
+# --- the contract at every call ------------------------------------------------------------------
+# Each method a training step or the exact update calls, and the check of its output given its
+# arguments (without self): '' if it keeps the contract, else what is wrong. Cheap: a type, a shape
+# and one pass over the values, on arrays the size of a batch.
+
+
+def _values(
+    value: Any, shape: tuple[int, ...], given: str, boolean: bool = False, positive: Any = None
+) -> str:
+    """What is wrong with an array output of `shape` (bool, or finite real numbers, positive where
+    `positive`): '' if nothing."""
+    if isinstance(value, str | bytes) or not isinstance(
+        value, np.ndarray | np.generic | int | float | list | tuple
+    ):
+        return f"returned a {type(value).__name__}, not an array of shape {shape}, {given}"
+    array = np.asarray(value)
+    if array.shape != shape:
+        return f"returned shape {array.shape}, not {shape}, {given}"
+    if boolean:
+        return "" if array.dtype == bool else f"returned {array.dtype} values, not bool, {given}"
+    if array.dtype == bool or not (
+        np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    ):
+        return f"returned {array.dtype} values, not real numbers, {given}"
+    bad = ~np.isfinite(array)
+    if positive is not None:
+        bad |= np.asarray(positive, dtype=bool) & ~(array > 0)
+    if not bad.any():
+        return ""
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    need = "a finite number" if not np.isfinite(array[index]) else "positive"
+    return f"returned {array[index].item()}{f' at {index}' if index else ''}, not {need}, {given}"
+
+
+def _shape_of(value: Any) -> tuple[int, ...]:
+    return tuple(np.shape(value))
+
+
+def _rewards(out: Any, batch: Batch, *rest: Any) -> str:
+    return _values(out, batch.right.shape, f"for a batch of shape {batch.right.shape}")
+
+
+def _included(out: Any, batch: Batch, *rest: Any) -> str:
+    return _values(out, batch.right.shape, f"for a batch of shape {batch.right.shape}", boolean=True)
+
+
+def _advantages(out: Any, rewards: Any, *rest: Any) -> str:
+    return _values(out, _shape_of(rewards), f"for rewards of shape {_shape_of(rewards)}")
+
+
+def _denominators(out: Any, tokens: Any, included: Any, length_norm: Any, members: Any = None) -> str:
+    given = f"for tokens of shape {_shape_of(tokens)}"
+    if not (isinstance(out, tuple | list) and len(out) == 2):
+        return f"returned a {type(out).__name__}, not the pair (D, n), {given}"
+    in_loss = included if members is None else np.logical_and(included, members)
+    problem = _values(out[0], _shape_of(tokens), f"in D {given}", positive=in_loss)
+    n, runs = out[1], (len(tokens),)
+    if np.ndim(n) == 0 and isinstance(n, int | float | np.generic | np.ndarray):  # one number for every run
+        n = np.broadcast_to(np.asarray(n), runs)
+    return problem or _values(n, runs, f"in n {given}", positive=np.ones(runs, dtype=bool))
+
+
+def _coefficients(out: Any, update: Any, *rest: Any) -> str:
+    shape = _shape_of(update.advantage)
+    given = f"for an update of shape {shape}"
+    if not (isinstance(out, tuple | list) and len(out) == 2 and isinstance(out[0], Coefficients)):
+        return f"returned a {type(out).__name__}, not (toyrl.policy.Coefficients, clipped tokens), {given}"
+    coefficients, clipped = out
+    for kind in ("approach", "non_stop", "stop"):
+        value = getattr(coefficients, kind)
+        problem = "" if value is None and kind != "approach" else _values(value, shape, f"in {kind} {given}")
+        if problem:
+            return problem
+    return _values(clipped, shape[:1], f"in clipped tokens {given}")
+
+
+def _stack(out: Any, objectives: Any, *rest: Any) -> str:
+    runs = (len(objectives),)
+    if not isinstance(out, dict):
+        return f"returned a {type(out).__name__}, not {{key: [runs]}}, for {runs[0]} runs"
+    wrong = next((key for key, value in out.items() if _shape_of(value) != runs), None)
+    return "" if wrong is None else f"returned {wrong} of shape {_shape_of(out[wrong])}, not {runs}"
+
+
+def _window(out: Any, config: Any, *rest: Any) -> str:
+    integers = isinstance(out, tuple | list) and len(out) == 2
+    integers = integers and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in out)
+    if integers and 1 <= out[0] <= out[1]:
+        return ""
+    return f"returned {out!r}, not two integers 1 <= low <= high (the lengths that earn reward 1)"
+
+
+def _conditional(out: Any, r: Any, others: Any, *rest: Any) -> str:
+    return _values(out, _shape_of(others), f"for others of shape {_shape_of(others)}")
+
+
+def _response_denominator(out: Any, tokens: Any, *rest: Any) -> str:
+    shape = _shape_of(tokens)
+    return _values(out, shape, f"for tokens of shape {shape}", positive=np.ones(shape, dtype=bool))
+
+
+GUARDS: dict[str, dict[str, Callable[..., str]]] = {
+    "reward": {"rewards": _rewards, "window": _window},
+    "selector": {"included": _included},
+    "advantage": {"advantages": _advantages, "conditional": _conditional},
+    "normaliser": {"denominators": _denominators, "response_denominator": _response_denominator},
+    "objective": {"stack": _stack, "coefficients": _coefficients},
+}
+
+
+def _guard(stage_class: Any, kind: str, name: str, given: str, key: str) -> None:
+    """Wrap the methods of a plugin's stage class that toyrl calls (`GUARDS`) so that every call is
+    checked: an exception or a breach of the contract is a PluginError naming the plugin, the stage,
+    the method and the problem. The class is the plugin's own: toyrl's stages are not touched."""
+    for method, check in GUARDS[kind].items():
+        static = inspect.getattr_static(stage_class, method, None)
+        if static is None or getattr(static, "__toyrl_guarded__", False):
+            continue
+        binding = type(static) if isinstance(static, staticmethod | classmethod) else None
+        function = static.__func__ if binding is not None else static
+        if not callable(function) or getattr(function, "__toyrl_guarded__", False):
+            continue
+        skip = 0 if binding is staticmethod else 1  # self or cls
+        stage_method = f"{kind} {name}: {method}"
+
+        def guarded(
+            *args: Any,
+            _function: Any = function,
+            _check: Any = check,
+            _skip: int = skip,
+            _stage_method: str = stage_method,
+            **kwargs: Any,
+        ) -> Any:
+            try:
+                with _contained():
+                    out = _function(*args, **kwargs)
+            except (InvalidInput, KeyboardInterrupt):  # a stage's own one-line refusal; the user's ^C
+                raise
+            except BaseException as error:
+                where = f"plugin {given}{_line(error, key)}: {_stage_method}"
+                raise PluginError(f"{where} raises {_describe(error)}") from None
+            problem = _check(out, *args[_skip:])
+            if problem:
+                raise PluginError(f"plugin {given}: {_stage_method} {problem}")
+            return out
+
+        functools.update_wrapper(guarded, function)
+        guarded.__toyrl_guarded__ = True  # type: ignore[attr-defined]
+        setattr(stage_class, method, guarded if binding is None else binding(guarded))

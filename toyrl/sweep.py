@@ -71,6 +71,9 @@ GRIDDABLE = [f.name for f in fields(Config)]
 CONNECT_TIMEOUT = 5.0
 # What a sweep folder may already hold, and whether each is a folder: anything else there is refused.
 LAYOUT = {"sweep.json": False, "runs": True, "results.csv": False, "final.csv": False}
+# What a sweep writes beside its manifest (the figure by `toyrl sweep`): a folder that holds any of
+# them, or runs in runs/, but no sweep.json is another tool's, and toyrl would overwrite its files.
+OUTPUTS = ("results.csv", "final.csv", "sweep.png", "sweep.svg")
 MANIFEST_TYPES = {"toyrl_version": str, "variants": dict, "grid": dict, "seeds": list, "base_config": dict}
 JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"} | {
     bool: "true or false",
@@ -277,6 +280,7 @@ def _replaces(folder: Path, manifest: dict[str, Any], force: bool) -> bool:
     """
     path = folder / "sweep.json"
     if not path.exists():
+        _check_not_foreign(folder)
         return False
     remedy = "remove it, or choose another --out-dir"
     try:
@@ -302,6 +306,23 @@ def _replaces(folder: Path, manifest: dict[str, Any], force: bool) -> bool:
             "use another --out-dir, or --force to replace it"
         )
     return not same
+
+
+def _check_not_foreign(folder: Path) -> None:
+    """InvalidInput if `folder`, which has no sweep.json, holds files a sweep would write (or runs):
+    they are not a toyrl sweep's, and even --force leaves them alone."""
+    try:
+        found = [name for name in OUTPUTS if os.path.lexists(folder / name)]
+        runs = folder / "runs"
+        if runs.is_dir() and any(runs.iterdir()):
+            found.append("runs/")
+    except OSError as error:
+        raise InvalidInput(f"--out-dir: cannot look into '{folder}' ({error.strerror or error})") from None
+    if found:
+        raise InvalidInput(
+            f"--out-dir: '{folder}' holds {', '.join(found)} but no sweep.json: not a toyrl sweep, and "
+            "toyrl would overwrite them; choose a new or empty --out-dir"
+        )
 
 
 def _prepare(folder: Path, manifest: dict[str, Any], replace: bool) -> None:

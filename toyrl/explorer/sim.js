@@ -13,6 +13,8 @@
      resolve(variant)     a preset name, a spec text "advantage=none,aggregation=token_mean" or a
                           spec object -> {name, spec, stages}; throws InputError (one line)
      support(variant, meanField)  '' or the reason the page cannot train it
+     checkSetting(name, value, written)  throws InputError unless a Config field's value is in its
+                          range (toyrl.config's, from the data), the message quoting `written`
      start(spec)          a run, trained step by step: {runs, steps, t, done, advance(n), column(name)}
      simulate(spec)       start(spec) run to the end, as the flat columns of `toyrl run`
    spec: {variants: [...] (or variant: one), seeds: n (0..n-1) or [seeds], steps, mean_field,
@@ -166,53 +168,27 @@
   /* A run's refill stream: a sampler's further draws (toyrl.noise.uniform, standard_exponential). */
   const refillSource = (rng) => ({ random: (n) => rng.fill(n, "random"), exponential: (n) => exponentials(rng, n) });
 
-  // --- configuration (toyrl.config.Config's fields and checks) ------------------------------------
+  // --- configuration (toyrl.config.Config's fields, their ranges as Python declares them) --------
   const CONFIG_FIELDS = Object.keys(DATA.config);
-  const MAX_RESPONSES = 1000000;
+  const LIMITS = DATA.limits; // toyrl run's bounds and the page's own (toyrl.explore.page_data)
 
-  function checkInt(c, name, low, high) {
-    const v = c[name];
-    if (!Number.isInteger(v) || v < low || (high !== undefined && v > high)) {
-      const bounds = high === undefined ? `>= ${low}` : `in ${low}..${high.toLocaleString("en")}`;
-      fail(`${name} must be an integer ${bounds} (got ${JSON.stringify(v)})`);
-    }
-  }
-  function checkFloat(c, name, low, high, lowOpen, highOpen) {
-    const v = c[name];
-    let ok = typeof v === "number" && Number.isFinite(v);
-    if (ok && low !== undefined) ok = lowOpen ? v > low : v >= low;
-    if (ok && high !== undefined) ok = highOpen ? v < high : v <= high;
-    if (!ok) {
-      const bounds = [];
-      if (low !== undefined) bounds.push(`${lowOpen ? ">" : ">="} ${low}`);
-      if (high !== undefined) bounds.push(`${highOpen ? "<" : "<="} ${high}`);
-      fail(`${name} must be a finite number ${bounds.join(" and ")}`.trim() + ` (got ${JSON.stringify(v)})`);
-    }
+  /* InputError unless c[name] is of the field's kind and in its range; `written`: the value as the
+     user wrote it, for the message (by default the value itself). */
+  function checkField(c, name, written) {
+    const v = c[name], { kind, low, high, low_open: lowOpen, high_open: highOpen, requirement } = DATA.config[name].bounds;
+    let ok = kind === "boolean" ? typeof v === "boolean" : kind === "integer" ? Number.isInteger(v) : typeof v === "number" && Number.isFinite(v);
+    if (ok && low !== null) ok = lowOpen ? v > low : v >= low;
+    if (ok && high !== null) ok = highOpen ? v < high : v <= high;
+    if (!ok) fail(`${name} ${requirement} (got ${written ?? JSON.stringify(v)})`);
   }
 
   function makeConfig(fields) {
     const c = {};
     for (const name of CONFIG_FIELDS) c[name] = name in fields ? fields[name] : DATA.config[name].default;
-    checkInt(c, "prompts", 1, 100000);
-    checkInt(c, "batch_prompts", 1);
+    for (const name of CONFIG_FIELDS) checkField(c, name);
     if (c.batch_prompts > c.prompts) fail(`batch_prompts must be at most prompts = ${c.prompts} (got ${c.batch_prompts})`);
-    checkInt(c, "group_size", 2, 10000);
-    if (c.batch_prompts * c.group_size > MAX_RESPONSES) fail(`group_size times batch_prompts must be at most ${MAX_RESPONSES} responses per step (got ${c.group_size})`);
-    checkInt(c, "steps", 1, 10000000);
-    checkInt(c, "cap", 1, 10000000);
-    checkInt(c, "min_length", 1);
+    if (c.batch_prompts * c.group_size > LIMITS.max_responses) fail(`group_size times batch_prompts must be at most ${LIMITS.max_responses.toLocaleString("en")} responses per step (batch_prompts = ${c.batch_prompts.toLocaleString("en")}) (got ${c.group_size})`);
     if (c.min_length > c.cap) fail(`cap must be at least min_length = ${c.min_length} (got ${c.cap})`);
-    checkFloat(c, "lr", 0, undefined, true);
-    checkFloat(c, "adam_beta1", 0, 1, false, true);
-    checkFloat(c, "adam_beta2", 0, 1, false, true);
-    checkFloat(c, "adam_eps", 0, undefined, true);
-    checkFloat(c, "stop_prob_right", 0, 1, true, true);
-    checkFloat(c, "stop_prob_wrong", 0, 1, true, true);
-    checkFloat(c, "prompt_logit_mean");
-    checkFloat(c, "prompt_logit_std", 0);
-    checkFloat(c, "std_eps", 0);
-    checkFloat(c, "length_norm", 0);
-    if (typeof c.count_approach_token !== "boolean") fail(`count_approach_token must be true or false (got ${JSON.stringify(c.count_approach_token)})`);
     c.length_norm_value = c.length_norm > 0 ? c.length_norm : c.cap;
     c.approach_tokens = c.count_approach_token ? 1 : 0;
     return c;
@@ -1120,12 +1096,19 @@
       const c = makeConfig(fields);
       const chosen = spec.variants ?? (spec.variant !== undefined ? [spec.variant] : null);
       if (!Array.isArray(chosen) || chosen.length === 0) fail("variants must be a non-empty list of names or specs");
-      // toyrl run's bound on a table's rows (toyrl.experiment.MAX_ROWS), checked before anything is allocated
-      const seedCount = Number.isInteger(spec.seeds) ? spec.seeds : Array.isArray(spec.seeds) ? spec.seeds.length : 1;
-      const rows = chosen.length * seedCount * (c.steps + 1);
-      if (rows > DATA.max_rows) fail(`${(chosen.length * seedCount).toLocaleString("en")} runs x ${(c.steps + 1).toLocaleString("en")} steps would be ${rows.toLocaleString("en")} rows; the limit is ${DATA.max_rows.toLocaleString("en")}: use fewer variants, seeds or steps`);
-      const seeds = Number.isInteger(spec.seeds) ? Array.from({ length: spec.seeds }, (_, i) => i) : spec.seeds ?? [0];
-      if (!Array.isArray(seeds) || seeds.length === 0 || !seeds.every((s) => Number.isSafeInteger(s) && s >= 0)) fail(`seeds must be a count >= 1 or a list of integers in 0..2^53 - 1 (got ${JSON.stringify(spec.seeds)})`);
+      let seeds = Number.isInteger(spec.seeds) ? null : spec.seeds ?? [0];
+      if (seeds === null ? !(spec.seeds >= 1 && spec.seeds <= LIMITS.max_seeds)
+        : !Array.isArray(seeds) || seeds.length === 0 || seeds.length > LIMITS.max_seeds || !seeds.every((s) => Number.isSafeInteger(s) && s >= 0)) {
+        const most = LIMITS.max_seeds.toLocaleString("en");
+        fail(`seeds must be a count in 1..${most} or a list of 1..${most} integers in 0..2^53 - 1 (got ${JSON.stringify(spec.seeds)})`);
+      }
+      const seedCount = seeds === null ? spec.seeds : seeds.length, runs = chosen.length * seedCount;
+      // checked before anything is allocated: the page holds every row, and every run's batch, at once
+      const rows = runs * (c.steps + 1), limit = Math.min(LIMITS.max_rows, LIMITS.page_rows);
+      if (rows > limit) fail(`${chosen.length} variant${chosen.length > 1 ? "s" : ""} x ${seedCount} seed${seedCount > 1 ? "s" : ""} x ${(c.steps + 1).toLocaleString("en")} steps would be ${rows.toLocaleString("en")} rows; the page holds at most ${limit.toLocaleString("en")}: use fewer variants, seeds or steps (toyrl run holds ${LIMITS.max_rows.toLocaleString("en")})`);
+      const responses = runs * c.batch_prompts * c.group_size;
+      if (!spec.mean_field && responses > LIMITS.max_responses) fail(`${runs.toLocaleString("en")} runs x batch_prompts x group_size would be ${responses.toLocaleString("en")} responses a step; the page holds at most ${LIMITS.max_responses.toLocaleString("en")}: use fewer variants, seeds, prompts or a smaller group`);
+      if (seeds === null) seeds = Array.from({ length: spec.seeds }, (_, i) => i);
       if (spec.theta0 !== undefined && !(Array.isArray(spec.theta0) && spec.theta0.length === seeds.length)) fail(`theta0 must hold one policy per seed (${seeds.length})`);
       this.meanField = Boolean(spec.mean_field);
       this.variants = chosen.map(resolve);
@@ -1133,6 +1116,8 @@
         const reason = support(v, this.meanField);
         if (reason) fail(`variant ${v.name}: ${reason}`);
         const parts = (v.stages.schedule.mini_batches ?? 1) * (v.stages.schedule.micro_batches ?? 1);
+        const updates = c.steps * (v.stages.schedule.num_iterations ?? 1) * (v.stages.schedule.mini_batches ?? 1);
+        if (updates > LIMITS.max_updates) fail(`${c.steps.toLocaleString("en")} steps x num_iterations x mini_batches would be ${updates.toLocaleString("en")} updates per run; the limit is ${LIMITS.max_updates.toLocaleString("en")}`);
         if ((c.batch_prompts * c.group_size) % parts) fail(`mini_batches x micro_batches = ${parts} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
         if (v.stages.objective.name === "gspo" && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail("objective=gspo takes one advantage a response: not with kl=k1_reward (per-token ones)");
         const sampler = v.stages.sampler;
@@ -1233,6 +1218,7 @@
     columns: COLUMNS,
     resolve,
     support,
+    checkSetting: (name, value, written) => checkField({ [name]: value }, name, written),
     start: (spec) => new Run(spec),
     simulate,
     InputError,

@@ -314,7 +314,10 @@
   ];
   const DEFAULT_SEEDS = 6; // the article's run
   const settingDefault = (key) => (key === "seeds" ? DEFAULT_SEEDS : DATA.config[key].default);
-  const settingHelp = (key) => (key === "seeds" ? "Seeds 0..n-1, one run per seed and variant (1-16)." : DATA.config[key].help);
+  const settingHelp = (key) => (key === "seeds" ? "Seeds 0..n-1, one run per seed and variant." : DATA.config[key].help);
+  const LIMITS = DATA.limits;
+  // A value as the user wrote it, for a message: a number as typed, anything else quoted.
+  const written = (text) => (text.trim() !== "" && Number.isFinite(Number(text)) ? text.trim() : JSON.stringify(text));
 
   const state = {
     variants: [...ARTICLE],
@@ -416,14 +419,38 @@
     if ($("overlay")) $("overlay").checked = state.overlay;
   }
 
-  // The settings as typed: a number, or the text itself when it is none (the simulator says why).
+  // What a setting's box holds as written: a link's text that is no number (which the box itself
+  // would show as empty) is kept, so that a message can quote it.
+  const settingText = (key) => { const input = $(`set-${key}`); return input.value === "" ? input.dataset.typed ?? "" : input.value; };
+
+  // The settings as typed: a number, or the text itself when it is none (the check says why).
   function settingValues() {
     const values = {};
     for (const s of SETTINGS) {
-      const text = $(`set-${s.key}`).value.trim();
+      const text = settingText(s.key).trim();
       values[s.key] = text === "" || !Number.isFinite(Number(text)) ? text : Number(text);
     }
     return values;
+  }
+
+  /* Each setting in its own range (Python's, from the data; seeds: toyrl run's), quoting what was
+     written: [] or one line per bad setting. */
+  function settingErrors(values) {
+    const errors = [];
+    for (const s of SETTINGS) {
+      const shown = written(settingText(s.key));
+      if (s.key === "seeds") {
+        const v = values.seeds;
+        if (!(Number.isInteger(v) && v >= 1 && v <= LIMITS.max_seeds)) errors.push(`seeds must be an integer in 1..${LIMITS.max_seeds.toLocaleString("en")} (got ${shown})`);
+        continue;
+      }
+      try {
+        toyrl.checkSetting(s.key, values[s.key], shown);
+      } catch (error) {
+        errors.push(error.message);
+      }
+    }
+    return errors;
   }
 
   function runSpec(values) {
@@ -469,15 +496,21 @@
     scheduleHash();
   }
 
-  function startRun() {
+  /* A new run from the controls, paused at step 0; none, and every reason said, if a setting or a
+     link's field (`refused`, one line each) is out of its range. */
+  function startRun(refused = []) {
     pause();
     state.cursor = null;
     const values = settingValues();
     $("run-messages").replaceChildren();
-    for (const text of warnings(values)) message("run-messages", "warning", text);
     run = null;
     runSpecUsed = null;
     runVariants = [];
+    const errors = [...settingErrors(values), ...refused];
+    if (errors.length) {
+      for (const text of errors) message("run-messages", "error", `Not started: ${text}`);
+      return;
+    }
     if (state.variants.length === 0) {
       message("run-messages", "error", "Choose at least one variant: a cell of the 2 \u00d7 2 or a preset.");
       return;
@@ -489,6 +522,7 @@
       message("run-messages", "error", `Not started: ${error.message}`);
       return;
     }
+    for (const text of warnings(values)) message("run-messages", "warning", text);
     runSpecUsed = spec;
     runVariants = [...state.variants];
   }
@@ -596,11 +630,14 @@
     return chartId === "chart-length" && state.focus !== "all" ? all.filter((v) => v.name === state.focus) : all;
   }
 
+  // A recorded curve: a step whose mean is not finite (a diverged run) is null in the data, NaN here (a gap).
+  const recordedValues = (name, column) => recorded.curves[name][column].map((v) => (v === null ? NaN : v));
+
   function recordedCurves(chartId) {
     if (!recorded || !state.overlay) return [];
     const chart = CHARTS[chartId];
     return shownVariants(chartId).filter((v) => recorded.curves[v.name]).flatMap((v) =>
-      chart.metrics.filter((m) => recorded.curves[v.name][m.column]).map((m) => ({ ...v, metric: m, values: recorded.curves[v.name][m.column] })));
+      chart.metrics.filter((m) => recorded.curves[v.name][m.column]).map((m) => ({ ...v, metric: m, values: recordedValues(v.name, m.column) })));
   }
 
   function bandNote() {
@@ -623,7 +660,7 @@
     // y from 0 to a round value above everything drawn (and the cap, on the length chart)
     let high = chart.cap ? runSpecUsed.cap : 0;
     for (const s of series) for (let i = 0; i <= t; i++) high = Math.max(high, (s.mean[i] + (Number.isFinite(s.sd[i]) ? s.sd[i] : 0)) * chart.scale || 0);
-    for (const o of overlay) for (const v of o.values) high = Math.max(high, v * chart.scale);
+    for (const o of overlay) for (const v of o.values) if (Number.isFinite(v)) high = Math.max(high, v * chart.scale);
     if (!(high > 0)) high = 1;
     const yStep = tickStep(high, plotH > 240 ? 6 : 4), yTop = Math.ceil(high / yStep - 1e-9) * yStep;
     const xStep = tickStep(T, W > 700 ? 8 : W > 420 ? 5 : 3);
@@ -708,7 +745,9 @@
       if (!recorded || !state.overlay || !recorded.curves[v.name] || cursor > recorded.steps) continue;
       const cells = chart.metrics.map((m) => {
         const value = recorded.curves[v.name][m.column]?.[cursor];
-        return value === undefined ? "<td></td>" : `<td id="readout-${key}-recorded-${escapeXml(v.name)}-${m.column}" data-value="${value}">${escapeXml(chart.format(value * chart.scale))}</td>`;
+        if (value === undefined) return "<td></td>";
+        const shown = value === null ? "not finite" : chart.format(value * chart.scale);
+        return `<td id="readout-${key}-recorded-${escapeXml(v.name)}-${m.column}" data-value="${value ?? NaN}">${escapeXml(shown)}</td>`;
       }).join("");
       body += `<tr><th scope="row">recorded ${escapeXml(v.name)}</th>${cells}</tr>`;
     }
@@ -849,24 +888,56 @@
     hashTimer = setTimeout(() => { if (!playing) history.replaceState(null, "", `#${hashText()}`); }, 150);
   }
 
-  /* Apply a hash to the controls; returns the step to train to and the cursor. */
+  const LINK_FIELDS = ["variants", ...SETTINGS.map((s) => s.key), "mode", "t", "cursor", "focus", "overlay"];
+
+  /* Apply a hash to the controls; returns the step to train to, the cursor, and a line for each
+     field the page refuses (unknown, or outside its range: nothing then trains, nothing grows). */
   function readHash(text) {
     const params = new URLSearchParams(text.replace(/^#/, ""));
+    const errors = [];
+    for (const key of new Set(params.keys())) {
+      if (!LINK_FIELDS.includes(key)) errors.push(`unknown link field ${JSON.stringify(key)}; valid: ${LINK_FIELDS.join(", ")}`);
+      else if (params.getAll(key).length > 1) errors.push(`${key} must be given once in a link (got ${params.getAll(key).length} values)`);
+    }
     if (params.has("variants")) setVariants(params.get("variants").split(",").filter(Boolean));
-    for (const s of SETTINGS) if (params.has(s.key)) $(`set-${s.key}`).value = params.get(s.key);
-    if (params.has("mode")) state.mode = params.get("mode") === "mean_field" ? "mean_field" : "sampled";
-    state.focus = params.get("focus") ?? "all";
-    state.overlay = params.get("overlay") === "1" && Boolean(recorded);
-    const integer = (key) => (params.has(key) && Number.isInteger(Number(params.get(key))) ? Number(params.get(key)) : null);
-    return { t: integer("t") ?? 0, cursor: integer("cursor") };
+    for (const s of SETTINGS) {
+      if (!params.has(s.key)) continue;
+      const input = $(`set-${s.key}`), raw = params.get(s.key);
+      input.value = raw;
+      if (input.value === raw) delete input.dataset.typed;
+      else input.dataset.typed = raw; // a number box empties text that is no number: keep what was written
+    }
+    if (params.has("mode")) {
+      const mode = params.get("mode");
+      if (mode === "sampled" || mode === "mean_field") state.mode = mode;
+      else errors.push(`mode must be sampled or mean_field (got ${written(mode)})`);
+    }
+    const focus = params.get("focus") ?? "all";
+    if (focus === "all" || state.variants.includes(focus)) state.focus = focus;
+    else errors.push(`focus must be all or a chosen variant (${state.variants.join(", ")}) (got ${written(focus)})`);
+    const overlay = params.get("overlay") ?? "0";
+    if (overlay !== "0" && overlay !== "1") errors.push(`overlay must be 0 or 1 (got ${written(overlay)})`);
+    state.overlay = overlay === "1" && Boolean(recorded);
+    // t and the cursor: steps of the run the link asks for, so within its steps
+    const steps = settingValues().steps, stepsOk = Number.isInteger(steps) && steps >= 1;
+    const step = (key, high, within) => {
+      if (!params.has(key)) return null;
+      const raw = params.get(key), value = raw.trim() === "" ? NaN : Number(raw);
+      if (Number.isInteger(value) && value >= 0 && value <= high) return value;
+      errors.push(`${key} must be an integer in 0..${high.toLocaleString("en")}${within} (got ${written(raw)})`);
+      return null;
+    };
+    const t = stepsOk ? step("t", steps, ", the steps of the run") : null;
+    const cursor = stepsOk ? step("cursor", t ?? 0, ", the step t trained to") : null;
+    return { t: t ?? 0, cursor, errors };
   }
 
   function restore(text, then) {
     const wanted = readHash(text);
     syncControls();
-    startRun();
+    startRun(wanted.errors);
     trainTo(wanted.t, () => {
-      state.cursor = wanted.cursor;
+      state.cursor = run ? wanted.cursor : null;
       draw();
       then();
     });
@@ -934,7 +1005,10 @@
       changed();
     });
     $("controls").addEventListener("submit", (event) => event.preventDefault());
-    for (const input of document.querySelectorAll("#settings input")) input.addEventListener("change", changed);
+    for (const input of document.querySelectorAll("#settings input")) {
+      input.addEventListener("input", () => { delete input.dataset.typed; });
+      input.addEventListener("change", changed);
+    }
     for (const radio of document.querySelectorAll('input[name="mode"]')) {
       radio.addEventListener("change", () => { state.mode = radio.value; changed(); });
     }
