@@ -22,8 +22,25 @@ class ConfigError(InvalidInput):
 
     def __init__(self, field_name: str, requirement: str, got: object) -> None:
         self.field = field_name
-        self.detail = f"{requirement} (got {got!r})"
+        self.detail = f"{requirement} (got {shown(got)})"
         super().__init__(f"{field_name} {self.detail}")
+
+
+SHOWN_CHARACTERS = 60  # a longer value is cut in a message, which stays one readable line
+
+
+def shown(value: object) -> str:
+    """A value as a message shows it: its repr, a numpy scalar as the Python number it holds
+    (-1.0, not np.float64(-1.0)), a repr longer than SHOWN_CHARACTERS cut in its middle (an
+    integer of 400 digits)."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        value = item()
+    text = repr(value)
+    if len(text) > SHOWN_CHARACTERS:
+        half = SHOWN_CHARACTERS // 2 - 2
+        text = f"{text[:half]}...{text[-half:]} ({len(text):,} characters)"
+    return text
 
 
 MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of a step, at most
@@ -139,6 +156,15 @@ def _check_int(config: Config, name: str, minimum: int, maximum: int | None = No
         raise ConfigError(name, f"must be an integer {bounds}", value)
 
 
+def finite(value: float) -> bool:
+    """Whether a number is finite as a float: not inf or NaN, nor an int beyond a float's range
+    (10**400, which math.isfinite cannot take)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _check_float(
     config: Config,
     name: str,
@@ -148,7 +174,7 @@ def _check_float(
     high_open: bool = False,
 ) -> None:
     value = getattr(config, name)
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and finite(value)
     if ok:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
     if not ok:

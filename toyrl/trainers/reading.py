@@ -11,6 +11,7 @@ the keys fit exactly one (`Trainer.knows`); it never guesses.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Collection
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toyrl.config import InvalidInput
+from toyrl.inputs import CONFIG, check_regular, read_bytes
 from toyrl.trainers import Unresolved, misspelt, registry
 
 OPENRLHF_MODULE = "openrlhf.cli.train_ppo_ray"
@@ -51,17 +53,11 @@ def read_input(arguments: list[str]) -> Input:
     return Input(read_settings(path), None, str(path))
 
 
-def _exists(path: Path) -> None:
-    if path.is_dir():
-        raise InvalidInput(f"{path}: a folder, not a trainer's configuration file")
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
-
-
 def _text(path: Path) -> str:
-    _exists(path)
+    """The file's text (`toyrl.inputs`: a regular file of at most CONFIG's cap), refused if it is
+    not UTF-8 text or empty."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path, CONFIG).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{path}: not a text file (expected a trainer's configuration)") from None
     if "\0" in text:
@@ -76,9 +72,10 @@ def read_settings(path: Path) -> dict[str, Any]:
     install 'toyrl[yaml]'). Nested mappings are flattened with dots (verl's
     `actor_rollout_ref.actor.loss_agg_mode`); YAML's `${...}` interpolations are resolved
     (`_resolve`)."""
-    _exists(path)
     suffix = path.suffix.lower()
     if suffix not in (".json", ".yaml", ".yml"):
+        if os.path.lexists(path):
+            check_regular(path, CONFIG)  # a folder, FIFO or device is named as such first
         raise InvalidInput(
             f"{path}: expected a .json, .yaml or .yml file, or an OpenRLHF command in a .sh file"
         )
