@@ -1,7 +1,9 @@
 """Bad input everywhere: one line naming the problem, exit status 2, no traceback, nothing written."""
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -210,7 +212,7 @@ BAD = [
     ),
     # Files that are not what they claim to be, named as such.
     (["plot", "{dup}"], "variant grpo, seed 0, step 3 appears more than once"),
-    (["plot", "{negseed}"], "column seed must hold whole numbers >= 0"),
+    (["plot", "{negseed}"], "column seed must hold whole numbers >= 0 (row 2 has -1.0)"),
     (
         ["explore", "--results", "{nanstep}", "--out", "{tmp}/page.html"],
         "column step must hold whole numbers",
@@ -320,3 +322,304 @@ def test_random_option_values_never_crash(option: str, value: str, tmp_path: Pat
         assert out.exists()
     out.unlink(missing_ok=True)
     out.with_suffix(".json").unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# What toyrl check reads: expansion bombs, keys given twice, deep nesting, huge numbers, non-finite
+# values; each answered in one line (exit 2), never a traceback, a hang or gigabytes of memory.
+
+CHECK = ["--steps", "2", "--seeds", "2", "--prompts", "8", "--batch-prompts", "2", "-q"]
+
+
+def _bomb(levels: int, mapping: bool) -> str:
+    """YAML of `levels` aliases, each used twice by the next: 2**levels values once expanded."""
+    if mapping:
+        lines = ["a0: &a0 {x: 1, y: 2}"]
+        lines += [f"a{i}: &a{i} {{x: *a{i - 1}, y: *a{i - 1}}}" for i in range(1, levels + 1)]
+    else:
+        lines = ["a0: &a0 [1, 2]"]
+        lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, levels + 1)]
+    return "\n".join([*lines, f"beta: *a{levels}", ""])
+
+
+def check_refuses(tmp_path: Path, name: str, content: str | bytes, *args: str) -> str:
+    """check's one-line refusal of the file `name` holding `content`, with `args`."""
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    result = CliRunner().invoke(app, ["check", str(path), *args, *CHECK])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1, result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize("mapping", [True, False], ids=["mappings", "lists"])
+def test_yaml_aliases_expanding_beyond_the_limit_are_refused_before_they_are_expanded(
+    tmp_path: Path, mapping: bool
+) -> None:
+    """17 levels: 262,144 values of a 400-byte file (which flattening used to build); the limit
+    is 100,000, counted while walking, so the walk stops there."""
+    pytest.importorskip("yaml")
+    stderr = check_refuses(tmp_path, "bomb.yaml", _bomb(17, mapping), "--trainer", "trl")
+    assert "bomb.yaml: more than 100,000 keys and list items (YAML aliases counted at each use)" in stderr
+
+
+def test_a_thirty_level_alias_bomb_is_refused_at_once_in_a_fresh_process(tmp_path: Path) -> None:
+    """2**30 values: it used to take all the memory there was; here within 60 s and 2 GB, or fail."""
+    pytest.importorskip("yaml")
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "bomb.yaml").write_text(_bomb(30, mapping=True))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    command = [sys.executable, "-c", "from toyrl.cli import main; main()", "check", "bomb.yaml", *CHECK]
+    result = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=60, preexec_fn=limit
+    )
+    assert result.returncode == 2 and "more than 100,000 keys" in result.stderr, result.stderr[-500:]
+
+
+def test_yaml_merge_keys_may_be_overridden_and_aliases_within_the_limit_are_read(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    from toyrl.trainers.reading import read_settings
+
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &base {beta: 0.1, epsilon: 0.2}\ntrl: {<<: *base, beta: 0.04}\n")
+    assert read_settings(path)["trl.beta"] == 0.04
+    path.write_text(_bomb(10, mapping=True))
+    assert len(read_settings(path)) == sum(2 ** (i + 1) for i in range(11)) + 2**11  # a0..a10, beta
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "twice.yaml",
+            "algorithm:\n  adv_estimator: grpo\n  adv_estimator: rloo\n",
+            "twice.yaml, line 3: the key 'adv_estimator' is given twice in one mapping; keep one",
+        ),
+        ("twice.yml", "beta: 0.1\nepsilon: 0.2\nbeta: 0.0\n", "line 3: the key 'beta' is given twice"),
+        (
+            "twice.json",
+            '{"algorithm": {"adv_estimator": "grpo", "adv_estimator": "rloo"}}',
+            "twice.json: the key 'adv_estimator' is given twice in one object; keep one",
+        ),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_it(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
+    """JSON and YAML parsers keep the last value without a word: which one the user meant is unknown."""
+    pytest.importorskip("yaml")
+    assert message in check_refuses(tmp_path, name, content)
+
+
+HUGE = "9" * 5000  # more digits than Python converts to an int (4,300)
+LONG = "9" * 400  # an int beyond a float's range
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "args", "message"),
+    [
+        (
+            "deep.json",
+            '{"a": ' * 5000 + "1" + "}" * 5000,
+            (),
+            "deep.json: nested too deeply (at most 100 levels)",
+        ),
+        ("deep.yaml", "a: " + "[" * 5000 + "]" * 5000 + "\n", (), "deep.yaml: nested too deeply"),
+        (
+            "level.yaml",
+            "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 120)) + "  " * 120 + "b: 1\n",
+            ("--trainer", "trl"),
+            "level.yaml: nested more than 100 levels deep",
+        ),
+        ("huge.json", f'{{"beta": {HUGE}}}', (), "huge.json: an integer of more than 4,300 digits"),
+        ("huge.yaml", f"beta: {HUGE}\n", (), "huge.yaml: an integer of more than 4,300 digits"),
+        (
+            "long.json",
+            f'{{"beta": {LONG}}}',
+            ("--trainer", "trl"),
+            "beta=9999999999999999999999999999...9999",
+        ),
+        (
+            "long.yaml",
+            f"beta: {LONG}\n",
+            ("--trainer", "trl"),
+            "(400 characters) is not valid; valid: a float",
+        ),
+        (
+            "nan.yaml",
+            "entropy_coef: .nan\n",
+            ("--trainer", "trl"),
+            "entropy_coef=nan is not valid; valid: a float",
+        ),
+        ("latin1.yaml", b"beta: 0.1 # caf\xe9\n", (), "latin1.yaml: not a text file"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and len(value) < 12 else "",
+)
+def test_what_check_reads_is_refused_in_one_line_never_a_traceback(
+    tmp_path: Path, name: str, content: str | bytes, args: tuple[str, ...], message: str
+) -> None:
+    pytest.importorskip("yaml")
+    assert message in check_refuses(tmp_path, name, content, *args)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", f"beta={LONG}"], "beta=9999999999999999999999999999...9999999999999999999999999999 (400"),
+        (["--set", f"beta={HUGE}"], "(5,002 characters) is not valid; valid: a float in [0, inf]"),
+        (["--set", "entropy_coef=nan"], "entropy_coef=nan is not valid; valid: a float"),
+        (["--version", ""], "--version '' of TRL is not modelled; modelled: "),
+        (["--version", " "], "--version ' ' of TRL is not modelled; modelled: "),
+    ],
+    ids=["400 digits", "5000 digits", "nan", "empty version", "blank version"],
+)
+def test_check_settings_out_of_range_are_one_line(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["check", "--trainer", "trl", *args, *CHECK])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, (result.output, result.exception)
+    assert message in result.stderr
+
+
+def _strict(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_check_json_is_strict_json_with_infinite_settings_as_null() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "check",
+            "--trainer",
+            "trl",
+            "--set",
+            "max_grad_norm=inf",
+            "--set",
+            "entropy_coef=-inf",
+            "--json",
+            *CHECK,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = _strict(result.stdout)
+    assert data["given"] == {"max_grad_norm": None, "entropy_coef": None}
+
+
+@pytest.mark.parametrize("command", ["plot", "bias", "explore", "run"])
+def test_a_sidecar_with_an_integer_of_5000_digits_is_one_line(tmp_path: Path, command: str) -> None:
+    out = tmp_path / "r.csv"
+    tiny = ["--steps", "2", "--seeds", "2", "--prompts", "8", "--batch-prompts", "2", "-q"]
+    assert CliRunner().invoke(app, ["run", *tiny, "--out", str(out)]).exit_code == 0
+    sidecar = out.with_suffix(".json")
+    sidecar.write_text(sidecar.read_text().replace('"seeds": [', f'"seeds": [{HUGE}, ', 1))
+    before = (out.read_bytes(), sidecar.read_bytes())
+    arguments = {
+        "plot": ["plot", str(out), "--out", str(tmp_path / "figs")],
+        "bias": ["bias", "--results", str(out)],
+        "explore": ["explore", "--results", str(out), "--out", str(tmp_path / "e.html")],
+        "run": ["run", *tiny, "--out", str(out)],
+    }[command]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, (result.output, result.exception)
+    expected = "holds results made with other settings" if command == "run" else "more than 4,300 digits"
+    assert expected in result.stderr
+    assert (out.read_bytes(), sidecar.read_bytes()) == before
+
+
+# Keys of the trainers' settings (so that values reach their checks) and any text; values of every
+# JSON/YAML type, huge integers (a marker replaced by 5,000 digits once written) and non-finite floats.
+SETTING_KEYS = st.sampled_from(
+    [
+        "loss_type",
+        "beta",
+        "epsilon",
+        "scale_rewards",
+        "num_generations",
+        "entropy_coef",
+        "max_grad_norm",
+        "algorithm.adv_estimator",
+        "actor_rollout_ref.actor.loss_agg_mode",
+        "actor_rollout_ref.actor.clip_ratio",
+        "actor.eps_clip",
+        "reward_scale",
+    ]
+)
+KEYS = st.one_of(SETTING_KEYS, st.text(min_size=1, max_size=6))
+HUGE_MARK = "@@huge@@"
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 70),
+    st.integers(10**300, 10**400),
+    st.just(HUGE_MARK),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["grpo", "dr_grpo", "rloo", "token-mean", "${beta}", "${oc.env:NO_SUCH}"]),
+    st.text(max_size=6),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+SET_VALUES = st.one_of(NUMBER, st.sampled_from(["9" * 400, "9" * 5000, "true", "none", "grpo", ""]))
+
+
+@st.composite
+def check_inputs(draw: st.DrawFn) -> tuple[str | None, str, list[str]]:
+    """(a file's name or None, its text, the --set, --trainer and --version arguments)."""
+    data: dict[str, Any] = draw(st.dictionaries(KEYS, VALUES, max_size=5))
+    suffix = draw(st.sampled_from([None, ".json", ".yaml"]))
+    text = ""
+    if suffix == ".json":
+        text = json.dumps(data, allow_nan=True).replace(f'"{HUGE_MARK}"', "9" * 5000)
+    elif suffix == ".yaml":
+        import yaml
+
+        containers = [value for value in data.values() if isinstance(value, dict | list)]
+        for _ in range(draw(st.integers(0, 3))):  # the same object twice: written as an anchor and alias
+            if containers:
+                data[draw(KEYS)] = draw(st.sampled_from(containers))
+        bomb: Any = {"x": 1}
+        for _ in range(draw(st.integers(0, 18))):  # 2**18 values expanded: beyond the limit
+            bomb = {"x": bomb, "y": bomb}
+        data[draw(KEYS)] = bomb
+        text = yaml.safe_dump(data, allow_unicode=True).replace(HUGE_MARK, "9" * 5000)
+        if draw(st.integers(0, 3)) == 0 and data:  # a key given twice
+            text += f"{yaml.safe_dump({next(iter(data)): 1})}"
+    arguments: list[str] = []
+    for key, value in draw(st.lists(st.tuples(SETTING_KEYS, SET_VALUES), max_size=3)):
+        arguments += ["--set", f"{key}={value}"]
+    trainer = draw(st.sampled_from([None, "trl", "trl", "verl", "openrlhf", "oat", "oat"]))
+    arguments += [] if trainer is None else ["--trainer", trainer]
+    version = draw(st.sampled_from([None, None, None, None, "", "0.1"]))
+    arguments += [] if version is None else ["--version", version]
+    return suffix, text, arguments
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(inputs=check_inputs())
+def test_random_check_inputs_never_crash(inputs: tuple[str | None, str, list[str]], tmp_path: Path) -> None:
+    """Any file and settings: checked (0), checked with misspelt keys (1) or one line (2), never a
+    traceback; the expansion of YAML aliases is bounded, so no example takes long."""
+    pytest.importorskip("yaml")
+    suffix, text, arguments = inputs
+    files = []
+    if suffix is not None:
+        path = tmp_path / f"settings{suffix}"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        files = [str(path)]
+    result = CliRunner().invoke(app, ["check", *files, *arguments, *CHECK, "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1, 2), result.output
+    assert "Traceback" not in result.output
+    if result.exit_code == 2:
+        assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1, result.stderr
+    else:
+        _strict(result.stdout)

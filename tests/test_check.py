@@ -8,6 +8,7 @@ does is the conformance suite's job (tests/conformance/test_trl.py).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -1114,10 +1115,14 @@ def test_check_refuses_a_folder_and_an_unreadable_file(
     locked = tmp_path / "locked.json"
     locked.write_text("{}")
 
-    def refused(path: Path, *args: Any, **kwargs: Any) -> str:
-        raise PermissionError(13, "Permission denied", str(path))  # as for a file of mode 000, not as root
+    opened = os.open
 
-    monkeypatch.setattr(Path, "read_text", refused)
+    def refused(path: Any, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == locked:  # as for a file of mode 000, not as root
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refused)
     code, stdout, stderr = invoke("check", str(locked), *SMALL)
     assert code == 2 and stdout == "" and stderr.count("\n") == 1
     assert "locked.json" in stderr and "ermission denied" in stderr

@@ -1,11 +1,14 @@
 """Reliability: no silent overwrite, version warnings, and interrupted runs that leave nothing broken."""
 
+import hashlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -529,3 +532,123 @@ def test_a_vanishing_length_norm_is_refused_up_front() -> None:
     theta, grad = np.zeros((1, 66)), np.full((1, 66), 1e200)
     with pytest.raises(Diverged, match="too small for float64"):
         check_finite(3, theta, grad, [(parse_variant("dr_grpo"), 7)], Config())
+
+
+def _toyrl(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """toyrl in a fresh process, within 120 s and 4 GB of address space: a read that waits for a
+    FIFO's writer or never ends fails the test instead of holding the suite."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, preexec_fn=limit)
+
+
+def _results(tmp: Path) -> None:
+    assert invoke("run", *TINY, "--out", str(tmp / "r.csv")).exit_code == 0
+
+
+def _sweep(tmp: Path) -> None:
+    assert invoke("sweep", *TINY, "--out-dir", str(tmp / "s")).exit_code == 0
+
+
+def _first_run(tmp: Path) -> str:
+    return str(sorted((tmp / "s" / "runs").iterdir())[0].relative_to(tmp))
+
+
+def _made(*folders: str) -> Callable[[Path], None]:
+    def make(tmp: Path) -> None:
+        for folder in folders:
+            (tmp / folder).mkdir()
+
+    return make
+
+
+CHECK = ["--steps", "2", "--seeds", "2", "--prompts", "8", "--batch-prompts", "2", "-q"]
+# (the file, made special; the command that reads it; what is made first)
+READS: dict[str, tuple[str | Callable[[Path], str], list[str], Callable[[Path], None] | None]] = {
+    "run --out's sidecar": ("r.json", ["run", *TINY, "--out", "r.csv"], None),
+    "plot's results CSV": ("r.csv", ["plot", "r.csv", "--out", "figs"], None),
+    "plot's sidecar": ("r.json", ["plot", "r.csv", "--out", "figs"], _results),
+    "bias --results's sidecar": ("r.json", ["bias", "--results", "r.csv"], _results),
+    "explore --results's sidecar": ("r.json", ["explore", "--results", "r.csv", "--out", "e.html"], _results),
+    "sweep.json": ("s/sweep.json", ["sweep", *TINY, "--out-dir", "s"], _made("s")),
+    "a sweep's run": (_first_run, ["sweep", *TINY, "--out-dir", "s"], _sweep),
+    "reproduce's article.json": (
+        "res/article.json",
+        ["reproduce", "-q", "--results-dir", "res", "--figures-dir", "figs"],
+        _made("res", "figs"),
+    ),
+    "a plugin": ("p.py", ["run", *TINY, "--plugin", "p.py", "--out", "x.csv"], None),
+    "check's configuration": ("c.yaml", ["check", "c.yaml", *CHECK], None),
+    "check's script": ("c.sh", ["check", "c.sh", *CHECK], None),
+}
+SPECIAL = {
+    "FIFO": (os.mkfifo, "a FIFO (named pipe), not "),
+    "/dev/zero": (lambda path: path.symlink_to("/dev/zero"), "a character device (/dev/zero), not "),
+}
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every path under `root`: a regular file's SHA-256, else what it is."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_file()
+        else ("folder" if path.is_dir() else "link" if path.is_symlink() else "special")
+        for path in root.rglob("*")
+    }
+
+
+@pytest.mark.parametrize("special", list(SPECIAL))
+@pytest.mark.parametrize("read", list(READS))
+def test_a_fifo_or_device_where_toyrl_reads_a_file_is_refused_without_reading_it(
+    tmp_path: Path, read: str, special: str
+) -> None:
+    """Opening a FIFO for reading waits for a writer, and /dev/zero never ends: each is named in one
+    line, at once, and nothing is written."""
+    target, args, setup = READS[read]
+    make, message = SPECIAL[special]
+    if setup is not None:
+        setup(tmp_path)
+    name = target(tmp_path) if callable(target) else target
+    (tmp_path / name).unlink(missing_ok=True)
+    make(tmp_path / name)
+    before = _tree(tmp_path)
+    result = _toyrl(args, tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert f"{name}: {message}" in result.stderr
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "setup", "message"),
+    [
+        ("r.json", ["plot", "r.csv", "--out", "figs"], _results, "a results sidecar is at most 64 MB"),
+        ("r.json", ["run", *TINY, "--out", "r.csv"], _results, "a results sidecar is at most 64 MB"),
+        ("s/sweep.json", ["sweep", *TINY, "--out-dir", "s"], _made("s"), "a sweep manifest is at most 64 MB"),
+        ("c.yaml", ["check", "c.yaml", *CHECK], None, "a trainer's configuration file is at most 4 MB"),
+        ("p.py", ["run", *TINY, "--plugin", "p.py", "--out", "x.csv"], None, "a plugin file is at most 4 MB"),
+    ],
+    ids=["plot's sidecar", "run's sidecar", "sweep.json", "check's configuration", "a plugin"],
+)
+def test_a_file_beyond_its_kind_s_size_cap_is_refused_naming_its_size_and_the_cap(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    args: list[str],
+    setup: Callable[[Path], None] | None,
+    message: str,
+) -> None:
+    if setup is not None:
+        setup(tmp_path)
+    cap = 64_000_000 if name.endswith(".json") else 4_000_000
+    with open(tmp_path / name, "wb") as stream:  # sparse: no disk taken
+        stream.truncate(cap + 1)
+    before = _tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*args)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert f"{name}: {cap + 1:,} bytes" in result.stderr and message in result.stderr
+    assert _tree(tmp_path) == before

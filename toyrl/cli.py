@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import re
 import signal
@@ -625,6 +626,25 @@ def _check_seeds(seeds: int, seed_start: int) -> None:
         )
 
 
+JSON_HELP = "Machine-readable output: strict JSON, where a number that is not finite (inf, NaN) is null."
+
+
+def _json(data: Any) -> str:
+    """`data` as the JSON of --json: strict (no Infinity or NaN, which JSON has not), each float
+    that is not finite written as null."""
+
+    def strict(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {key: strict(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [strict(item) for item in value]
+        return value
+
+    return json.dumps(strict(data), indent=2, allow_nan=False)
+
+
 def _workers(workers: int) -> str:
     return f"{workers} worker{'s' if workers > 1 else ''}"
 
@@ -1019,7 +1039,7 @@ def bias(
     seed: Annotated[
         int, typer.Option(metavar="S", help="Without --results: the seed of the initial policy.")
     ] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Each variant's exact expected update E[g] against the true gradient of expected accuracy."""
     import numpy as np
@@ -1080,7 +1100,7 @@ def bias(
         rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
         where = f"step {chosen} of {results}, mean over {len(runs) // len(names)} seeds"
     if as_json:
-        typer.echo(json.dumps({"policy": where, "variants": rows}, indent=2))
+        typer.echo(_json({"policy": where, "variants": rows}))
         return
     width = output_width()
     typer.echo(wrap(f"E[g] against grad J at {where}:", width, hanging="    "))
@@ -1201,7 +1221,7 @@ def _kind_name(kind: str) -> str:
 @app.command(cls=_Command, short_help="List the named variants and every stage.")
 @with_plugins
 def variants(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """List every named variant (its spec and the trainer setting it stands for) and every stage."""
     from toyrl.expected import exact_support
@@ -1221,7 +1241,7 @@ def variants(
             }
             for v in VARIANTS.values()
         ]
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(_json(rows))
         return
     width = output_width()
     for v in VARIANTS.values():
@@ -1287,7 +1307,7 @@ def check(
     ] = None,
     seeds: Annotated[int, typer.Option(metavar="N", help="Seeds for each of the two variants (>= 2).")] = 6,
     n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress messages.")] = False,
 ) -> None:
     """What a trainer's own settings do to response length: the toy run beside Dr. GRPO.
@@ -1326,7 +1346,7 @@ def check(
         progress.begin("simulating")
         result = run_check(resolved, config, seed_list, n_jobs, progress=progress.update)
     if as_json:
-        typer.echo(json.dumps(check_json(result), indent=2))
+        typer.echo(_json(check_json(result)))
     else:
         _echo_lines(report(result), output_width())
     if resolved.misspelt:
@@ -1341,7 +1361,7 @@ def examples(
             metavar="NAME", help="One example: length, difficulty, four or baseline (default all)."
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Print the source documents' worked examples, computed by the package's variant code."""
     from toyrl.examples import EXAMPLES
@@ -1350,7 +1370,7 @@ def examples(
         raise InvalidInput(f"unknown example {name!r}; valid: {', '.join(EXAMPLES)}")
     chosen = [EXAMPLES[key]() for key in ([name] if name else EXAMPLES)]
     if as_json:
-        typer.echo(json.dumps([example.to_dict() for example in chosen], indent=2))
+        typer.echo(_json([example.to_dict() for example in chosen]))
         return
     width = output_width()
     for example in chosen:

@@ -22,8 +22,25 @@ class ConfigError(InvalidInput):
 
     def __init__(self, field_name: str, requirement: str, got: object) -> None:
         self.field = field_name
-        self.detail = f"{requirement} (got {got!r})"
+        self.detail = f"{requirement} (got {shown(got)})"
         super().__init__(f"{field_name} {self.detail}")
+
+
+SHOWN_CHARACTERS = 60  # a longer value is cut in a message, which stays one readable line
+
+
+def shown(value: object) -> str:
+    """A value as a message shows it: its repr, a numpy scalar as the Python number it holds
+    (-1.0, not np.float64(-1.0)), a repr longer than SHOWN_CHARACTERS cut in its middle (an
+    integer of 400 digits)."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        value = item()
+    text = repr(value)
+    if len(text) > SHOWN_CHARACTERS:
+        half = SHOWN_CHARACTERS // 2 - 2
+        text = f"{text[:half]}...{text[-half:]} ({len(text):,} characters)"
+    return text
 
 
 MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of a step, at most
@@ -162,6 +179,15 @@ def field_bounds(name: str) -> dict[str, Any]:
     return {"kind": kind, **bounds, "requirement": requirement}
 
 
+def finite(value: float) -> bool:
+    """Whether a number is finite as a float: not inf or NaN, nor an int beyond a float's range
+    (10**400, which math.isfinite cannot take)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _check_field(config: Config, name: str) -> None:
     """ConfigError unless the field's value is of its kind and within its declared range."""
     value, bounds = getattr(config, name), field_bounds(name)
@@ -170,7 +196,7 @@ def _check_field(config: Config, name: str) -> None:
     elif bounds["kind"] == "integer":
         ok = isinstance(value, int) and not isinstance(value, bool)
     else:
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and finite(value)
     low, high = bounds["low"], bounds["high"]
     if ok and low is not None:
         ok = value > low if bounds["low_open"] else value >= low

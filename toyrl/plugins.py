@@ -57,6 +57,7 @@ from numpy.typing import NDArray
 
 from toyrl import noise
 from toyrl.config import Config, InvalidInput
+from toyrl.inputs import PLUGIN, Unreadable, read_bytes
 from toyrl.objective import Variant
 from toyrl.policy import Batch, Coefficients, FloatArray, OwnLogits, sample_batch
 from toyrl.stages import KINDS, REGISTRY, correct, simulated_only, std_eps_of
@@ -125,13 +126,9 @@ def load_plugin(path: str | os.PathLike[str]) -> Plugin:
     if Path(given).suffix != ".py":
         raise InvalidInput(f"plugin {given}: a plugin is a Python file, ending in .py")
     try:
-        source = Path(given).read_bytes()
-    except FileNotFoundError:
-        raise InvalidInput(f"plugin {given}: no such file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"plugin {given}: a folder, not a file") from None
-    except OSError as error:
-        raise InvalidInput(f"plugin {given}: cannot be read ({error.strerror or error})") from None
+        source = read_bytes(Path(given), PLUGIN)
+    except Unreadable as error:
+        raise InvalidInput(f"plugin {given}: {error.reason}") from None
     return _load(given, str(Path(given).resolve()), source)
 
 

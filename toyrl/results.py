@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, overload
 import numpy as np
 
 from toyrl import __version__
-from toyrl.config import Config, InvalidInput
+from toyrl.config import Config, InvalidInput, shown
+from toyrl.inputs import RESULTS, SIDECAR, Unreadable, json_problem, open_regular, read_bytes
 from toyrl.objective import Variant, from_spec
 from toyrl.policy import FloatArray
 
@@ -419,11 +420,16 @@ def _checking(progress: WriteProgress | None) -> Callable[[int, int], None] | No
 
 
 def _file_sha256(path: Path) -> str:
+    with open_regular(path, RESULTS) as stream:
+        return _stream_sha256(stream, path)
+
+
+def _stream_sha256(stream: BinaryIO, path: Path) -> str:
+    """The SHA-256 of what is left in `stream` (of the file `path`), read 1 MB at a time."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as stream:
-            while block := stream.read(1 << 20):
-                digest.update(block)
+        while block := stream.read(1 << 20):
+            digest.update(block)
     except OSError as error:
         raise InvalidInput(f"{path}: {error.strerror or error}") from None
     return digest.hexdigest()
@@ -622,12 +628,14 @@ _OLD_VARIANT_FIELDS = (
 
 
 def _read_json(path: Path) -> Any:
-    """A JSON file's content, or InvalidInput naming the file (unreadable, malformed, too deeply nested)."""
+    """A sidecar's content, or InvalidInput naming the file: not a regular file or too large
+    (`Unreadable`), or not readable JSON (not UTF-8, malformed, too deeply nested, an integer of
+    more digits than Python converts)."""
+    text = read_bytes(path, SIDECAR)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
-        raise InvalidInput(f"{path}: not readable JSON ({reason})") from None
+        return json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise InvalidInput(f"{path}: not readable JSON ({json_problem(error)})") from None
 
 
 def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str = "--out") -> None:
@@ -640,7 +648,9 @@ def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str =
     if force or not (path.exists() or sidecar.exists()):
         return
     try:
-        existing = _read_json(sidecar)
+        existing = _read_json(sidecar) if os.path.lexists(sidecar) else {}
+    except Unreadable as error:  # a folder, FIFO or device, or too large: say so
+        raise InvalidInput(f"{option}: {error}; choose another path, or add --force") from None
     except InvalidInput:
         existing = {}
     if not _same_settings(existing, meta):
@@ -655,32 +665,14 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     Checked before use: the sidecar's digest (a mismatched pair is the first thing to name), the
     columns, and that every run has each of its steps once.
     """
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such results file")
-    meta = None
-    sidecar = sidecar_path(path)
-    if sidecar.is_file():
-        meta = _read_json(sidecar)
-        if not isinstance(meta, dict):
-            raise InvalidInput(f"{sidecar}: not a toyrl sidecar (a JSON object was expected)")
-        recorded = meta.get("csv_sha256")
-        if recorded and recorded != hashlib.sha256(path.read_bytes()).hexdigest():
-            raise InvalidInput(
-                f"{path}: does not match {sidecar.name} (a write was interrupted?); "
-                "run the command that made it again"
-            )
-        if meta.get("arithmetic") != ARITHMETIC:  # refused before its CSV is read
-            raise InvalidInput(
-                f"{path}: made by toyrl {meta.get('toyrl_version', '(unknown)')}, whose numbers depend on "
-                f"the CPU's exp and log; regenerate it with this toyrl ({meta.get('command') or 'toyrl run'})"
-            )
     import pandas as pd
 
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise InvalidInput(f"{path}: not a readable CSV ({reason})") from None
+    if not os.path.exists(path):
+        raise InvalidInput(f"{path}: no such results file")
+    with open_regular(path, RESULTS) as stream:
+        meta = _load_sidecar(path, stream)
+        stream.seek(0)
+        frame = _read_csv(path, stream)
     for column in LATER_COLUMNS:
         if column not in frame.columns and set(COLUMN_DOCS) - set(LATER_COLUMNS) <= set(frame.columns):
             before = list(COLUMN_DOCS)[list(COLUMN_DOCS).index(column) - 1]
@@ -701,6 +693,46 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     return frame, meta
 
 
+def _load_sidecar(path: Path, stream: BinaryIO) -> dict[str, Any] | None:
+    """The sidecar of the results CSV `path` (open as `stream`), None if there is none; refused if
+    it is not a JSON object, does not match the CSV's bytes, or comes from a toyrl whose numbers
+    depend on the CPU."""
+    sidecar = sidecar_path(path)
+    if not os.path.lexists(sidecar):
+        return None
+    meta = _read_json(sidecar)
+    if not isinstance(meta, dict):
+        raise InvalidInput(f"{sidecar}: not a toyrl sidecar (a JSON object was expected)")
+    recorded = meta.get("csv_sha256")
+    if recorded and recorded != _stream_sha256(stream, path):
+        raise InvalidInput(
+            f"{path}: does not match {sidecar.name} (a write was interrupted?); "
+            "run the command that made it again"
+        )
+    if meta.get("arithmetic") != ARITHMETIC:  # refused before its CSV is read
+        raise InvalidInput(
+            f"{path}: made by toyrl {meta.get('toyrl_version', '(unknown)')}, whose numbers depend on "
+            f"the CPU's exp and log; regenerate it with this toyrl ({meta.get('command') or 'toyrl run'})"
+        )
+    return meta
+
+
+def _read_csv(path: Path, stream: BinaryIO) -> pd.DataFrame:
+    import pandas as pd
+
+    try:
+        return pd.read_csv(stream)
+    except (
+        OSError,
+        UnicodeDecodeError,
+        OverflowError,
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+    ) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise InvalidInput(f"{path}: not a readable CSV ({reason})") from None
+
+
 def _check_runs(frame: pd.DataFrame, path: Path) -> None:
     """InvalidInput unless every run (variant, seed) has whole steps 0, 1, ..., its last, once each."""
     for column in ("seed", "step"):
@@ -709,7 +741,8 @@ def _check_runs(frame: pd.DataFrame, path: Path) -> None:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise InvalidInput(
-                f"{path}: column {column} must hold whole numbers >= 0 (row {row + 2} has {values[row]!r})"
+                f"{path}: column {column} must hold whole numbers >= 0 "
+                f"(row {row + 2} has {shown(values[row])})"
             )
     frame["seed"] = frame["seed"].astype(np.int64)
     frame["step"] = frame["step"].astype(np.int64)

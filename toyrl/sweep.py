@@ -55,6 +55,7 @@ from toyrl.experiment import (
     simulate_runs,
     worker_count,
 )
+from toyrl.inputs import MANIFEST, RESULTS, Unreadable, json_problem, open_regular, read_bytes
 from toyrl.objective import Variant
 from toyrl.plugins import plugins_used
 from toyrl.results import check_writable, claim, write_atomic
@@ -279,16 +280,18 @@ def _replaces(folder: Path, manifest: dict[str, Any], force: bool) -> bool:
     even `force` does not remove files from a folder that toyrl may not have made.
     """
     path = folder / "sweep.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         _check_not_foreign(folder)
         return False
     remedy = "remove it, or choose another --out-dir"
     try:
-        existing = json.loads(path.read_text(encoding="utf-8"))
+        existing = json.loads(read_bytes(path, MANIFEST).decode("utf-8"))
+    except Unreadable as error:
+        raise InvalidInput(f"{path}: {error.reason}; {remedy}") from None
     except RecursionError:
         raise InvalidInput(f"{path}: not a sweep manifest (JSON nested too deeply); {remedy}") from None
-    except (OSError, ValueError) as error:
-        reason = error.strerror if isinstance(error, OSError) else error
+    except ValueError as error:
+        reason = json_problem(error)
         raise InvalidInput(f"{path}: not a readable sweep manifest ({reason}); {remedy}") from None
     if not isinstance(existing, dict):
         found = JSON_NAMES[type(existing)]
@@ -510,8 +513,11 @@ def _read_run(path: Path, steps: int) -> pd.DataFrame:
     """One run's rows, or InvalidInput naming its file if it is not a whole run of `steps` steps."""
     remedy = "delete it and run the same command again to redo that run"
     try:
-        rows = pd.read_csv(path)
-    except (OSError, ValueError) as error:
+        with open_regular(path, RESULTS) as stream:
+            rows = pd.read_csv(stream)
+    except Unreadable as error:
+        raise InvalidInput(f"{path}: {error.reason}; {remedy}") from None
+    except (OSError, ValueError, OverflowError) as error:
         raise InvalidInput(f"{path}: not a readable run ({' '.join(str(error).split())}); {remedy}") from None
     if list(rows.columns) != COLUMNS or len(rows) != steps + 1:
         raise InvalidInput(f"{path}: not a run of {steps + 1} rows of toyrl's columns; {remedy}")

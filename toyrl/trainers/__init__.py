@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toyrl.config import InvalidInput
+from toyrl.config import InvalidInput, finite, shown
 from toyrl.values import BOOLEAN_SPELLINGS, parse_as
 
 
@@ -82,16 +82,19 @@ class Setting:
                     return choice
             close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InvalidInput(f"{name}={value!r} is not valid{hint}; valid: {self.describe()}")
+            raise InvalidInput(f"{name}={shown(value)} is not valid{hint}; valid: {self.describe()}")
         if self.kind is not str:
             value = _as_kind_of(name, value, self.kind())
         ok = isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value, ok = float(value), True
+            ok = finite(value)  # not an int beyond a float's range
+            value = float(value) if ok else value
+        if ok and self.kind is float:
+            ok = value == value  # not NaN (a setting without bounds would take it)
         if ok and self.kind in (int, float):
             ok = (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
         if not ok:
-            raise InvalidInput(f"{name}={value!r} is not valid; valid: {self.describe()}")
+            raise InvalidInput(f"{name}={shown(value)} is not valid; valid: {self.describe()}")
         return value
 
 
@@ -168,10 +171,11 @@ class Trainer:
         return next(iter(self.releases))
 
     def release(self, version: str | None) -> tuple[str, Release]:
-        chosen = version or self.latest
+        chosen = self.latest if version is None else version
         if chosen not in self.releases:
+            named = chosen if chosen.strip() else repr(chosen)
             raise InvalidInput(
-                f"--version {chosen} of {self.name} is not modelled; modelled: {', '.join(self.releases)}"
+                f"--version {named} of {self.name} is not modelled; modelled: {', '.join(self.releases)}"
             )
         return chosen, self.releases[chosen]
 
@@ -181,7 +185,7 @@ def not_modelled(setting: str, value: Any, modelled: Iterable[Any], why: str = "
     brackets), naming the values it does."""
     reason = f" ({why})" if why else ""
     valid = ", ".join(map(repr, modelled))
-    return InvalidInput(f"{setting}={value!r} is not modelled by toyrl yet{reason}; modelled: {valid}")
+    return InvalidInput(f"{setting}={shown(value)} is not modelled by toyrl yet{reason}; modelled: {valid}")
 
 
 def ppo_spec(

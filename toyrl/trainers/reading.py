@@ -11,6 +11,7 @@ the keys fit exactly one (`Trainer.knows`); it never guesses.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Collection
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toyrl.config import InvalidInput
+from toyrl.config import InvalidInput, shown
+from toyrl.inputs import CONFIG, check_regular, json_problem, read_bytes
 from toyrl.trainers import Unresolved, misspelt, registry
 
 OPENRLHF_MODULE = "openrlhf.cli.train_ppo_ray"
@@ -51,17 +53,11 @@ def read_input(arguments: list[str]) -> Input:
     return Input(read_settings(path), None, str(path))
 
 
-def _exists(path: Path) -> None:
-    if path.is_dir():
-        raise InvalidInput(f"{path}: a folder, not a trainer's configuration file")
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
-
-
 def _text(path: Path) -> str:
-    _exists(path)
+    """The file's text (`toyrl.inputs`: a regular file of at most CONFIG's cap), refused if it is
+    not UTF-8 text or empty."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path, CONFIG).decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{path}: not a text file (expected a trainer's configuration)") from None
     if "\0" in text:
@@ -75,35 +71,102 @@ def read_settings(path: Path) -> dict[str, Any]:
     """A trainer configuration file as flat settings: JSON, or YAML (with PyYAML installed: pip
     install 'toyrl[yaml]'). Nested mappings are flattened with dots (verl's
     `actor_rollout_ref.actor.loss_agg_mode`); YAML's `${...}` interpolations are resolved
-    (`_resolve`)."""
-    _exists(path)
+    (`_resolve`). A key given twice in one mapping is refused (JSON and YAML keep the last without
+    a word), and so is a file nested deeper than MAX_DEPTH or of more than MAX_VALUES values
+    once YAML's aliases are expanded (`_bounded`)."""
     suffix = path.suffix.lower()
     if suffix not in (".json", ".yaml", ".yml"):
+        if os.path.lexists(path):
+            check_regular(path, CONFIG)  # a folder, FIFO or device is named as such first
         raise InvalidInput(
             f"{path}: expected a .json, .yaml or .yml file, or an OpenRLHF command in a .sh file"
         )
     text = _text(path)
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
-    else:
-        try:
-            import yaml
-        except ImportError:
-            raise InvalidInput(f"{path}: reading YAML needs PyYAML: pip install 'toyrl[yaml]'") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise InvalidInput(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    try:
+        data = _json(path, text) if suffix == ".json" else _yaml(path, text)
+    except RecursionError:
+        raise InvalidInput(f"{path}: nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except InvalidInput:
+        raise
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise InvalidInput(f"{path}: {json_problem(error)}") from None
     if not isinstance(data, dict):
         kind = "nothing" if data is None else f"a {type(data).__name__}"
         raise InvalidInput(f"{path}: expected a mapping of settings at the top level, got {kind}")
+    _bounded(path, data)
     settings = _flatten(data)
     if any(isinstance(value, str) and "${" in value for value in settings.values()):
         settings = _resolve(path, data, settings)
     return settings
+
+
+def _json(path: Path, text: str) -> Any:
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in mapping:
+                raise InvalidInput(f"{path}: the key {shown(key)} is given twice in one object; keep one")
+            mapping[key] = value
+        return mapping
+
+    try:
+        return json.loads(text, object_pairs_hook=once)
+    except json.JSONDecodeError as error:
+        raise InvalidInput(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
+
+
+def _yaml(path: Path, text: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise InvalidInput(f"{path}: reading YAML needs PyYAML: pip install 'toyrl[yaml]'") from None
+
+    class Loader(yaml.SafeLoader):
+        """PyYAML's safe loader, refusing a key given twice in one mapping (keys merged in with
+        `<<:` may be given again: YAML's merge lets the mapping's own keys override them)."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    line = key_node.start_mark.line + 1
+                    raise InvalidInput(
+                        f"{path}, line {line}: the key {shown(key)} is given twice in one mapping; keep one"
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    try:
+        return yaml.load(text, Loader=Loader)
+    except yaml.YAMLError as error:
+        raise InvalidInput(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+
+
+MAX_DEPTH = 100  # levels of nesting: verl's configuration has 6
+MAX_VALUES = 100_000  # keys and list items, each alias counted where it is used: verl's has about 700
+
+
+def _bounded(path: Path, data: dict[Any, Any]) -> None:
+    """InvalidInput if `data` nests deeper than MAX_DEPTH or holds more than MAX_VALUES keys and
+    list items, counting what a YAML alias stands for at each of its uses (twenty levels of
+    `b: &b [*a, *a]` are a file of 600 bytes and a million values). The walk stops at the limit."""
+    values = 0
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidInput(f"{path}: nested more than {MAX_DEPTH} levels deep")
+        children = list(value.values()) if isinstance(value, dict) else value
+        values += len(children)
+        if values > MAX_VALUES:
+            raise InvalidInput(
+                f"{path}: more than {MAX_VALUES:,} keys and list items (YAML aliases counted at each use); "
+                "a trainer's configuration has a few hundred"
+            )
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def _flatten(data: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
