@@ -471,7 +471,7 @@ def test_what_check_reads_is_refused_in_one_line_never_a_traceback(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--set", f"beta={LONG}"], "beta=9999999999999999999999999999...9999999999999999999999999999 (400"),
+        (["--set", f"beta={LONG}"], "beta='999999999999999999999999999...999999999999999999999999999' (402"),
         (["--set", f"beta={HUGE}"], "(5,002 characters) is not valid; valid: a float in [0, inf]"),
         (["--set", "entropy_coef=nan"], "entropy_coef=nan is not valid; valid: a float"),
         (["--version", ""], "--version '' of TRL is not modelled; modelled: "),

@@ -8,16 +8,17 @@ everywhere and a spelling that one place refuses is refused everywhere:
   an empty text) is refused rather than guessed;
 - an integer is ASCII digits with an optional sign, `_` between digits, and an optional `.0`
   (`16`, `+16`, `1_000`, `16.0`);
-- a number is what Python's `float` reads from ASCII text (`0.02`, `1e-6`, `inf`): its range is
-  each value's own check.
+- a number is what Python's `float` reads from ASCII text (`0.02`, `1e-6`, `inf`), infinity only
+  when spelt so (not `1e400`, nor an integer of 400 digits): its range is each value's own check.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-from toyrl.config import InvalidInput
+from toyrl.config import InvalidInput, shown
 
 TRUE = ("true", "1")
 FALSE = ("false", "0")
@@ -44,13 +45,16 @@ def parse_int(name: str, text: str) -> int:
 
 
 def parse_float(name: str, text: str) -> float:
-    """`text` as a number (`float` on ASCII text), or InvalidInput naming `name`."""
+    """`text` as a number (`float` on ASCII text), or InvalidInput naming `name`: infinity only
+    when spelt so, never as a number too large for a float (1e400, or an integer of 400 digits)."""
     try:
         if text.isascii():
-            return float(text)
+            value = float(text)
+            if math.isfinite(value) or "inf" in text.lower() or value != value:
+                return value
     except ValueError:
         pass
-    raise InvalidInput(f"{name} must be a number (got {text!r})")
+    raise InvalidInput(f"{name} must be a number (got {shown(text)})")
 
 
 def parse_as(name: str, text: str, like: Any) -> Any:
