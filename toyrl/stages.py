@@ -1071,7 +1071,7 @@ class GMPO:
     (a relative 1e-8 / |o_i| apart). GMPO's paper clips at epsilon = epsilon_high = 0.4."""
 
     epsilon: float = 0.4
-    epsilon_high: float | None = None
+    epsilon_high: float | None = 0.4  # None: epsilon
 
     def __post_init__(self) -> None:
         _check_clip_range(self)

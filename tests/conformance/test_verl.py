@@ -1234,8 +1234,13 @@ GMPO_SETTINGS = [
     (
         "geo_mean (clip_ratio_low = clip_ratio_high = 0.2, the defaults; loss_agg_mode=token-mean, ignored)",
         {"policy_loss": {"loss_mode": "geo_mean"}},
-        f"{GMPO},epsilon=0.2",
-        (("the token mean", f"{GMPO},epsilon=0.2".replace("seq_mean_token_mean", "token_mean")),),
+        f"{GMPO},epsilon=0.2,epsilon_high=0.2",
+        (
+            (
+                "the token mean",
+                f"{GMPO},epsilon=0.2,epsilon_high=0.2".replace("seq_mean_token_mean", "token_mean"),
+            ),
+        ),
     ),
     (
         "geo_mean, clip_ratio_low = clip_ratio_high = 0.4 (GMPO's)",
