@@ -44,7 +44,10 @@ BAD = [
         "buffer must be a number in [0, 1]",
     ),
     (["run", "--variant", "advantage=grpo_plus"], "advantage must be one of"),  # an unknown family
-    (["run", "--variant", "objective=cispo_x"], "objective must be one of ppo_clip, gspo, cispo, sapo, gpg"),
+    (
+        ["run", "--variant", "objective=cispo_x"],
+        "objective must be one of ppo_clip, gspo, gmpo, vespo, cispo, sapo, gpg",
+    ),
     (["run", "--variant", "sampler=gfp"], "sampler must be one of once, filter_groups, gfpo"),
     (["run", "--variant", "cispoo"], "unknown variant 'cispoo' (did you mean 'cispo'?)"),
     (

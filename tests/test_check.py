@@ -297,7 +297,6 @@ def test_trl_settings_from_text_and_what_is_not_modelled() -> None:
     [
         ({"los_type": "grpo"}, "no setting 'los_type' that toyrl knows (did you mean 'loss_type'?)"),
         ({"loss_type": "grpoo"}, "loss_type='grpoo' is not valid (did you mean 'grpo'?)"),
-        ({"loss_type": "vespo"}, "loss_type='vespo' is not modelled by toyrl yet"),
         (
             {"loss_type": "cispo"},
             "caps each token's weight at epsilon_high (or epsilon when it is None) = 0.2",
@@ -1232,3 +1231,86 @@ def test_verl_s_length_balanced_ranks_are_named_for_the_micro_batch_divisor() ->
         assert not any(
             "over 8 GPUs" in item for item in resolve("verl", None, settings | one).mapping.unmodelled
         )
+
+
+@pytest.mark.parametrize(
+    ("trainer", "settings", "preset"),
+    [
+        (
+            "trl",
+            {
+                "loss_type": "luspo",
+                "importance_sampling_level": "sequence",
+                "epsilon": 3e-4,
+                "epsilon_high": 4e-4,
+                "steps_per_generation": 4,
+            },
+            "luspo",
+        ),
+        ("trl", {"loss_type": "vespo", "steps_per_generation": 4}, "vespo"),
+        (
+            "verl",
+            {
+                "algorithm.adv_estimator": "grpo",
+                VERL + "policy_loss.loss_mode": "geo_mean",
+                VERL + "clip_ratio_low": 0.4,
+                VERL + "clip_ratio_high": 0.4,
+            },
+            "gmpo",
+        ),
+        (
+            "verl",
+            {"algorithm.adv_estimator": "grpo_passk", VERL + "ppo_mini_batch_size": 1024},
+            "verl_grpo_passk",
+        ),
+        (
+            "verl",
+            {
+                "algorithm.adv_estimator": "grpo",
+                VERL + "loss_agg_mode": "token-sum",
+                VERL + "ppo_mini_batch_size": 1024,
+            },
+            "verl_token_sum",
+        ),
+    ],
+)
+def test_the_newer_modes_land_on_their_presets(trainer: str, settings: dict, preset: str) -> None:
+    """TRL's luspo and vespo, verl's geo_mean (whatever loss_agg_mode says), grpo_passk and token-sum
+    are the presets that stand for them (the conformance suite runs each against the trainer)."""
+    resolved = resolve(trainer, None, settings)
+    assert parse_variant(resolved.mapping.spec).spec() == VARIANTS[preset].spec()
+
+
+def test_openrlhf_gspo_is_gspo_per_sample() -> None:
+    """--actor.policy_loss_type gspo: toyrl's gspo at eps_clip on both sides, each sample's token
+    mean whatever loss_agg_mode says; the KL in the reward (OpenRLHF's default) is left out, said so."""
+    resolved = resolve(
+        "openrlhf", None, {"algo.advantage.estimator": "group_norm", "actor.policy_loss_type": "gspo"}
+    )
+    variant = parse_variant(resolved.mapping.spec)
+    assert variant.names()["objective"] == "gspo" and variant.names()["normaliser"] == "seq_mean_token_mean"
+    assert variant.objective.epsilon == variant.objective.clip_high == 0.2
+    assert variant.names()["kl"] == "k3" and variant.kl.beta == 0
+    assert any(
+        "with gspo: toyrl's gspo takes one advantage a response" in u for u in resolved.mapping.unmodelled
+    )
+    assert any("whatever loss_agg_mode says" in n for n in resolved.mapping.notes)
+
+
+def test_verl_geo_mean_says_its_micro_batch_sum_and_remax_why_not() -> None:
+    geo = resolve(
+        "verl", None, {"algorithm.adv_estimator": "grpo", VERL + "policy_loss.loss_mode": "geo_mean"}
+    )
+    assert any("the micro-batches' gradients add up" in u for u in geo.mapping.unmodelled)
+    unscaled = resolve(
+        "verl", None, {"algorithm.adv_estimator": "grpo_passk", "algorithm.norm_adv_by_std_in_grpo": False}
+    )
+    assert parse_variant(unscaled.mapping.spec).advantage.std_scaled is False
+    with pytest.raises(
+        InvalidInput,
+        match=re.escape(
+            "algorithm.adv_estimator='remax' is not modelled by toyrl yet (its baseline is the reward of a "
+            "greedy rollout"
+        ),
+    ):
+        resolve("verl", None, {"algorithm.adv_estimator": "remax"})

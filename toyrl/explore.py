@@ -142,6 +142,7 @@ def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
             {
                 "name": v.name,
                 "spec": v.spec(),
+                "spec_text": v.spec_text(),  # Python's text: 3.0 stays 3.0, which JSON makes 3
                 "summary": v.summary,
                 "stands_for": v.stands_for,
                 "source": _source(v.name),

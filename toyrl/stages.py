@@ -83,6 +83,11 @@ def _check_std_eps(std_eps: object) -> None:
         raise InvalidInput(f"std_eps must be a number in [0, 1) (got {std_eps!r})")
 
 
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false (got {value!r})")
+
+
 def register(kind: str, name: str, **defaults: Any) -> Callable[[type[Stage]], type[Stage]]:
     """Class decorator: register an instance of the class (built with `defaults`) as `name` of `kind`.
 
@@ -608,6 +613,44 @@ class RescaledCentred:
         return responses / nonzero * _centred(rewards)
 
 
+@register("advantage", "passk")
+@dataclass(frozen=True)
+class BestOverSecond:
+    """verl's grpo_passk (compute_grpo_passk_outcome_advantage, after Chen et al. 2025, "Pass@k
+    Training", arXiv 2503.19595): only the best response of a group has an advantage, its margin
+    over the second best, A = (r_max - r_second) / (group sample std + std_eps) on the first
+    response with r_max (`std_scaled`: verl's norm_adv_by_std_in_grpo; else the margin alone), 0 on
+    every other one. Tied best rewards give the group 0. With 0 / 1 rewards, the one correct
+    response of a group with exactly one earns 1 / (std + eps), std = sqrt(1 / G): a credit for
+    solving what the group's others did not."""
+
+    std_eps: float | None = None
+    std_scaled: bool = True
+
+    def __post_init__(self) -> None:
+        _check_std_eps(self.std_eps)
+        _check_flag("std_scaled", self.std_scaled)
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        group = rewards.shape[-1]
+        ranked = np.sort(rewards, axis=-1)
+        margin = ranked[..., -1:] - ranked[..., -2:-1]
+        if self.std_scaled:  # GroupStd's sample std, the same operations
+            centred = _centred(rewards)
+            squares = np.add.reduce(centred * centred, axis=-1, keepdims=True)
+            margin = _scaled(margin, np.sqrt(squares / (group - 1)) + std_eps, std_eps)
+        best = np.arange(group) == np.argmax(rewards, axis=-1)[..., None]
+        return np.where(best, margin, 0.0)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        alone = np.where(others == 0, r, 0.0)  # the group's one success: a margin of 1
+        if not self.std_scaled:
+            return alone
+        k = r + others  # GroupStd's sample std, the same operations
+        scale = np.sqrt(k / group * (1 - k / group)) * np.sqrt(group / (group - 1)) + std_eps
+        return np.divide(alone, scale, out=np.zeros(scale.shape), where=scale > 0)
+
+
 def std_eps_of(advantage: Any, config: Config) -> float:
     """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`."""
     own = getattr(advantage, "std_eps", None)
@@ -627,11 +670,6 @@ def std_eps_of(advantage: Any, config: Config) -> float:
 def _check_beta(beta: object) -> None:
     if not (isinstance(beta, int | float) and not isinstance(beta, bool) and 0 <= beta < 1e6):
         raise InvalidInput(f"beta must be a number in [0, 1e6) (got {beta!r})")
-
-
-def _check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{name} must be true or false (got {value!r})")
 
 
 def _members(tokens: FloatArray, members: NDArray[np.bool_] | None) -> FloatArray:
@@ -1039,10 +1077,7 @@ class GSPO:
     ) -> tuple[Coefficients, FloatArray]:
         """(coefficients, clipped tokens [R]) by kind: 1/(D n) u A s times the kind's tokens, plus
         the per-token KL term as PPOClip adds it."""
-        if update.token_advantage is not None:
-            raise InvalidInput(
-                "objective=gspo takes one advantage a response, not a KL reward's per-token ones"
-            )
+        _sequence_only(update, "gspo")
         ratio = update.gather(update.ratio_positive, update.ratio_negative)  # [3, R, B, G]
         counts = update.counts
         tokens = counts.sum(axis=0)
@@ -1057,6 +1092,125 @@ class GSPO:
         coefficient = update.scale * objective
         clipped_tokens = np.where(clipped & update.included, tokens, 0.0).sum(axis=(1, 2))
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
+
+
+SEQUENCE_OBJECTIVES = ("gspo", "gmpo", "vespo")  # one ratio (or weight) a response: one advantage a response
+
+
+def _sequence_only(update: Update, name: str) -> None:
+    if update.token_advantage is not None:
+        raise InvalidInput(
+            f"objective={name} takes one advantage a response, not a KL reward's per-token ones"
+        )
+
+
+@register("objective", "gmpo")
+@dataclass(frozen=True)
+class GMPO:
+    """GMPO, the geometric mean of the token ratios (Zhao et al. 2025, "Geometric-Mean Policy
+    Optimization", arXiv 2507.20673; verl's `geo_mean` policy loss, compute_policy_loss_geo_mean):
+    each token's log-ratio l = log(pi_theta / pi_old) clipped in log space on the advantage's side,
+    l' = min(l, epsilon_high) where A > 0 and max(l, -epsilon) where A < 0, then the response's
+    ratio g_i = exp(mean over its |o_i| tokens of l') in -A_i g_i, averaged over the responses
+    (verl takes torch.mean of the sequences' losses whatever loss_agg_mode says:
+    seq_mean_token_mean's 1 / (|o_i| N) here). d g_i / d log pi(t) = g_i / |o_i| on a token whose
+    l' = l, 0 on a clipped one, so each token of response i has coefficient u_t A_i g_i / (D_i n):
+    closed form per token kind. At ratio 1 it is the on-policy update. verl divides by |o_i| + 1e-8
+    (a relative 1e-8 / |o_i| apart). GMPO's paper clips at epsilon = epsilon_high = 0.4."""
+
+    epsilon: float = 0.4
+    epsilon_high: float | None = 0.4  # None: epsilon
+
+    def __post_init__(self) -> None:
+        _check_clip_range(self)
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @staticmethod
+    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        return _clip_ranges(GMPO, objectives)
+
+    @staticmethod
+    def coefficients(
+        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
+    ) -> tuple[Coefficients, FloatArray]:
+        """(coefficients, clipped tokens [R]) by kind: 1/(D n) u A g times the kind's tokens, plus
+        the per-token KL term as PPOClip adds it."""
+        _sequence_only(update, "gmpo")
+        ratio = update.gather(update.ratio_positive, update.ratio_negative)  # [3, R, B, G]
+        counts = update.counts
+        advantage = update.advantage
+        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        log_ratio = np.where(counts > 0, kernels.log(ratio), 0.0)  # log 0 = -inf: not selected
+        positive, negative = advantage > 0, advantage < 0
+        clipped = (positive & (log_ratio > high)) | (negative & (log_ratio < -low))
+        kept = np.where(
+            positive, np.minimum(log_ratio, high), np.where(negative, np.maximum(log_ratio, -low), 0.0)
+        )
+        sequence = kernels.exp((counts * kept).sum(axis=0) / counts.sum(axis=0))
+        objective = np.where(clipped, 0.0, advantage * sequence) * counts
+        if beta is not None:
+            objective = objective + _kl(update, beta) * counts
+        coefficient = update.scale * objective
+        clipped_tokens = np.where(clipped & update.included, counts, 0.0).sum(axis=(0, 2, 3))
+        return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
+
+
+VESPO_LOG_FLOOR = -18.420680743952367  # log(1e-8), TRL's lower clamp of log w
+
+
+@register("objective", "vespo")
+@dataclass(frozen=True)
+class VESPO:
+    """VESPO (Variational Sequence-Level Soft Policy Optimization, arXiv 2602.10693; TRL's
+    loss_type='vespo', GRPOTrainer.get_gamma_weights): per token -phi(w_i) A_i log pi, the weight
+    detached, w_i the response's sequence ratio prod_t pi_theta / pi_old (each token's log-ratio
+    clamped to [-20, 20], their sum to [log 1e-8, 20]) and phi(w) = exp(lambda + k log w - lambda w)
+    = e^lambda w^k e^(-lambda w), a Gamma-shaped soft gate with phi(1) = 1 (k_pos, lambda_pos where
+    A >= 0, else k_neg, lambda_neg; lambda at least 1e-4). A token's coefficient is phi(w_i) A_i:
+    at ratio 1 the on-policy update; off policy each response's weight fades smoothly as w leaves
+    1, never clipped to 0. TRL aggregates it as dapo (token_mean)."""
+
+    k_pos: float = 2.0
+    lambda_pos: float = 3.0
+    k_neg: float = 3.0
+    lambda_neg: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("k_pos", "lambda_pos", "k_neg", "lambda_neg"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1000):
+                raise InvalidInput(f"{name} must be a number in [0, 1000] (got {value!r})")
+
+    @staticmethod
+    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        return {
+            name: _of_runs(VESPO, objectives, name) for name in ("k_pos", "lambda_pos", "k_neg", "lambda_neg")
+        }
+
+    @staticmethod
+    def coefficients(
+        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
+    ) -> tuple[Coefficients, FloatArray]:
+        _sequence_only(update, "vespo")
+        ratio = update.gather(update.ratio_positive, update.ratio_negative)
+        counts = update.counts
+        log_ratio = np.where(counts > 0, counts * np.clip(kernels.log(ratio), -20.0, 20.0), 0.0)
+        log_w = np.clip(log_ratio.sum(axis=0), VESPO_LOG_FLOOR, 20.0)
+        nonnegative = update.advantage >= 0
+
+        def of_sign(name: str) -> FloatArray:
+            return np.where(
+                nonnegative,
+                parameters[name + "_pos"][:, None, None],
+                parameters[name + "_neg"][:, None, None],
+            )
+
+        k, rate = of_sign("k"), np.maximum(of_sign("lambda"), 1e-4)
+        weight = kernels.exp(rate + k * log_w - rate * kernels.exp(log_w))
+        return _token_objective(update, weight, weight, beta), np.zeros(ratio.shape[1])
 
 
 def _token_objective(

@@ -46,6 +46,7 @@ from toyrl.policy import (
 )
 from toyrl.stages import (
     K3,
+    SEQUENCE_OBJECTIVES,
     K1Reward,
     OneDraw,
     TokenAdvantage,
@@ -271,13 +272,10 @@ def check_variant(variant: Variant, config: Config) -> None:
         check = getattr(variant.stage(kind), "check", None)
         if check is not None:
             check(config)
-    if (
-        variant.names()["objective"] == "gspo"
-        and variant.names()["kl"] == "k1_reward"
-        and variant.kl.beta > 0
-    ):
+    objective = variant.names()["objective"]
+    if objective in SEQUENCE_OBJECTIVES and variant.names()["kl"] == "k1_reward" and variant.kl.beta > 0:
         raise InvalidInput(
-            "objective=gspo takes one advantage a response: not with kl=k1_reward (per-token ones)"
+            f"objective={objective} takes one advantage a response: not with kl=k1_reward (per-token ones)"
         )
 
 

@@ -24,9 +24,10 @@ SOURCES = {
     "openrlhf": "OpenRLHF 0.11.2, openrlhf/trainer/ppo_utils/experience_maker.py (advantage estimators), "
     "openrlhf/models/loss.py and openrlhf/utils/loss_utils.py (the loss and its token normalisation)",
     "families": "the newer length-aware objectives, each from its paper and the trainer code named in its "
-    "preset (verl 0.9.1 verl/trainer/ppo/core_algos.py: compute_policy_loss_cispo, _sapo, _gpg, "
+    "preset (verl 0.9.1 verl/trainer/ppo/core_algos.py: compute_policy_loss_cispo, _sapo, _gpg, _geo_mean, "
     "compute_opo_outcome_advantage, compute_gpg_outcome_advantage, compute_reinforce_plus_plus(_baseline); "
-    "TRL 1.16.0 grpo_trainer.py: loss_type 'cispo', 'sapo', importance_sampling_level='sequence')",
+    "TRL 1.16.0 grpo_trainer.py: loss_type 'cispo', 'sapo', 'luspo', 'vespo', "
+    "importance_sampling_level='sequence')",
     "dapo": "the DAPO paper's recipe (Yu et al., 2025) as verl's DAPO recipe runs it: token-level mean, "
     "clip-higher, the soft overlong punishment (verl/workers/reward_manager/dapo.py), dynamic sampling "
     "(filter_groups)",
@@ -108,9 +109,10 @@ VARIANTS: dict[str, Variant] = {
         ),
         _named(
             "verl_default",
-            "advantage=group_std_sample,aggregation=token_mean,std_eps=1e-06",
+            "advantage=group_std_sample,aggregation=token_mean,dual_clip=3.0,std_eps=1e-06",
             "verl's GRPO defaults",
-            "verl algorithm.adv_estimator=grpo, norm_adv_by_std_in_grpo=True, loss_agg_mode='token-mean'",
+            "verl algorithm.adv_estimator=grpo, norm_adv_by_std_in_grpo=True, loss_agg_mode='token-mean', "
+            "the vanilla policy loss with its dual clip clip_ratio_c=3",
         ),
         _named(
             "verl_seq_mean_token_mean",
@@ -121,6 +123,20 @@ VARIANTS: dict[str, Variant] = {
             "verl_seq_mean_token_sum",
             "advantage=group_std_sample,aggregation=seq_mean_token_sum,std_eps=1e-06",
             stands_for="verl loss_agg_mode='seq-mean-token-sum'",
+        ),
+        _named(
+            "verl_token_sum",
+            "advantage=group_std_sample,aggregation=token_sum,dual_clip=3.0,std_eps=1e-06",
+            "verl's token-sum: every token's loss summed, no normaliser",
+            "verl 0.9.1 loss_agg_mode='token-sum' with adv_estimator='grpo' and the vanilla loss (dual clip "
+            "clip_ratio_c=3)",
+        ),
+        _named(
+            "verl_grpo_passk",
+            "advantage=passk,aggregation=token_mean,dual_clip=3.0,std_eps=1e-06",
+            "verl's pass@k advantage: the best response's margin over the second, token mean",
+            "verl 0.9.1 adv_estimator='grpo_passk' (norm_adv_by_std_in_grpo=True) with its default "
+            "loss_agg_mode='token-mean' and the vanilla loss (dual clip clip_ratio_c=3)",
         ),
         _named(
             "verl_sum_norm_only",
@@ -259,11 +275,39 @@ VARIANTS: dict[str, Variant] = {
             "1e-4 and schedule, as toyrl check maps it)",
         ),
         _named(
+            "gmpo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,objective=gmpo,mini_batches=4,"
+            "std_eps=1e-06",
+            "GMPO: the geometric mean of the token ratios, clipped at e^-0.4 / e^0.4, four mini-batches",
+            "GMPO (Zhao et al. 2025, arXiv 2507.20673; verl 0.9.1 policy_loss.loss_mode='geo_mean' with "
+            "clip_ratio_low = clip_ratio_high = 0.4, averaged over the responses whatever loss_agg_mode "
+            "says, one micro-batch a mini-batch): each batch in four mini-batches",
+        ),
+        _named(
+            "luspo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_sum,objective=gspo,mini_batches=4,"
+            "shuffle=once,std_eps=0.0001",
+            "LUSPO: GSPO's sequence ratio, each response's token sum, four mini-batches",
+            "TRL 1.16.0 GRPOConfig(loss_type='luspo', importance_sampling_level='sequence', epsilon=3e-4, "
+            "epsilon_high=4e-4, steps_per_generation=4) (LUSPO, arXiv 2602.05261: GSPO with each sequence's "
+            "loss scaled by its length)",
+        ),
+        _named(
+            "vespo",
+            "advantage=group_std_sample,aggregation=token_mean,objective=vespo,batch_tokens=True,"
+            "mini_batches=4,shuffle=once,std_eps=0.0001",
+            "VESPO: a Gamma-shaped soft weight of the sequence ratio, token mean, four mini-batches",
+            "TRL 1.16.0 GRPOConfig(loss_type='vespo', steps_per_generation=4) at its defaults vespo_k_pos=2, "
+            "vespo_lambda_pos=3, vespo_k_neg=3, vespo_lambda_neg=2 (VESPO, arXiv 2602.10693), normalised as "
+            "dapo",
+        ),
+        _named(
             "opo",
-            "advantage=opo,aggregation=token_mean",
+            "advantage=opo,aggregation=token_mean,dual_clip=3.0",
             "OPO: a length-weighted group baseline, on-policy",
             "OPO (Hao et al. 2025, eq. 7: b = sum |o| r / sum |o|, one update per batch; verl "
-            "adv_estimator='opo' with its default loss_agg_mode='token-mean')",
+            "adv_estimator='opo' with its default loss_agg_mode='token-mean' and vanilla loss, dual clip "
+            "clip_ratio_c=3, which cannot act on-policy)",
         ),
         _named(
             "gpg",
@@ -274,17 +318,17 @@ VARIANTS: dict[str, Variant] = {
         ),
         _named(
             "reinforce_pp",
-            "advantage=reinforce_pp,aggregation=token_mean",
+            "advantage=reinforce_pp,aggregation=token_mean,dual_clip=3.0",
             "REINFORCE++: rewards whitened over the batch's tokens, no group mean",
             "REINFORCE++ (Hu 2025; verl adv_estimator='reinforce_plus_plus' at gamma 1, "
-            "loss_agg_mode='token-mean'), without its KL term",
+            "loss_agg_mode='token-mean', the vanilla loss's dual clip clip_ratio_c=3), without its KL term",
         ),
         _named(
             "reinforce_pp_baseline",
-            "advantage=token_whiten_sample,aggregation=token_mean",
+            "advantage=token_whiten_sample,aggregation=token_mean,dual_clip=3.0",
             "REINFORCE++-baseline: group mean, then whitened over the batch's tokens",
             "verl adv_estimator='reinforce_plus_plus_baseline' (masked_whiten, Bessel-corrected), "
-            "loss_agg_mode='token-mean'",
+            "loss_agg_mode='token-mean', the vanilla loss's dual clip clip_ratio_c=3",
         ),
         _named(
             "dapo_overlong",

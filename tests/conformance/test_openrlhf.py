@@ -116,6 +116,7 @@ import pytest
 from tests.conformance import toy
 from tests.conformance.conftest import trainer_module, version_of
 from tests.conformance.toy import CONFIG as toy_config
+from toyrl.trainers.check import resolve
 from toyrl.variants import parse_variant
 
 DIST = "openrlhf"
@@ -242,6 +243,7 @@ class Settings:
     train_batch_size: int | None = None  # --train.batch_size, one optimiser step (None: the whole batch)
     max_epochs: int = 1  # --train.max_epochs (default 1)
     tensor_parallel_size: int = 1  # --ds.tensor_parallel_size (default 1)
+    policy_loss_type: str = "ppo"  # --actor.policy_loss_type (ppo or gspo, >= 0.11)
 
 
 def trainer_args(orl: SimpleNamespace, settings: Settings, group: int) -> Any:
@@ -269,7 +271,7 @@ def trainer_args(orl: SimpleNamespace, settings: Settings, group: int) -> Any:
         "actor.eps_clip_low_high": settings.eps_clip_low_high,
         "actor.dual_clip": settings.dual_clip,
         "actor.loss_agg_mode": settings.loss_agg_mode,
-        "actor.policy_loss_type": "ppo",
+        "actor.policy_loss_type": settings.policy_loss_type,
         "actor.entropy_coef": None,
         "actor.aux_loss_coef": 0,
     }
@@ -752,6 +754,56 @@ def test_later_update_dual_clip(orl, conform, dual: float) -> None:
     plain = toy.token_weights(parse_variant(without), batch, theta)
     assert (plain[acting] != 0).all()
     conform(DIST, setting, without, toy.relative_difference(got, plain), expected=False)
+
+
+@pytest.mark.parametrize("theta_name", ["ratio 1", "moved"])
+@pytest.mark.parametrize("batch_name", ["corner batch", "sampled seed 1"])
+@pytest.mark.parametrize("eps", [0.2, 0.003])
+def test_gspo(orl, conform, eps: float, batch_name: str, theta_name: str) -> None:
+    """--actor.policy_loss_type gspo (PolicyLoss's policy_loss_type, >= 0.11): the sequence's ratio
+    exp(mean of its tokens' log-ratios) in PPO's clip at eps_clip, each sample's token mean
+    (token_level_loss False, whatever loss_agg_mode says): toyrl's gspo with epsilon = epsilon_high
+    = eps_clip and seq_mean_token_mean, as `toyrl check` maps it; at a moved policy the sequence
+    clip acts and the token-level clip (ppo) is the control that differs."""
+    if "policy_loss_type" not in inspect.signature(orl.loss.PolicyLoss).parameters:
+        pytest.skip("this release's PolicyLoss has no policy_loss_type")
+    batch = BATCHES[batch_name]()
+    theta = None if theta_name == "ratio 1" else toy.moved(batch, MOVED, scale=0.1 if eps < 0.1 else 1.0)
+    settings = Settings("group_norm", eps_clip_low_high=(eps, eps), policy_loss_type="gspo")
+    outcome = run(orl, batch, settings, theta=theta)
+    (got,) = outcome.step_gradients
+    matching = spec("group_norm", "seq_mean_token_mean", objective="gspo", epsilon=eps, epsilon_high=eps)
+    expected = toy.token_weights(parse_variant(matching), batch, theta)
+    assert np.abs(expected).max() > 0
+    setting = f"policy_loss_type=gspo, eps_clip {eps}, {batch_name}, {theta_name}"
+    conform(DIST, setting, matching, toy.relative_difference(got, expected))
+    mapped = resolve(
+        DIST,
+        None,
+        {
+            "algo.advantage.estimator": "group_norm",
+            "actor.policy_loss_type": "gspo",
+            "actor.eps_clip": eps,
+            "algo.kl.init_coef": 0.0,
+        },
+    )
+    mapped_spec = {
+        k: v
+        for k, v in parse_variant(mapped.mapping.spec).spec().items()
+        if k not in ("mini_batches", "shuffle")
+    }
+    assert mapped_spec == parse_variant(matching).spec()
+    if theta is not None and eps < 0.1:
+        assert outcome.clip_ratios[0] > 0  # the sequence clip acts (at 0.2 the moved means stay inside)
+        token_level = spec("group_norm", "seq_mean_token_mean", epsilon=eps)
+        control = toy.token_weights(parse_variant(token_level), batch, theta)
+        conform(
+            DIST,
+            f"{setting} (control: token ratios)",
+            token_level,
+            toy.relative_difference(got, control),
+            False,
+        )
 
 
 @pytest.mark.parametrize("token_level_loss", [True, False])

@@ -1069,6 +1069,81 @@ FAMILY_LATER = [
         None,
         [],
     ),
+    # luspo: PPO's clip (GSPO's with the sequence level), each completion's token sum averaged
+    # over the micro-batch, / c: seq_mean_token_sum; GSPO's per-completion mean is the control
+    (
+        "loss_type=luspo, importance_sampling_level=sequence, epsilon 0.003 / 0.004",
+        {
+            "loss_type": "luspo",
+            "importance_sampling_level": "sequence",
+            "epsilon": 0.003,
+            "epsilon_high": 0.004,
+        },
+        respec(
+            "trl_default",
+            aggregation="seq_mean_token_sum",
+            objective="gspo",
+            epsilon=0.003,
+            epsilon_high=0.004,
+            num_iterations=2,
+        ),
+        "clip_ratio/region_mean",
+        [
+            (
+                "GSPO's per-completion mean",
+                respec(
+                    "trl_default",
+                    aggregation="seq_mean_token_mean",
+                    objective="gspo",
+                    epsilon=0.003,
+                    epsilon_high=0.004,
+                    num_iterations=2,
+                ),
+                False,
+                False,
+            ),
+        ],
+    ),
+    (
+        "loss_type=luspo (importance_sampling_level=token)",
+        {"loss_type": "luspo"},
+        respec("trl_default", aggregation="seq_mean_token_sum", num_iterations=2),
+        "clip_ratio/region_mean",
+        [("the token mean (dapo)", spec("trl_default", num_iterations=2), False, False)],
+    ),
+    # vespo: per token -phi(w) A log pi, phi(w) = exp(lambda + k log w - lambda w) of the sequence
+    # ratio w (detached), normalised as dapo: toyrl's vespo; the parameters of the two signs swapped
+    # and PPO's clip are the controls
+    (
+        "loss_type=vespo (k_pos 2, lambda_pos 3, k_neg 3, lambda_neg 2: the defaults)",
+        {"loss_type": "vespo"},
+        spec("trl_default", objective="vespo", num_iterations=2),
+        None,
+        [
+            (
+                "the signs' parameters swapped",
+                spec(
+                    "trl_default",
+                    objective="vespo",
+                    k_pos=3.0,
+                    lambda_pos=2.0,
+                    k_neg=2.0,
+                    lambda_neg=3.0,
+                    num_iterations=2,
+                ),
+                True,
+                False,
+            ),
+            ("PPO's clip", spec("trl_default", num_iterations=2), True, False),
+        ],
+    ),
+    (
+        "loss_type=vespo, vespo_k_pos=1.0, vespo_lambda_neg=0.5",
+        {"loss_type": "vespo", "vespo_k_pos": 1.0, "vespo_lambda_neg": 0.5},
+        spec("trl_default", objective="vespo", k_pos=1.0, lambda_neg=0.5, num_iterations=2),
+        None,
+        [("the defaults", spec("trl_default", objective="vespo", num_iterations=2), True, False)],
+    ),
 ]
 
 
@@ -1241,3 +1316,55 @@ def test_family_presets(
     schedule_text = respec(preset, shuffle="once", **extra)  # std_eps 1e-6, verl's
     worst = differences(found, toyrl(parse_variant(schedule_text)))
     record(conform, f"{setting} (preset's std_eps 1e-6)", schedule_text, found, plan, worst, False, None)
+
+
+# The presets luspo and vespo are TRL's settings (steps_per_generation=4: four optimiser steps of
+# one micro-batch, shuffled once; vespo normalised as dapo, batch_tokens).
+NEW_PRESETS = [
+    (
+        "luspo",
+        {
+            "loss_type": "luspo",
+            "importance_sampling_level": "sequence",
+            "epsilon": 3e-4,
+            "epsilon_high": 4e-4,
+        },
+        "clip_ratio/region_mean",
+        0.01,  # moved a little: GSPO's clip at 3e-4 acts on some sequences, not on all
+    ),
+    ("vespo", {"loss_type": "vespo"}, None, None),
+]
+
+
+@pytest.mark.parametrize(("preset", "grpo", "metric", "scale"), NEW_PRESETS, ids=[p for p, *_ in NEW_PRESETS])
+def test_luspo_vespo_presets(
+    trl_env: Environment, conform: Any, preset: str, grpo: dict, metric: str | None, scale: float | None
+) -> None:
+    """The presets luspo and vespo against the TRL settings they name, every optimiser step, the
+    later ones at stop-pushed policies (vespo) or policies moved a little (luspo: GSPO's clip acts on
+    some sequences, TRL's clip_ratio > 0); vespo's Gamma parameters are GRPOConfig's defaults."""
+    plan = PRESET_SCHEDULE
+    named = parse_variant(preset)
+    assert named.stage("schedule").mini_batches == plan.mini_batches
+    if preset == "vespo":
+        config, objective = grpo_defaults(trl_env), named.stage("objective")
+        for key in ("k_pos", "lambda_pos", "k_neg", "lambda_neg"):
+            assert getattr(objective, key) == getattr(config, f"vespo_{key}")
+    if scale is None:
+        found = trials(trl_env, plan, named, metric=metric, move=toy.stop_pushed, **grpo)
+    else:
+        found = trials(trl_env, plan, named, scale=scale, metric=metric, **grpo)
+    if metric is not None:
+        assert max(least_clipped(found, plan, metric)) > 0
+    setting = (
+        f"preset {preset}: " + ", ".join(f"{k}={v}" for k, v in grpo.items()) + ", steps_per_generation=4"
+    )
+    # a mini-batch whose every sequence GSPO's clip holds (or whose advantages are 0) has no
+    # gradient in either: compared as it is, not required to be nonzero as `differences` does
+    weights = toyrl(named)
+    worst = [
+        max(toy.relative_difference(t.run.weights[u], weights(t, u)) for t in found)
+        for u in range(plan.updates)
+    ]
+    assert all(np.abs(weights(t, 0)).max() > 0 for t in found)
+    record(conform, setting, preset, found, plan, worst, metric=metric)

@@ -90,6 +90,7 @@ CLIP_HIGH = 0.28  # DAPO's clip-higher
 # specs that verl settings match where no toyrl preset does
 DR_GRPO_SPEC = "advantage=none,aggregation=seq_mean_token_sum_norm"
 CLIP_HIGHER_SPEC = "advantage=group_std_sample,aggregation=token_mean,epsilon_high=0.28,std_eps=1e-06"
+NO_DUAL_CLIP = "advantage=group_std_sample,aggregation=token_mean,std_eps=1e-06"  # verl_default, c unset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -558,6 +559,10 @@ ESTIMATORS = [
     # mask's tokens: approach and ramble): toyrl's preset opo (advantage=opo). GPG's estimator:
     # test_gpg_advantages (its scale is computed in float32)
     Estimator("opo", "opo"),
+    # grpo_passk: only each group's first best response has an advantage, r_max - r_second over the
+    # group's sample std + 1e-6 (without the flag, the margin alone)
+    Estimator("grpo_passk", "verl_grpo_passk"),
+    Estimator("grpo_passk", "advantage=passk,aggregation=token_mean,std_scaled=False", norm=False),
 ]
 
 
@@ -729,7 +734,7 @@ SETTINGS = [
     Setting(
         "token-sum",
         {"loss_agg_mode": "token-sum"},
-        checks=(("advantage=group_std_sample,aggregation=token_sum,std_eps=1e-06", True),),
+        checks=(("verl_token_sum", True),),
     ),
     # DAPO's clip-higher. verl 0.9.1 ships no overlong filtering (no loss mask for truncated
     # responses; its DAPORewardManager only shapes long responses' rewards, off by default; the DAPO
@@ -1075,7 +1080,7 @@ def test_dual_clip(
         if not dual[update.rows].any():
             continue
         # without the dual clip toyrl keeps A rho on those tokens; away from them the two agree
-        plain = with_keys("verl_default", keys)
+        plain = with_keys(NO_DUAL_CLIP, keys)
         without = toy.token_weights(variant_of(plain), batch, theta, update=step)
         assert np.all(without[dual & np.isin(np.arange(batch.responses), update.rows)[:, None]] != 0)
         conform(
@@ -1218,6 +1223,79 @@ def test_family_policy_loss(
     assert (acting & (rho < low)).any()
 
 
+# compute_policy_loss_geo_mean (GMPO): each token's log-ratio clipped at -clip_ratio_low /
+# clip_ratio_high on its advantage's side, the response's ratio exp(mean of them), -A times it,
+# torch.mean over the micro-batch's responses whatever loss_agg_mode says: toyrl's gmpo with
+# seq_mean_token_mean (verl divides by |o| + 1e-8: 1e-8 / |o| relative apart). The micro-batches'
+# means add up (one backward each into the step's gradient), so four micro-batches give four
+# times the mini-batch's mean: agreeing with one micro-batch a step, a known scale with four.
+GMPO = "advantage=group_std_sample,aggregation=seq_mean_token_mean,objective=gmpo,std_eps=1e-06"
+GMPO_SETTINGS = [
+    (
+        "geo_mean (clip_ratio_low = clip_ratio_high = 0.2, the defaults; loss_agg_mode=token-mean, ignored)",
+        {"policy_loss": {"loss_mode": "geo_mean"}},
+        f"{GMPO},epsilon=0.2,epsilon_high=0.2",
+        (
+            (
+                "the token mean",
+                f"{GMPO},epsilon=0.2,epsilon_high=0.2".replace("seq_mean_token_mean", "token_mean"),
+            ),
+        ),
+    ),
+    (
+        "geo_mean, clip_ratio_low = clip_ratio_high = 0.4 (GMPO's)",
+        {"policy_loss": {"loss_mode": "geo_mean"}, "clip_ratio_low": 0.4, "clip_ratio_high": 0.4},
+        GMPO,
+        (("GSPO's sequence clip", GMPO.replace("gmpo", "gspo") + ",epsilon=0.4,epsilon_high=0.4"),),
+    ),
+]
+
+
+@pytest.mark.parametrize("theta_name", THETAS)
+@pytest.mark.parametrize("batch_name", LOSS_BATCHES)
+@pytest.mark.parametrize(
+    ("setting", "overrides", "spec", "controls"), GMPO_SETTINGS, ids=[s[0] for s in GMPO_SETTINGS]
+)
+def test_gmpo(
+    engine: Verl,
+    conform: Conform,
+    setting: str,
+    overrides: dict,
+    spec: str,
+    controls: tuple[tuple[str, str], ...],
+    batch_name: str,
+    theta_name: str,
+) -> None:
+    """verl's geo_mean policy loss (ppo_loss) against toyrl's gmpo at ratio 1 and at a moved
+    policy where the log-space clip acts on tokens with A > 0 (verl's pg_clipfrac > 0): one
+    micro-batch agrees; four micro-batches are four times toyrl's update (to 1e-12), recorded as a
+    known difference; at the moved policy the controls differ."""
+    batch = BATCHES[batch_name]()
+    theta = theta_of(batch, batch_name, theta_name)
+    advantages = verl_advantages(engine, batch, "grpo")
+    variant = parse_variant(spec)
+    want = toy.token_weights(variant, batch, theta)
+    assert np.abs(want).max() > 0
+    for layout in (ONE, FOUR):
+        actor = actor_config(engine, batch, layout, **overrides)
+        (update,) = verl_updates(engine, batch, advantages, actor, layout, theta)
+        if theta is not None:
+            assert update.clipfrac > 0
+        label = f"{setting} | {batch_name} | {theta_name} | {layout.name}"
+        if layout is ONE:
+            conform(TRAINER, label, spec, toy.relative_difference(update.weights, want))
+            for note, control in controls if theta is not None else ():
+                difference = toy.relative_difference(
+                    update.weights, toy.token_weights(parse_variant(control), batch, theta)
+                )
+                conform(TRAINER, f"{label} (control: {note})", control, difference, expected=False)
+        else:
+            assert update.micro_batches == 4
+            assert toy.relative_difference(update.weights, 4 * want) <= 1e-12
+            difference = toy.relative_difference(update.weights, want)
+            conform(TRAINER, f"{label} (each micro-batch's mean, summed)", spec, difference, expected=False)
+
+
 @dataclasses.dataclass(frozen=True)
 class FamilyPreset:
     """A toyrl preset of the newer families and the verl settings it stands for."""
@@ -1226,6 +1304,7 @@ class FamilyPreset:
     estimator: str  # algorithm.adv_estimator
     overrides: dict[str, Any]  # FSDPActorConfig fields
     mini_batch_prompts: int | None = None  # actor.ppo_mini_batch_size (None: the batch, one step)
+    micro_batch_size: int = 1  # ppo_micro_batch_size_per_gpu where there are mini-batches
 
 
 FAMILY_PRESETS = [
@@ -1252,6 +1331,16 @@ FAMILY_PRESETS = [
         },
         1,
     ),
+    # geo_mean takes torch.mean over each micro-batch: one micro-batch a mini-batch (test_gmpo)
+    FamilyPreset(
+        "gmpo",
+        "grpo",
+        {"policy_loss": {"loss_mode": "geo_mean"}, "clip_ratio_low": 0.4, "clip_ratio_high": 0.4},
+        1,
+        micro_batch_size=4,
+    ),
+    FamilyPreset("verl_grpo_passk", "grpo_passk", {}),
+    FamilyPreset("verl_token_sum", "grpo", {"loss_agg_mode": "token-sum"}),
 ]
 
 
@@ -1274,7 +1363,12 @@ def test_family_presets(engine: Verl, conform: Conform, preset: FamilyPreset, ba
     batch = BATCHES[batch_name]()
     variant = parse_variant(preset.preset)
     k = variant.stage("schedule").mini_batches
-    layout = FOUR if preset.mini_batch_prompts is None else Layout("micro-batches of 1", micro_batch_size=1)
+    micro = preset.micro_batch_size
+    layout = (
+        FOUR
+        if preset.mini_batch_prompts is None
+        else Layout(f"micro-batches of {micro}", micro_batch_size=micro)
+    )
     assert k == (1 if preset.mini_batch_prompts is None else batch.shape[0] // preset.mini_batch_prompts)
     pushed = toy.stop_pushed(batch, MOVES[batch_name])
     advantages = verl_advantages(engine, batch, preset.estimator)
@@ -1284,6 +1378,7 @@ def test_family_presets(engine: Verl, conform: Conform, preset: FamilyPreset, ba
     if k > 1:
         loss_mode = preset.overrides["policy_loss"]["loss_mode"]
         assert (max(u.clipfrac for u in updates[1:]) > 0) == (loss_mode != "sapo")
+        assert all(u.micro_batches == batch.responses // k // preset.micro_batch_size for u in updates)
     exact = preset.preset != "gpg" or np.subtract(*gpg_alpha(batch)) == 0
     for step, update in enumerate(updates):
         assert np.array_equal(
@@ -1301,6 +1396,7 @@ def test_family_presets(engine: Verl, conform: Conform, preset: FamilyPreset, ba
 
 def test_family_defaults_are_the_presets(engine: Verl) -> None:
     """The presets' fields that verl's defaults set: sapo's taus are ActorConfig's tau_pos, tau_neg;
+    the presets of the vanilla loss have its dual clip clip_ratio_c = 3;
     opo, gpg and the REINFORCE++ presets aggregate with the actor's default loss_agg_mode
     (token-mean); gpg's advantage is the estimator's at its default f_norm = 1; and the REINFORCE++
     presets are the specs test_advantages checks."""
@@ -1314,13 +1410,16 @@ def test_family_defaults_are_the_presets(engine: Verl) -> None:
     assert parse_variant("sapo").spec()["aggregation"] == "seq_mean_token_mean"  # verl's forced mode
     assert inspect.signature(verl.core.compute_gpg_outcome_advantage).parameters["f_norm"].default == 1.0
     specs = {e.name: e.preset for e in ESTIMATORS if e.expected}
-    assert (
-        parse_variant("reinforce_pp").spec_text() == parse_variant(specs["reinforce_plus_plus"]).spec_text()
-    )
-    assert (
-        parse_variant("reinforce_pp_baseline").spec_text()
-        == parse_variant(specs["reinforce_plus_plus_baseline"]).spec_text()
-    )
+    for preset, estimator in (
+        ("reinforce_pp", "reinforce_plus_plus"),
+        ("reinforce_pp_baseline", "reinforce_plus_plus_baseline"),
+    ):  # the estimator's advantage, with the vanilla loss's dual clip (clip_ratio_c)
+        assert parse_variant(preset).spec() == parse_variant(specs[estimator]).spec() | {"dual_clip": 3.0}
+    for preset in ("verl_default", "opo", "reinforce_pp", "reinforce_pp_baseline", "verl_grpo_passk"):
+        assert parse_variant(preset).stage("objective").dual_clip == actor.clip_ratio_c == 3.0
+    gmpo = parse_variant("gmpo")
+    assert parse_variant("gmpo").spec()["aggregation"] == "seq_mean_token_mean"  # geo_mean's torch.mean
+    assert gmpo.stage("objective").epsilon == gmpo.stage("objective").clip_high == 0.4  # GMPO's e^+-0.4
 
 
 # --- verl <= 0.7.0: dp_actor's update_policy ------------------------------------------------------

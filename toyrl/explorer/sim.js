@@ -30,6 +30,7 @@
   const K = toyrlKernels; // exp, expm1, log, log1p, softplus, logExpit, expit, power, normalQuantile
   const TINY = 2.2250738585072014e-308; // smallest normal double (toyrl.policy.TINY)
   const P_INCORRECT_DIRECT = 1e-200;
+  const VESPO_LOG_FLOOR = -18.420680743952367; // log(1e-8), TRL's lower clamp of log w (toyrl.stages)
   const SCORE_EXACT_ABOVE = 12.0;
   const EXACT_COLUMNS = [
     "accuracy", "length_mean", "length_correct", "length_incorrect", "length_right_approach",
@@ -285,6 +286,8 @@
     if (dual !== undefined && dual !== null && !(typeof dual === "number" && dual > 1 && dual < 1e6)) fail(`dual_clip must be a number in (1, 1e6) or None (got ${JSON.stringify(dual)})`);
     number("objective", "tau_pos", 0, 1000, true);
     number("objective", "tau_neg", 0, 1000, true);
+    for (const key of ["k_pos", "lambda_pos", "k_neg", "lambda_neg"]) number("objective", key, 0, 1000);
+    if ("std_scaled" in stages.advantage && typeof stages.advantage.std_scaled !== "boolean") fail(`std_scaled must be true or false (got ${JSON.stringify(stages.advantage.std_scaled)})`);
     const sampler = stages.sampler;
     if (sampler.name === "gfpo") {
       if (!(Number.isInteger(sampler.draws) && sampler.draws >= 2 && sampler.draws <= 4096)) fail(`draws must be an integer in 2..4096 (got ${JSON.stringify(sampler.draws)})`);
@@ -304,13 +307,15 @@
     reward: ["WindowReward", "SoftOverlong"],
     sampler: ["OneDraw", "FilterGroups", "GroupFilter"],
     selector: ["AllResponses", "StoppedResponses"],
-    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred"],
+    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred", "BestOverSecond"],
     normaliser: ["PerResponse", "TokenMean", "LengthPower", "LongestResponse"],
-    objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient"],
+    objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient", "GMPO", "VESPO"],
     kl: ["K3", "K1Reward"],
     schedule: ["Epochs"],
   };
-  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut"]);
+  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut", "BestOverSecond"]);
+  // objectives of one ratio (or weight) a response: one advantage a response too
+  const SEQUENCE_OBJECTIVES = ["gspo", "gmpo", "vespo"];
 
   /* '' if the page trains the variant (sampled, or mean-field), else why not. */
   function support(variant, meanField) {
@@ -430,6 +435,23 @@
       case "RescaledCentred": {
         const nonzero = Math.max(rewards.reduce((n, r) => n + (r !== 0 ? 1 : 0), 0), 1);
         return groupCentred(rewards, G).map((a) => N / nonzero * a);
+      }
+      case "BestOverSecond": { // the first best response: (r_max - r_second) / (sample std + eps)
+        const centred = groupCentred(rewards, G), out = new Float64Array(N), squares = new Float64Array(G);
+        for (let start = 0; start < N; start += G) {
+          let best = start;
+          for (let i = start + 1; i < start + G; i++) if (rewards[i] > rewards[best]) best = i;
+          let second = -Infinity;
+          for (let i = start; i < start + G; i++) if (i !== best && rewards[i] > second) second = rewards[i];
+          let margin = rewards[best] - second;
+          if (stage.std_scaled) {
+            for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
+            const scale = Math.sqrt(sum(squares) / (G - 1)) + eps;
+            margin = eps > 0 || scale > 0 ? margin / scale : 0;
+          }
+          out[best] = margin;
+        }
+        return out;
       }
     }
     throw new Error(`advantage ${stage.name} is not in the page`);
@@ -684,6 +706,42 @@
         }
         continue;
       }
+      if (name === "gmpo") { // the geometric mean of the token ratios, each clipped in log space on A's side
+        const count = counts[0][i] + counts[1][i] + counts[2][i];
+        const logRatio = [0, 0, 0], off = [false, false, false];
+        let logSum = 0;
+        for (let k = 0; k < 3; k++) {
+          logRatio[k] = counts[k][i] > 0 ? K.log(ratio[k][i]) : 0;
+          off[k] = (A > 0 && logRatio[k] > high) || (A < 0 && logRatio[k] < -low);
+        }
+        for (let k = 0; k < 3; k++) {
+          const kept = A > 0 ? Math.min(logRatio[k], high) : A < 0 ? Math.max(logRatio[k], -low) : 0;
+          logSum += counts[k][i] * kept;
+        }
+        const sequence = K.exp(logSum / count);
+        for (let k = 0; k < 3; k++) {
+          if (off[k] && inLoss) clipped += counts[k][i];
+          let value = (off[k] ? 0 : A * sequence) * counts[k][i];
+          if (kl) value = value + kl[k][i] * counts[k][i];
+          coefficient[k][i] = scale * value;
+        }
+        continue;
+      }
+      if (name === "vespo") { // phi(w) = exp(lambda + k log w - lambda w), w the sequence ratio (clamped), detached
+        let logSum = 0;
+        for (let k = 0; k < 3; k++) logSum += counts[k][i] > 0 ? counts[k][i] * clip(K.log(ratio[k][i]), -20, 20) : 0;
+        const logW = clip(logSum, VESPO_LOG_FLOOR, 20);
+        const nonnegative = A >= 0;
+        const power = nonnegative ? objective.k_pos : objective.k_neg;
+        const rate = Math.max(nonnegative ? objective.lambda_pos : objective.lambda_neg, 1e-4);
+        const weight = K.exp(rate + power * logW - rate * K.exp(logW));
+        for (let k = 0; k < 3; k++) {
+          let value = weight * A;
+          if (kl) value = value + kl[k][i];
+          coefficient[k][i] = scale * value * counts[k][i];
+        }
+        continue;
+      }
       for (let k = 0; k < 3; k++) {
         const rho = ratio[k][i];
         if (name === "ppo_clip" && tokens) { // per-token advantages: each sign's tokens clip at once
@@ -909,6 +967,12 @@
     if (stage.class === "Centred") return r - (r + others) / G;
     if (stage.class === "LeaveOneOut") return r - others / (G - 1);
     const k = r + others;
+    if (stage.class === "BestOverSecond") { // the group's one success: a margin of 1
+      const alone = others === 0 ? r : 0;
+      if (!stage.std_scaled) return alone;
+      const scale = Math.sqrt(k / G * (1 - k / G)) * Math.sqrt(G / (G - 1)) + eps;
+      return scale > 0 ? alone / scale : 0;
+    }
     let std = Math.sqrt(k / G * (1 - k / G));
     if (stage.ddof === 1) std = std * Math.sqrt(G / (G - 1));
     const scale = std + eps;
@@ -1119,7 +1183,7 @@
         const updates = c.steps * (v.stages.schedule.num_iterations ?? 1) * (v.stages.schedule.mini_batches ?? 1);
         if (updates > LIMITS.max_updates) fail(`${c.steps.toLocaleString("en")} steps x num_iterations x mini_batches would be ${updates.toLocaleString("en")} updates per run; the limit is ${LIMITS.max_updates.toLocaleString("en")}`);
         if ((c.batch_prompts * c.group_size) % parts) fail(`mini_batches x micro_batches = ${parts} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
-        if (v.stages.objective.name === "gspo" && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail("objective=gspo takes one advantage a response: not with kl=k1_reward (per-token ones)");
+        if (SEQUENCE_OBJECTIVES.includes(v.stages.objective.name) && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail(`objective=${v.stages.objective.name} takes one advantage a response: not with kl=k1_reward (per-token ones)`);
         const sampler = v.stages.sampler;
         if (sampler.name === "gfpo" && sampler.draws <= c.group_size) fail(`sampler=gfpo keeps group_size = ${c.group_size} of its draws: draws (G') must exceed it (got draws=${sampler.draws})`);
       }

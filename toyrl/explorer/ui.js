@@ -372,7 +372,7 @@
     const rows = toyrl.presets.map((p) => {
       const page = p.page ? `no: ${p.page}` : p.page_mean_field ? `sampled only (mean-field: ${p.page_mean_field})` : "yes, sampled and mean-field";
       const source = p.source || "the article";
-      const cells = [["name", p.name], ["spec", specText(p.spec)], ["stands for", p.stands_for || p.summary], ["source", source], ["on this page", page]];
+      const cells = [["name", p.name], ["spec", p.spec_text], ["stands for", p.stands_for || p.summary], ["source", source], ["on this page", page]];
       return `<tr>${cells.map(([label, value]) => `<td data-label="${label}"${label === "spec" ? ' class="spec"' : ""}>${escapeXml(value)}</td>`).join("")}</tr>`;
     });
     $("preset-table").innerHTML = '<thead><tr><th scope="col">name</th><th scope="col">spec</th><th scope="col">stands for</th>' +

@@ -127,8 +127,13 @@ def _loss(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _preset(spec: dict[str, Any], distribution: str) -> str | None:
-    """The named variant with this spec, the trainer's own first."""
-    same = [name for name, v in VARIANTS.items() if v.spec() == spec]
+    """The named variant with this spec (its dual clip aside, which acts only off policy), the
+    trainer's own first."""
+    same = [
+        name
+        for name, v in VARIANTS.items()
+        if {k: x for k, x in v.spec().items() if k != "dual_clip"} == spec
+    ]
     own = [name for name in same if name.startswith(f"{distribution}_")]
     return (own or same)[0] if same else None
 

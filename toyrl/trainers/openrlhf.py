@@ -12,6 +12,9 @@ What the mapping follows:
   `token_whiten`, computed in float32); the default "gae" needs a value model;
 - `actor.loss_agg_mode`: "token-mean" (the default: the optimiser step's tokens, since 0.10.4),
   "seq-mean-token-mean";
+- `actor.policy_loss_type`: "ppo" (the token ratio), "gspo" (the sequence's ratio, exp of its
+  tokens' mean log-ratio, in PPO's clip at eps_clip; each sample's token mean, whatever
+  loss_agg_mode says: objective=gspo with seq_mean_token_mean);
 - `actor.eps_clip`, `actor.dual_clip`, `train.max_epochs`;
 - `rollout.batch_size` x `n_samples_per_prompt` / `train.batch_size`: optimiser steps per rollout,
   each on train.batch_size samples of a shuffled replay buffer (reshuffled each epoch);
@@ -111,13 +114,18 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     if estimator not in ADVANTAGE:
         why = "PPO's GAE needs a value model" if estimator == "gae" else ""
         raise not_modelled("algo.advantage.estimator", estimator, ADVANTAGE, why)
-    if s["actor.policy_loss_type"] != "ppo":
-        raise not_modelled("actor.policy_loss_type", s["actor.policy_loss_type"], ["ppo"])
+    gspo = s["actor.policy_loss_type"] == "gspo"
     if estimator == "reinforce_baseline" and s["algo.advantage.no_std_norm"]:
         why = "token-weighted centring without the std"
         raise not_modelled("algo.advantage.no_std_norm", True, [False], why)
-    spec = [ADVANTAGE[estimator], f"aggregation={AGGREGATION[s['actor.loss_agg_mode']]}"]
     notes, unmodelled = [], []
+    aggregation = s["actor.loss_agg_mode"]
+    if gspo and aggregation != "seq-mean-token-mean":  # PolicyLoss sets token_level_loss False
+        notes.append(
+            "actor.policy_loss_type='gspo' averages each sample's token mean, whatever loss_agg_mode says"
+        )
+        aggregation = "seq-mean-token-mean"
+    spec = [ADVANTAGE[estimator], f"aggregation={AGGREGATION[aggregation]}"]
     if estimator == "reinforce_baseline":
         notes.append("reinforce_baseline whitens in float32: it equals token_whiten to float32 rounding")
     coef, estimator_kl = s["algo.kl.init_coef"], s["algo.kl.estimator"]
@@ -127,8 +135,23 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         s["actor.eps_clip"],
         epochs=s["train.max_epochs"],
         beta=coef if in_loss else 0.0,
-        dual_clip=s["actor.dual_clip"],
+        dual_clip=None if gspo else s["actor.dual_clip"],
     )
+    if gspo:  # the sequence's ratio in PPO's clip, the same eps_clip on both sides
+        spec += ["objective=gspo", f"epsilon_high={s['actor.eps_clip']}"]
+        if s["actor.dual_clip"] is not None:
+            unmodelled.append(
+                f"actor.dual_clip={s['actor.dual_clip']} with gspo: OpenRLHF bounds the sequence ratio's "
+                "objective at dual_clip A; toyrl's gspo has no dual clip, so it is left out"
+            )
+    if gspo and coef > 0 and not in_loss:
+        place = "loss" if s["algo.kl.use_loss"] else "reward"
+        unmodelled.append(
+            f"algo.kl.init_coef={coef} ({estimator_kl} in the {place}) "
+            "with gspo: toyrl's gspo takes one advantage a response, and its KL term is k3 in the loss; "
+            "left out (zero while the policy is the reference)"
+        )
+        in_reward = False
     if in_reward:  # the default: -coef k1 on every token, the advantage each token's return
         spec += ["kl=k1_reward", f"beta={coef}"]
         if estimator == "reinforce_baseline":
@@ -137,7 +160,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
                 "KL included) over the rollout's tokens; the toy whitens the responses' advantages, then "
                 "adds the KL"
             )
-    elif coef > 0 and not in_loss:
+    elif coef > 0 and not in_loss and not gspo:
         place = "in the loss" if s["algo.kl.use_loss"] else "in the reward"
         unmodelled.append(
             f"algo.kl.init_coef={coef} with estimator {estimator_kl} {place}: toyrl's KL terms are k3 in the "

@@ -20,7 +20,10 @@ What the mapping follows, per setting:
 - `importance_sampling_level="sequence"`: GSPO's sequence ratio (objective=gspo, TRL's clip range);
 - `loss_type="cispo"`: the weight clamp(rho, max=epsilon_high), detached, normalised as dapo
   (objective=cispo with no lower bound, epsilon_high one less than TRL's cap); `"sapo"`: the soft
-  gate at sapo_temperature_pos / _neg, normalised as grpo (objective=sapo);
+  gate at sapo_temperature_pos / _neg, normalised as grpo (objective=sapo); `"luspo"`: PPO's clip
+  (GSPO's with the sequence level), each completion's token sum averaged (seq_mean_token_sum);
+  `"vespo"`: the Gamma weight of the sequence ratio at vespo_k_pos / _lambda_pos / _k_neg /
+  _lambda_neg, detached, normalised as dapo (objective=vespo);
 - `num_generations`: the group size G.
 """
 
@@ -50,8 +53,10 @@ AGGREGATION = {
     "bnpo": "token_mean",
     "cispo": "token_mean",  # normalised as dapo: the generation batch's tokens
     "sapo": "seq_mean_token_mean",  # as grpo: each completion's mean
+    "luspo": "seq_mean_token_sum",  # each completion's token sum, averaged over completions
+    "vespo": "token_mean",  # normalised as dapo
 }
-OWN_OBJECTIVE = ("cispo", "sapo")  # their own per-token objective, not PPO's clip (nor delta)
+OWN_OBJECTIVE = ("cispo", "sapo", "vespo")  # their own per-token objective, not PPO's clip (nor delta)
 ADVANTAGE = {"group": "group_std_sample", "batch": "batch_std", "none": "none"}
 
 SETTINGS_1_16_0 = {
@@ -75,13 +80,19 @@ SETTINGS_1_16_0 = {
     "per_device_train_batch_size": Setting(8, kind=int, low=1),
     "sapo_temperature_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
     "sapo_temperature_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
+    "vespo_k_pos": Setting(2.0, kind=float, low=0.0, high=1000.0),
+    "vespo_lambda_pos": Setting(3.0, kind=float, low=0.0, high=1000.0),
+    "vespo_k_neg": Setting(3.0, kind=float, low=0.0, high=1000.0),
+    "vespo_lambda_neg": Setting(2.0, kind=float, low=0.0, high=1000.0),
 }
+VESPO_KEYS = ("k_pos", "lambda_pos", "k_neg", "lambda_neg")
 
 
 SETTINGS_0_22 = {
     key: setting
     for key, setting in SETTINGS_1_16_0.items()
     if key not in ("use_bias_correction_kl", "entropy_coef", "sapo_temperature_pos", "sapo_temperature_neg")
+    and not key.startswith("vespo_")
 } | {"loss_type": Setting("dapo", ("grpo", "bnpo", "dr_grpo", "dapo"))}
 
 # TRL 0.22.0 and 0.22.1 swap scale_rewards in `_generate_and_score_completions`: "group" (the
@@ -109,8 +120,15 @@ def _mapping_0_22(s: dict[str, Any]) -> ToyMapping:
 
 def _own_objective(s: dict[str, Any]) -> list[str]:
     """The spec items of loss_type cispo (its weight clamp(rho, max=epsilon_high), detached: toyrl's
-    cispo with no lower bound and cap 1 + epsilon_high) or sapo (its gate's temperatures)."""
+    cispo with no lower bound and cap 1 + epsilon_high), sapo (its gate's temperatures) or vespo
+    (its Gamma weight's k and lambda; its sequence ratio is its own whatever the level says)."""
     loss = s["loss_type"]
+    if loss == "vespo":
+        spec = ["objective=vespo"]
+        for key in VESPO_KEYS:
+            if s["vespo_" + key] != SETTINGS_1_16_0["vespo_" + key].default:
+                spec.append(f"{key}={s['vespo_' + key]}")
+        return spec
     if s["importance_sampling_level"] == "sequence":
         raise not_modelled(
             "importance_sampling_level",
@@ -138,9 +156,11 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     loss = s["loss_type"]
     if loss not in AGGREGATION:
         raise not_modelled("loss_type", loss, AGGREGATION)
-    sequence = s["importance_sampling_level"] == "sequence"  # GSPO: one ratio a completion
+    # GSPO: one ratio a completion (vespo takes its own sequence weight from the token ratios)
+    sequence = s["importance_sampling_level"] == "sequence" and loss != "vespo"
     scale = {True: "group", False: "none"}.get(s["scale_rewards"], s["scale_rewards"])
     spec = [f"advantage={ADVANTAGE[scale]}", f"aggregation={AGGREGATION[loss]}"]
+    notes: list[str] = []
     if scale != "none":
         spec.append("std_eps=0.0001")
     ppo = ppo_spec(
@@ -156,6 +176,16 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             spec.append(f"epsilon_high={s['epsilon']}")
 
     unmodelled = []
+    if loss == "vespo" and s["importance_sampling_level"] == "sequence":
+        unmodelled.append(
+            "importance_sampling_level='sequence' with loss_type='vespo': VESPO's weight is its own sequence "
+            "ratio either way; only the KL term's bias correction takes the level's ratio (TRL warns)"
+        )
+    if loss == "luspo" and not sequence:
+        notes.append(
+            "loss_type='luspo' with importance_sampling_level='token': PPO's token ratios, each completion's "
+            "token sum (LUSPO's paper and TRL recommend 'sequence')"
+        )
     if loss == "dr_grpo":
         unmodelled.append(
             constant_note("max_completion_length", s["max_completion_length"], "dr_grpo's constant")
@@ -176,7 +206,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     unmodelled += notes_of_schedule
     if loss == "bnpo" and accumulation > 1:
         spec.append("per_micro_batch=True")
-    if loss in ("dapo", "cispo") and steps // accumulation > 1:
+    if loss in ("dapo", "cispo", "vespo") and steps // accumulation > 1:
         # num_items_in_batch counts the generation batch's tokens: each step divides by its share
         spec.append("batch_tokens=True")
     delta, high = s["delta"], s["epsilon_high"] if s["epsilon_high"] is not None else s["epsilon"]
@@ -206,7 +236,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         unmodelled.append(grad_clip_note("max_grad_norm", s["max_grad_norm"]))
     step = s["per_device_train_batch_size"] * accumulation  # completions of one optimiser step (one process)
     group = {"group_size": ("num_generations", s["num_generations"])}
-    return ToyMapping(",".join(spec), group, unmodelled, step_responses=step)
+    return ToyMapping(",".join(spec), group, unmodelled, notes, step_responses=step)
 
 
 # Names of `trl grpo --config FILE.yaml` files that only TRL has: its script, model and dataset

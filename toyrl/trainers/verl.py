@@ -7,11 +7,13 @@ What the mapping follows:
   unless `algorithm.norm_adv_by_std_in_grpo` is false), "rloo" (leave-one-out), and
   "reinforce_plus_plus_baseline" (group mean, then whitened over the batch's tokens with a
   Bessel-corrected variance + 1e-8: `token_whiten_sample`), "reinforce_plus_plus" (at gamma 1: the
-  rewards themselves whitened so, `reinforce_pp`), "opo" (the length-weighted group baseline) and
-  "gpg" (the centred reward times N / nonzero rewards); the default "gae" needs a value model;
+  rewards themselves whitened so, `reinforce_pp`), "opo" (the length-weighted group baseline),
+  "gpg" (the centred reward times N / nonzero rewards) and "grpo_passk" (the best response's
+  margin over the second, divided by the group's std unless norm_adv_by_std_in_grpo is false:
+  `passk`); the default "gae" needs a value model, and "remax" a greedy rollout's reward;
 - `actor_rollout_ref.actor.policy_loss.loss_mode`: "vanilla" (PPO, dual clip), "gspo", "cispo",
   "sapo" (`actor.tau_pos` / `tau_neg`, in the actor's section, not its policy_loss; always
-  seq-mean-token-mean) and "gpg";
+  seq-mean-token-mean), "gpg" and "geo_mean" (GMPO; the mean over responses);
 - `actor_rollout_ref.actor.loss_agg_mode`: "token-mean" (the batch's tokens), "seq-mean-token-mean",
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
   "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
@@ -74,8 +76,15 @@ MODELLED_ESTIMATORS = (
     "reinforce_plus_plus",
     "opo",
     "gpg",
+    "grpo_passk",
 )
-MODELLED_LOSS_MODES = ("vanilla", "gspo", "cispo", "sapo", "gpg")
+MODELLED_LOSS_MODES = ("vanilla", "gspo", "cispo", "sapo", "gpg", "geo_mean")
+# why the other estimators are not modelled
+ESTIMATOR_REASONS = {
+    "gae": "PPO's GAE needs a value model",
+    "remax": "its baseline is the reward of a greedy rollout of each prompt, a second generation that "
+    "toyrl's advantage stages do not take",
+}
 AGGREGATION = {
     "token-mean": "token_mean",
     "token-sum": "token_sum",
@@ -199,13 +208,18 @@ def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
 def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, beta: float) -> list[str]:
     """The policy loss: "vanilla" PPO with the dual clip clip_ratio_c; "gspo" (the sequence ratio,
     clipped at clip_ratio_low / _high, no dual clip); "cispo" (the weight clip(rho, 1 - low,
-    1 + high), detached); "sapo" (the gate at actor.tau_pos / tau_neg); "gpg" (-A log pi)."""
+    1 + high), detached); "sapo" (the gate at actor.tau_pos / tau_neg); "gpg" (-A log pi);
+    "geo_mean" (GMPO: the token log-ratios clipped at -low / high, their geometric mean)."""
     mode = s[ACTOR + "policy_loss.loss_mode"]
     if mode == "vanilla":
         return ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
     spec = [item for item in ppo_spec(low, high, epochs, beta) if not item.startswith("epsilon")]
-    if mode in ("gspo", "cispo"):
-        spec += [f"objective={mode}", f"epsilon={low}", f"epsilon_high={high}"]
+    if mode in ("gspo", "cispo", "geo_mean"):
+        spec += [
+            f"objective={'gmpo' if mode == 'geo_mean' else mode}",
+            f"epsilon={low}",
+            f"epsilon_high={high}",
+        ]
     elif mode == "sapo":
         spec.append("objective=sapo")
         for key, field in (("tau_pos", 1.0), ("tau_neg", 1.05)):
@@ -219,12 +233,12 @@ def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, bet
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     estimator = s["algorithm.adv_estimator"]
     if estimator not in MODELLED_ESTIMATORS:
-        why = "PPO's GAE needs a value model" if estimator == "gae" else ""
+        why = ESTIMATOR_REASONS.get(estimator, "")
         raise not_modelled("algorithm.adv_estimator", estimator, MODELLED_ESTIMATORS, why)
     mode = s[ACTOR + "policy_loss.loss_mode"]
     if mode not in MODELLED_LOSS_MODES:
         raise not_modelled(ACTOR + "policy_loss.loss_mode", mode, MODELLED_LOSS_MODES)
-    notes = []
+    notes, unmodelled = [], []
     if estimator == "grpo_vectorized":
         advantage = "group_std_sample,std_eps=1e-06"  # its code never reads the flag
         notes.append(
@@ -233,6 +247,10 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         )
     elif estimator == "grpo":
         advantage = "group_std_sample,std_eps=1e-06" if s["algorithm.norm_adv_by_std_in_grpo"] else "none"
+    elif estimator == "grpo_passk":
+        advantage = (
+            "passk,std_eps=1e-06" if s["algorithm.norm_adv_by_std_in_grpo"] else "passk,std_scaled=False"
+        )
     elif estimator.startswith("rloo"):
         advantage = "rloo"
     elif estimator == "reinforce_plus_plus":
@@ -249,13 +267,24 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             "policy_loss.loss_mode='sapo' aggregates seq-mean-token-mean, whatever loss_agg_mode says"
         )
         aggregation = "seq-mean-token-mean"
+    if mode == "geo_mean":
+        if aggregation != "seq-mean-token-mean":
+            notes.append(
+                "policy_loss.loss_mode='geo_mean' averages the responses' losses, whatever loss_agg_mode says"
+            )
+        aggregation = "seq-mean-token-mean"
+        unmodelled.append(
+            "policy_loss.loss_mode='geo_mean' takes the mean over each micro-batch, and the micro-batches' "
+            "gradients add up: the gradient is the mini-batch's mean times its micro-batches "
+            "(ppo_mini_batch_size x rollout.n / ppo_micro_batch_size_per_gpu), a constant scale the toy "
+            "leaves out (Adam nearly ignores it)"
+        )
     spec = [f"advantage={advantage}", f"aggregation={AGGREGATION[aggregation]}"]
     low = s[ACTOR + "clip_ratio_low"] if s[ACTOR + "clip_ratio_low"] is not None else s[ACTOR + "clip_ratio"]
     high = (
         s[ACTOR + "clip_ratio_high"] if s[ACTOR + "clip_ratio_high"] is not None else s[ACTOR + "clip_ratio"]
     )
     epochs = s[ACTOR + "ppo_epochs"]
-    unmodelled = []
     beta = 0.0
     if s[ACTOR + "use_kl_loss"]:
         kl_type = s[ACTOR + "kl_loss_type"]
