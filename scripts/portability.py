@@ -32,8 +32,8 @@ What is regenerated (commands run from a temporary folder, the checkout's script
 
 - both modes: `toyrl reproduce` (results/article.*, the figures it draws, final_numbers.md,
   explorer.html), `scripts/regression_fixture.py` (tests/fixtures/), and in full
-  `scripts/presets_study.py`, `scripts/trainer_defaults_study.py` and `scripts/seed_study.py`
-  (each a few seconds to half a minute on 2 cores);
+  `scripts/presets_study.py`, `scripts/trainer_defaults_study.py`, `scripts/seed_study.py` and
+  `scripts/verl_width_study.py` (each a few seconds to half a minute on 2 cores);
 - quick mode (the default, for CI: about 4 minutes for the whole matrix on 2 cores with pip
   installing from its cache, two environments at a time; 6 minutes with `--jobs 1`):
   `scripts/init_sensitivity.py --seeds 6`, whose `six_*` columns and calibration
@@ -714,6 +714,7 @@ PIECES = [
         "trainer_defaults.json trainer_defaults.md",
     ),
     study("seed_study", "seed_study.py", "seed study", "seed_study.json seed_study_curves.csv seed_study.md"),
+    study("verl_width", "verl_width_study.py", "verl width study", "verl_width.json verl_width.md"),
     study(
         "init_sensitivity",
         "init_sensitivity.py",
