@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -469,3 +470,43 @@ def test_a_cluster_of_one_thread_computes_on_its_worker(
         run_sweep(tmp_path / "there", *arguments, backend="dask", scheduler=cluster.scheduler_address)
     for name in ("results.csv", "final.csv"):
         assert_identical_files(tmp_path / "there" / name, tmp_path / "here" / name)
+
+
+def test_a_diverging_run_on_dask_workers_is_one_line_without_their_warnings(tmp_path: Path) -> None:
+    """A run that diverges in a Dask worker (the k3 term at lr 1000) ends the sweep with toyrl's one
+    line, exit 2: no numpy RuntimeWarning printed by the workers, no traceback."""
+    needs("dask.distributed")
+    command = [*CLI, "sweep", "--out-dir", str(tmp_path / "s"), "--backend", "dask", "--seeds", "2", "-q"]
+    command += ["--variant", "advantage=none,aggregation=seq_mean_token_sum_norm,beta=0.1"]
+    command += ["--grid", "lr=1000", "--steps", "5"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "diverged at step 1" in result.stderr
+    assert "Warning" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [result.stderr.strip()]
+
+
+def test_a_killed_sweep_leaves_the_terminal_quiet() -> None:
+    """After a SIGKILL of the sweep, loky's resource tracker still cleans up what its workers
+    left, without printing its leak warnings (several lines each) on the terminal."""
+    psutil = needs("psutil")
+    with tempfile.TemporaryDirectory() as folder:
+        command = [*CLI, "sweep", "--out-dir", str(Path(folder) / "s"), "--variant", "grpo", "--seeds", "1"]
+        command += ["--grid", "group_size=4,8", "--steps", "100000", "--n-jobs", "2", "-q"]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        parent = psutil.Process(process.pid)
+        deadline = time.monotonic() + 60
+        while len(worker_processes(parent)) < 2:
+            assert time.monotonic() < deadline and process.poll() is None, "no workers appeared"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        process.kill()
+        process.wait()
+        printed, deadline = b"", time.monotonic() + 30
+        while time.monotonic() < deadline:  # until every process holding the pipe has ended
+            if select.select([process.stderr], [], [], 1)[0]:
+                chunk = os.read(process.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                printed += chunk
+        assert printed == b"", printed.decode(errors="replace")

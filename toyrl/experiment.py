@@ -12,10 +12,11 @@ for several workers) is imported by it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
@@ -151,6 +152,27 @@ def die_with_parent(parent: int | None = None) -> None:
     threading.Thread(target=watch, name="toyrl-parent-watch", daemon=True).start()
 
 
+# loky's resource tracker (a process of its own, started by joblib with the first workers) cleans up
+# what workers leave behind when toyrl is killed, and warns of each leak on the terminal, several
+# lines at once; it reads its warnings filter from the environment it inherits.
+QUIET_TRACKER = "ignore::UserWarning:joblib.externals.loky.backend.resource_tracker"
+
+
+@contextlib.contextmanager
+def quiet_resource_tracker() -> Iterator[None]:
+    """Within: PYTHONWARNINGS (the user's, if set, kept) also tells a resource tracker that starts
+    to clean up without its warnings; the environment as it was afterwards."""
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [before, QUIET_TRACKER]))
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
+
+
 def simulate_in_worker(
     config: Config, runs: Sequence[tuple[Variant, int]], mean_field: bool = False
 ) -> pd.DataFrame:
@@ -284,7 +306,10 @@ def run_experiment(
         from joblib import delayed, parallel_config
 
         # Each worker watches its parent from the moment it starts, idle or busy.
-        with parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)):
+        with (
+            quiet_resource_tracker(),
+            parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)),
+        ):
             finishing = Parallel(n_jobs=workers, return_as="generator_unordered")(
                 delayed(_simulate_chunk)(config, index, [runs[i] for i in chunk], mean_field)
                 for index, chunk in enumerate(chunks)

@@ -50,6 +50,7 @@ from toyrl.experiment import (
     check_runs,
     check_seeds,
     die_with_parent,
+    quiet_resource_tracker,
     runs_per_chunk,
     simulate_in_worker,
     simulate_runs,
@@ -363,7 +364,10 @@ def _running(
     elif workers == 1:
         yield ((i, simulate_runs(point.config, runs)) for i, (point, runs) in enumerate(todo))
     else:
-        with contextlib.closing(_on_loky(todo, workers)) as finishing:  # a failure stops the workers at once
+        with (
+            quiet_resource_tracker(),
+            contextlib.closing(_on_loky(todo, workers)) as finishing,
+        ):  # a failure stops the workers at once
             yield finishing
 
 
