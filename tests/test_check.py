@@ -1314,3 +1314,14 @@ def test_verl_geo_mean_says_its_micro_batch_sum_and_remax_why_not() -> None:
         ),
     ):
         resolve("verl", None, {"algorithm.adv_estimator": "remax"})
+
+
+def test_a_value_the_toy_refuses_is_told_as_the_user_s_settings() -> None:
+    """A setting within its trainer's range whose variant the toy refuses names the settings given,
+    not toyrl's spec."""
+    code, _, stderr = invoke("check", "--set", "epsilon=0", "--set", "epsilon_high=0.1", *SMALL)
+    assert code == 2 and stderr.count("\n") == 1
+    assert stderr.startswith(
+        "toyrl: error: TRL 1.16.0 with epsilon=0.0, epsilon_high=0.1: the toy cannot take it"
+    )
+    assert "variant spec" not in stderr

@@ -160,18 +160,31 @@ def toy_micro_batches(step: int, micro: int) -> int:
     return count
 
 
+def _parsed(resolved: Resolved, spec: str) -> Variant:
+    """The variant of the settings' spec; a value the toy refuses is told as the user's settings
+    (what they gave), not as toyrl's spec keys."""
+    try:
+        return parse_variant(spec)
+    except InvalidInput as error:
+        problem = str(error).split("': ", 1)[-1]
+        given = ", ".join(f"{key}={value!r}" for key, value in resolved.given.items()) or "the defaults"
+        raise InvalidInput(
+            f"{resolved.trainer.name} {resolved.version} with {given}: the toy cannot take it ({problem})"
+        ) from None
+
+
 def toy_variant(resolved: Resolved, config: Config) -> tuple[Variant, list[str]]:
     """The settings' variant on the toy at `config`, and a note where its micro-batches differ in
     size from the trainer's: the mapping's spec, with micro-batches of the trainer's size cut from
     the toy's optimiser steps where the normaliser's scope is the micro-batch and its size matters
     (`ToyMapping.micro_batch_responses`)."""
-    variant = parse_variant(resolved.mapping.spec)
+    variant = _parsed(resolved, resolved.mapping.spec)
     micro = resolved.mapping.micro_batch_responses
     if micro is None:
         return variant, []
     step = config.batch_prompts * config.group_size // getattr(variant.schedule, "mini_batches", 1)
     count = toy_micro_batches(step, micro)
-    variant = parse_variant(f"{resolved.mapping.spec},micro_batches={count}")
+    variant = _parsed(resolved, f"{resolved.mapping.spec},micro_batches={count}")
     if step == count * micro:
         return variant, []
     return variant, [
@@ -254,9 +267,9 @@ def dr_grpo_settings(resolved: Resolved, config: Config) -> dict[str, Any] | Non
                 change = dict(zip(names, values, strict=True))
                 try:
                     trial = resolve(resolved.trainer.name.lower(), resolved.version, resolved.given | change)
+                    variant, _ = toy_variant(trial, config)
                 except InvalidInput:
                     continue
-                variant, _ = toy_variant(trial, config)
                 if variant.spec() == dr_grpo_in(variant).spec():
                     return change
     return None
