@@ -718,6 +718,7 @@ BAD_LINKS = [
     ("steps=1e9", "steps must be an integer in 1..10,000,000 (got 1e9)"),
     ("steps=0", "steps must be an integer in 1..10,000,000 (got 0)"),
     ("lr=abc", 'lr must be a finite number > 0 (got "abc")'),
+    ("length_norm=0.5", "length_norm must be 0 (the cap) or a number of tokens in [1, 1e+09] (got 0.5)"),
     ("lr=-1", "lr must be a finite number > 0 (got -1)"),
     ("group_size=1", "group_size must be an integer in 2..10,000 (got 1)"),
     ("cap=20000000", "cap must be an integer in 1..10,000,000 (got 20000000)"),

@@ -56,10 +56,12 @@ def _describe(
     high: float | None = None,
     low_open: bool = False,
     high_open: bool = False,
+    zero: str = "",
 ) -> Any:
     """A field with its help text and its valid range (None: unbounded), declared once: the checks,
-    the CLI's messages and the page (`toyrl.explore.page_data`) all read them from here."""
-    bounds = {"low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    the CLI's messages and the page (`toyrl.explore.page_data`) all read them from here. `zero`:
+    what 0 means where 0 is also valid outside the range (length_norm's "the cap")."""
+    bounds = {"low": low, "high": high, "low_open": low_open, "high_open": high_open, "zero": zero}
     return field(default=default, metadata={"help": text, "bounds": bounds})
 
 
@@ -93,7 +95,11 @@ class Config:
     prompt_logit_mean: float = _describe(-1.0, "Mean of the initial prompt logits psi_j ~ Normal.")
     prompt_logit_std: float = _describe(1.0, "Std of the initial prompt logits (0: all equal the mean).", 0.0)
     std_eps: float = _describe(1e-6, "Epsilon added to the group reward std (std-scaled variants).", 0.0)
-    length_norm: float = _describe(0.0, "Dr. GRPO's constant denominator L_norm; 0 means the cap.", 0.0)
+    # a token count: below one token the weights A_i / L_norm overflow float64, far above it they
+    # underflow, and either way Adam leaves the policy where it is
+    length_norm: float = _describe(
+        0.0, "Dr. GRPO's constant denominator L_norm; 0 means the cap.", 1.0, MAX_LENGTH_NORM, zero="the cap"
+    )
     # A trainer's completion mask covers every generated token, and the approach token is one, so
     # GRPO's per-response mean divides by L + 1. The article's worked example divides by the length
     # alone; the choice moves GRPO's final accuracy by more than 2 points (docs/initialisation.md).
@@ -119,14 +125,6 @@ class Config:
             )
         if self.min_length > self.cap:
             raise ConfigError("cap", f"must be at least min_length = {self.min_length}", self.cap)
-        if self.length_norm != 0 and not 1 <= self.length_norm <= MAX_LENGTH_NORM:
-            # a token count: below one token the weights A_i / L_norm overflow float64, far above
-            # it they underflow, and either way Adam leaves the policy where it is
-            raise ConfigError(
-                "length_norm",
-                f"must be 0 (the cap) or a number of tokens in [1, {MAX_LENGTH_NORM:g}]",
-                self.length_norm,
-            )
 
     @property
     def length_norm_value(self) -> float:
@@ -176,6 +174,8 @@ def field_bounds(name: str) -> dict[str, Any]:
             f"{'<' if bounds['high_open'] else '<='} {high:g}" if high is not None else "",
         ]
         requirement = f"must be a finite number {' and '.join(e for e in ends if e)}".rstrip()
+        if bounds["zero"]:
+            requirement = f"must be 0 ({bounds['zero']}) or a number of tokens in [{low:g}, {high:g}]"
     return {"kind": kind, **bounds, "requirement": requirement}
 
 
@@ -202,5 +202,7 @@ def _check_field(config: Config, name: str) -> None:
         ok = value > low if bounds["low_open"] else value >= low
     if ok and high is not None:
         ok = value < high if bounds["high_open"] else value <= high
+    if not ok and bounds["zero"] and value == 0 and not isinstance(value, bool):
+        ok = True
     if not ok:
         raise ConfigError(name, bounds["requirement"], value)

@@ -176,10 +176,11 @@
   /* InputError unless c[name] is of the field's kind and in its range; `written`: the value as the
      user wrote it, for the message (by default the value itself). */
   function checkField(c, name, written) {
-    const v = c[name], { kind, low, high, low_open: lowOpen, high_open: highOpen, requirement } = DATA.config[name].bounds;
+    const v = c[name], { kind, low, high, low_open: lowOpen, high_open: highOpen, zero, requirement } = DATA.config[name].bounds;
     let ok = kind === "boolean" ? typeof v === "boolean" : kind === "integer" ? Number.isInteger(v) : typeof v === "number" && Number.isFinite(v);
     if (ok && low !== null) ok = lowOpen ? v > low : v >= low;
     if (ok && high !== null) ok = highOpen ? v < high : v <= high;
+    if (!ok && zero && v === 0) ok = true; // 0 means something of its own (length_norm's "the cap")
     if (!ok) fail(`${name} ${requirement} (got ${written ?? JSON.stringify(v)})`);
   }
 
