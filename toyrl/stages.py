@@ -943,6 +943,26 @@ def _check_clip_range(objective: Any) -> None:
             raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
 
 
+class ClipRange:
+    """What the clipped objectives share (PPO's, GSPO's, GMPO's): `epsilon` and `epsilon_high`
+    (None: epsilon) checked, the upper bound `clip_high`, and the runs' ranges `stack`ed."""
+
+    epsilon: float
+    epsilon_high: float | None
+
+    def __post_init__(self) -> None:
+        _check_clip_range(self)
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @classmethod
+    def stack(cls, objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        """The clip ranges of a chunk's runs, [R] (NaN for runs with another objective)."""
+        return _clip_ranges(cls, objectives)
+
+
 def _of_runs(kind: type, objectives: Sequence[Any], name: str) -> FloatArray:
     """A parameter `name` of a chunk's runs whose objective is a `kind` [R] (NaN for the others)."""
     return np.array([getattr(o, name) if isinstance(o, kind) else np.nan for o in objectives])
@@ -961,7 +981,7 @@ def _kl(update: Update, beta: FloatArray) -> FloatArray:
 
 @register("objective", "ppo_clip")
 @dataclass(frozen=True)
-class PPOClip:
+class PPOClip(ClipRange):
     """PPO's clipped objective per token, min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A),
     rho = pi_theta / pi_old (DAPO's clip-higher: epsilon_high > epsilon); with `dual_clip` c, a
     negative advantage's objective is at least c A (dual-clip PPO, Ye et al. 2020; verl's
@@ -980,23 +1000,17 @@ class PPOClip:
     dual_clip: float | None = None  # None: no lower bound on a negative advantage's objective
 
     def __post_init__(self) -> None:
-        _check_clip_range(self)
+        super().__post_init__()
         c = self.dual_clip
         if c is not None and not (isinstance(c, int | float) and not isinstance(c, bool) and 1 < c < 1e6):
             raise InvalidInput(f"dual_clip must be a number in (1, 1e6) or None (got {c!r})")
 
-    @property
-    def clip_high(self) -> float:
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
-
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        """The clip ranges of a chunk's runs, [R] (NaN for runs with another objective)."""
-
-        dual = [
-            o.dual_clip if isinstance(o, PPOClip) and o.dual_clip is not None else np.inf for o in objectives
-        ]
-        return _clip_ranges(PPOClip, objectives) | {"dual": np.array(dual)}
+    @classmethod
+    def stack(cls, objectives: Sequence[Any]) -> dict[str, FloatArray]:
+        """The clip ranges of a chunk's runs, [R] (NaN for runs with another objective), and their
+        dual clips (inf: none)."""
+        dual = [o.dual_clip if isinstance(o, cls) and o.dual_clip is not None else np.inf for o in objectives]
+        return super().stack(objectives) | {"dual": np.array(dual)}
 
     @staticmethod
     def coefficients(
@@ -1047,7 +1061,7 @@ class PPOClip:
 
 @register("objective", "gspo")
 @dataclass(frozen=True)
-class GSPO:
+class GSPO(ClipRange):
     """GSPO's sequence-level ratio (Zheng et al. 2025, "Group Sequence Policy Optimization"; TRL's
     importance_sampling_level="sequence"): s_i = exp(mean over the response's |o_i| tokens of
     log(pi_theta / pi_old)), one per response, in PPO's clipped objective
@@ -1059,17 +1073,6 @@ class GSPO:
 
     epsilon: float = 3e-4
     epsilon_high: float | None = 4e-4
-
-    def __post_init__(self) -> None:
-        _check_clip_range(self)
-
-    @property
-    def clip_high(self) -> float:
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
-
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        return _clip_ranges(GSPO, objectives)
 
     @staticmethod
     def coefficients(
@@ -1106,7 +1109,7 @@ def _sequence_only(update: Update, name: str) -> None:
 
 @register("objective", "gmpo")
 @dataclass(frozen=True)
-class GMPO:
+class GMPO(ClipRange):
     """GMPO, the geometric mean of the token ratios (Zhao et al. 2025, "Geometric-Mean Policy
     Optimization", arXiv 2507.20673; verl's `geo_mean` policy loss, compute_policy_loss_geo_mean):
     each token's log-ratio l = log(pi_theta / pi_old) clipped in log space on the advantage's side,
@@ -1120,17 +1123,6 @@ class GMPO:
 
     epsilon: float = 0.4
     epsilon_high: float | None = 0.4  # None: epsilon
-
-    def __post_init__(self) -> None:
-        _check_clip_range(self)
-
-    @property
-    def clip_high(self) -> float:
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
-
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        return _clip_ranges(GMPO, objectives)
 
     @staticmethod
     def coefficients(
