@@ -18,6 +18,12 @@ GRPO itself (the constant L_norm: what loss_scale_factor set gives), with seeds 
   E[L | incorrect] from Dr. GRPO's {mean, se}; and `dr_grpo`, the reference's own numbers;
 - `verl_width.md`: the same as a table.
 
+With use_dynamic_bsz, verl cuts each rank's share into the fewest micro-batches within
+ppo_max_token_len_per_gpu tokens, balanced by workload (toyrl's `token_budget`): `budgets`, one
+per budget of `BUDGETS` (one GPU, prompts of data.max_prompt_length = 512 tokens, responses of up
+to data.max_response_length = 512), each the variant `toyrl check` runs for those verl settings
+(the budget and prompts scaled by the toy's longest response over 512), with the same numbers.
+
 Every variant of a seed shares its noise with Dr. GRPO's (common random numbers), so the
 differences are paired. m = 1 is each response's own length, the per-response mean of GRPO's
 `length_only`; m = B G, one divisor for the whole batch, moving with its longest response.
@@ -39,16 +45,40 @@ import numpy as np
 from toyrl import __version__
 from toyrl.config import Config
 from toyrl.experiment import check_experiment, run_experiment
+from toyrl.objective import Variant
 from toyrl.results import write_together
+from toyrl.trainers import resolve
+from toyrl.trainers.check import toy_variant
+from toyrl.trainers.verl import ACTOR
 from toyrl.variants import VARIANTS, parse_variant
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)  # ppo_micro_batch_size_per_gpu, responses
+BUDGETS = (4096, 8192, 16384, 32768)  # ppo_max_token_len_per_gpu, tokens (16384: verl's default)
 WIDTH = "advantage=none,aggregation=seq_mean_token_sum_longest,per_micro_batch=true"
 
 
 def summary(values: np.ndarray, scale: float = 1.0) -> dict[str, float]:
     values = np.asarray(values, dtype=float) * scale
     return {"mean": float(values.mean()), "se": float(values.std(ddof=1) / math.sqrt(len(values)))}
+
+
+def budget_variant(budget: int, config: Config) -> Variant:
+    """The variant `toyrl check` runs for verl's Dr. GRPO settings with use_dynamic_bsz at
+    ppo_max_token_len_per_gpu = `budget`, loss_scale_factor unset, one GPU, one optimiser step a
+    batch, at `config`."""
+    settings = {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        f"{ACTOR}loss_agg_mode": "seq-mean-token-sum-norm",
+        f"{ACTOR}use_dynamic_bsz": True,
+        f"{ACTOR}ppo_max_token_len_per_gpu": budget,
+        f"{ACTOR}ppo_mini_batch_size": 1024,  # data.train_batch_size's default: one step a batch
+        "trainer.n_gpus_per_node": 1,
+    }
+    variant, _ = toy_variant(resolve("verl", "0.9.1", settings), config)
+    spec = variant.spec()
+    spec.pop("dual_clip", None)  # at one step a batch the ratio is 1: the dual clip never acts
+    return parse_variant(",".join(f"{key}={value}" for key, value in spec.items()))
 
 
 def main() -> None:
@@ -72,6 +102,8 @@ def main() -> None:
         dataclasses.replace(parse_variant(f"{WIDTH},micro_batches={responses // m}"), name=f"verl_width_{m}")
         for m in sizes
     ]
+    budgets = [dataclasses.replace(budget_variant(b, config), name=f"verl_budget_{b}") for b in BUDGETS]
+    variants += budgets
     check_experiment(config, variants, seeds, args.n_jobs)
     frame = run_experiment(config, variants, seeds, n_jobs=args.n_jobs)
     last = frame[frame["step"] == config.steps].sort_values(["variant", "seed"])
@@ -89,7 +121,7 @@ def main() -> None:
     base = column(reference.name, "length_incorrect")
     table: dict[str, Any] = {}
     rows = []
-    for m, variant in zip(sizes, variants[1:], strict=True):
+    for m, variant in zip(sizes, variants[1 : 1 + len(sizes)], strict=True):
         difference = column(variant.name, "length_incorrect") - base
         entry = {
             "spec": variant.spec_text(),
@@ -105,6 +137,25 @@ def main() -> None:
             "{mean:+.0f} ± {se:.0f}".format(**entry["difference_length_incorrect"]),
         ]
         rows.append("| " + " | ".join(cells) + " |")
+    by_budget: dict[str, Any] = {}
+    budget_rows = []
+    for b, variant in zip(BUDGETS, budgets, strict=True):
+        difference = column(variant.name, "length_incorrect") - base
+        entry = {
+            "spec": variant.spec_text(),
+            "token_budget": variant.schedule.token_budget,
+            **outcome(variant.name),
+            "difference_length_incorrect": summary(difference),
+        }
+        by_budget[str(b)] = entry
+        cells = [
+            f"{b:,}",
+            f"{entry['token_budget']:,}",
+            f"{entry['accuracy_pct']['mean']:.1f} ± {entry['accuracy_pct']['se']:.1f}",
+            f"{entry['length_incorrect']['mean']:.0f} ± {entry['length_incorrect']['se']:.0f}",
+            "{mean:+.0f} ± {se:.0f}".format(**entry["difference_length_incorrect"]),
+        ]
+        budget_rows.append("| " + " | ".join(cells) + " |")
     dr_grpo = {"spec": reference.spec_text(), **outcome(reference.name)}
     meta = {
         "toyrl_version": __version__,
@@ -114,7 +165,10 @@ def main() -> None:
         "seeds": seeds,
         "seed_count": len(seeds),
     }
-    text = json.dumps({"meta": meta, "sizes": table, "dr_grpo": dr_grpo}, indent=1, allow_nan=False) + "\n"
+    text = json.dumps(
+        {"meta": meta, "sizes": table, "budgets": by_budget, "dr_grpo": dr_grpo}, indent=1, allow_nan=False
+    )
+    text += "\n"
     note = (
         f"verl 0.9.1's Dr. GRPO settings (seq-mean-token-sum-norm, norm_adv_by_std_in_grpo=False) with "
         f"loss_scale_factor unset, on the toy's batch of {responses} responses cut into micro-batches of m "
@@ -129,10 +183,22 @@ def main() -> None:
         "| minus Dr. GRPO's (paired) |"
     )
     rule = "| ---: | ---: | ---: | ---: | ---: |"
+    budget_note = (
+        "\n\nWith use_dynamic_bsz instead (one GPU, prompts of 512 tokens and responses of up to 512, "
+        "the budget and prompts scaled to the toy's longest response as `toyrl check` scales them), "
+        "on the same seeds:\n\n"
+    )
+    budget_header = (
+        "| ppo_max_token_len_per_gpu | the toy's budget | accuracy % | E[L \\| incorrect] "
+        "| minus Dr. GRPO's (paired) |"
+    )
+    markdown = (
+        note + "\n".join([header, rule, *rows]) + budget_note + "\n".join([budget_header, rule, *budget_rows])
+    )
     write_together(
         [
             (args.out_dir / "verl_width.json", text),
-            (args.out_dir / "verl_width.md", note + "\n".join([header, rule, *rows]) + "\n"),
+            (args.out_dir / "verl_width.md", markdown + "\n"),
         ]
     )
     seconds = time.perf_counter() - started

@@ -78,6 +78,23 @@ SPECS = [  # stages and parameters no preset reaches
         "shuffle": "once",
     },
     {"advantage": "group_std_sample", "aggregation": "token_mean", "batch_tokens": True, "mini_batches": 4},
+    {  # verl's V1 layout: micro-batches by a token budget, ...
+        "advantage": "none",
+        "aggregation": "seq_mean_token_sum_longest",
+        "per_micro_batch": True,
+        "token_budget": 8000,
+        "prompt_tokens": 100,
+    },
+    {  # ... over data-parallel ranks balanced by workload, ...
+        "advantage": "group_std",
+        "aggregation": "seq_mean_token_sum_longest",
+        "per_micro_batch": True,
+        "ranks": 4,
+        "mini_batches": 2,
+        "token_budget": 6000,
+        "prompt_tokens": 50,
+    },
+    {"advantage": "rloo", "aggregation": "token_mean", "ranks": 2, "mini_batches": 2, "num_iterations": 2},
     {
         "advantage": "none",
         "aggregation": "seq_mean_token_mean",

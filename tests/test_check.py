@@ -21,7 +21,14 @@ from typer.testing import CliRunner
 from toyrl.cli import app
 from toyrl.config import Config, InvalidInput
 from toyrl.trainers import parse_sets, resolve
-from toyrl.trainers.check import Check, Outcome, dr_grpo_in, dr_grpo_settings, toy_micro_batches
+from toyrl.trainers.check import (
+    Check,
+    Outcome,
+    dr_grpo_in,
+    dr_grpo_settings,
+    toy_micro_batches,
+    toy_variant,
+)
 from toyrl.trainers.reading import read_settings
 from toyrl.variants import VARIANTS, parse_variant
 
@@ -104,13 +111,18 @@ def test_verl_settings_land_on_the_presets_that_stand_for_them(settings: dict, p
 
 def test_verl_sum_norm_without_a_scale_factor_divides_by_each_micro_batch_s_longest_response() -> None:
     """verl 0.9.1's default V1 trainer: the divisor is each micro-batch's longest response, so the
-    micro-batch size is needed (verl requires it too, or a token budget, which toyrl refuses for
-    this divisor), and the report says to set loss_scale_factor."""
+    micro-batch size is needed (verl requires it too, or use_dynamic_bsz's token budget, which the
+    mapping hands on: ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size), and the report
+    says to set loss_scale_factor."""
     settings = {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS}
     with pytest.raises(InvalidInput, match="ppo_micro_batch_size_per_gpu is unset"):
         resolve("verl", None, settings)
-    with pytest.raises(InvalidInput, match=r"use_dynamic_bsz=True is not modelled.*set actor_rollout_ref"):
-        resolve("verl", None, settings | {VERL + "use_dynamic_bsz": True})
+    dynamic = settings | {VERL + "use_dynamic_bsz": True, VERL + "ulysses_sequence_parallel_size": 2}
+    resolved = resolve("verl", None, dynamic)
+    assert resolved.mapping.micro_batch_responses is None
+    assert resolved.mapping.layout.token_budget == 2 * 16384 and resolved.mapping.layout.ranks == 4
+    (note,) = [item for item in resolved.mapping.notes if "loss_scale_factor is unset" in item]
+    assert "ppo_max_token_len_per_gpu=16384" in note and f"Set {VERL}loss_scale_factor" in note
     resolved = resolve("verl", None, settings | {VERL + "ppo_micro_batch_size_per_gpu": 4})
     (note,) = [item for item in resolved.mapping.notes if "loss_scale_factor is unset" in item]
     assert "longest response" in note and f"Set {VERL}loss_scale_factor" in note
@@ -142,7 +154,9 @@ def test_check_of_verl_s_default_sum_norm_quantifies_the_drift_and_its_fix() -> 
         "check", "--trainer", "verl", *settings, "--set", f"{VERL}ppo_micro_batch_size_per_gpu=1", *SMALL
     )
     assert code == 0, stderr
-    assert "aggregation=seq_mean_token_sum_longest" in stdout and "micro_batches=32" in stdout
+    # 32 responses a step over verl's 8 ranks (its default GPUs), each rank's 4 in micro-batches of 1
+    assert "aggregation=seq_mean_token_sum_longest" in stdout and "micro_batches=4" in stdout
+    assert "ranks=8" in stdout
     assert f"Set {VERL}loss_scale_factor" in stdout
     assert "verdict: length drift: wrong answers end" in stdout
     code, stdout, stderr = invoke(
@@ -418,8 +432,8 @@ def test_check_compares_with_dr_grpo_in_the_same_schedule() -> None:
     assert code == 0, stderr
     assert "(the loss and advantage of preset verl_default, at one optimiser step a batch)" in stdout
     assert (
-        "Dr. GRPO here: advantage=none,aggregation=seq_mean_token_sum_norm,mini_batches=4,dual_clip=3.0"
-        in stdout
+        "Dr. GRPO here: advantage=none,aggregation=seq_mean_token_sum_norm,mini_batches=4,ranks=8,"
+        "prompt_tokens=1501,dual_clip=3.0" in stdout  # the mini-batches as verl's 8 default ranks hold them
     )
     assert dr_grpo_in(VARIANTS["trl_default"]) is VARIANTS["dr_grpo"]
     masked = dr_grpo_in(parse_variant("dapo"))
@@ -1221,16 +1235,67 @@ def test_the_report_says_what_to_set_for_dr_grpo() -> None:
     assert "to Dr. GRPO: nothing to change" in stdout
 
 
-def test_verl_s_length_balanced_ranks_are_named_for_the_micro_batch_divisor() -> None:
-    """Over several GPUs with balance_batch (verl's defaults: 8 GPUs, on) a micro-batch's responses
-    are dealt by length; the toy's are consecutive, as on one GPU: said, not hidden."""
-    settings = {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS, **MICRO_16}
-    noted = resolve("verl", None, settings).mapping.unmodelled
-    assert any("balance_batch=True over 8 GPUs" in item for item in noted)
-    for one in ({"trainer.n_gpus_per_node": 1}, {"trainer.balance_batch": False}):
-        assert not any(
-            "over 8 GPUs" in item for item in resolve("verl", None, settings | one).mapping.unmodelled
-        )
+def test_verl_s_ranks_and_token_budget_reach_the_toy_s_layout() -> None:
+    """verl's V1 trainer deals every batch to its data-parallel ranks balanced by workload (whatever
+    trainer.balance_batch says): nnodes x n_gpus_per_node / ulysses_sequence_parallel_size ranks,
+    8 by default. The toy takes as many as its smaller steps allow while a rank's share still holds
+    a micro-batch of the trainer's size, and scales the token budget and the prompts by its longest
+    response over data.max_response_length; each difference is said."""
+    config = Config()  # 128 responses a step; 4 mini-batches of 32 at verl's defaults
+    settings = {"algorithm.adv_estimator": "grpo", **DR_GRPO_SETTINGS}
+
+    def toy(extra: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        resolved = resolve("verl", None, settings | extra)
+        variant, notes = toy_variant(resolved, config)
+        return variant.spec(), notes + resolved.mapping.unmodelled + resolved.mapping.notes
+
+    spec, notes = toy(MICRO_16 | {"trainer.balance_batch": False})  # not read by the V1 trainer
+    assert any("balance_batch=False: verl 0.9.1's V1 trainer does not read it" in note for note in notes)
+    assert (
+        spec["ranks"] == 2
+        and spec.get("micro_batches", 1) == 1
+        and spec["prompt_tokens"] == round(512 * 1501 / 512)
+    )
+    assert any("to 2 data-parallel ranks, the trainer to 8" in note for note in notes)
+    spec, notes = toy({VERL + "ppo_micro_batch_size_per_gpu": 2})
+    assert spec["ranks"] == 8 and spec["micro_batches"] == 2
+    assert not any("data-parallel rank" in note for note in notes)
+    spec, _ = toy(MICRO_16 | {"trainer.n_gpus_per_node": 1})
+    assert spec.get("ranks", 1) == 1 and "prompt_tokens" not in spec and spec["micro_batches"] == 2
+    spec, notes = toy(MICRO_16 | {VERL + "shuffle": True})  # each rank shuffles its own part
+    assert spec.get("ranks", 1) == 1 and any("each rank shuffles its own part" in note for note in notes)
+    spec, notes = toy({VERL + "use_dynamic_bsz": True, "data.max_response_length": 1024})
+    budget = int(np.ceil(16384 * 1501 / 1024))  # the toy's longest response (cap + 1) over the trainer's
+    assert spec["token_budget"] == budget and spec["prompt_tokens"] == round(512 * 1501 / 1024)
+    # the budget holds 10 of the longest sequences (24,017 // (750 + 1501)): 2 ranks' shares of 16
+    # do, 4 ranks' of 8 would not
+    assert spec["ranks"] == 2
+    assert any(f"are the toy's {budget:,}" in note for note in notes)
+    # the legacy trainer: a constant divisor and no ranks; its balance_batch reorders by length
+    spec, notes = toy({"trainer.use_v1": False})
+    assert "ranks" not in spec and any("legacy trainer reorder the batch" in note for note in notes)
+
+
+def test_check_of_verl_s_dynamic_batch_size_runs_the_token_budget() -> None:
+    """use_dynamic_bsz with loss_scale_factor unset: the check runs the budget's micro-batches on
+    the toy beside Dr. GRPO, names the setting to change, and with it set reads Dr. GRPO."""
+    settings = ["--set", "algorithm.adv_estimator=grpo", "--set", "algorithm.norm_adv_by_std_in_grpo=false"]
+    settings += [
+        "--set",
+        f"{VERL}loss_agg_mode=seq-mean-token-sum-norm",
+        "--set",
+        f"{VERL}use_dynamic_bsz=true",
+    ]
+    settings += ["--set", "data.train_batch_size=256", "--set", "trainer.n_gpus_per_node=1"]
+    code, stdout, stderr = invoke("check", "--trainer", "verl", *settings, *SMALL)
+    assert code == 0, stderr
+    assert "token_budget=" in stdout and "ppo_max_token_len_per_gpu=16384" in stdout
+    assert "verdict: " in stdout and f"to Dr. GRPO: set {VERL}loss_scale_factor=" in stdout
+    code, stdout, stderr = invoke(
+        "check", "--trainer", "verl", *settings, "--set", f"{VERL}loss_scale_factor=512", *SMALL
+    )
+    assert code == 0, stderr
+    assert "verdict: these settings are Dr. GRPO itself" in stdout
 
 
 @pytest.mark.parametrize(

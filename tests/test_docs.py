@@ -136,7 +136,10 @@ README_FRAGMENTS = [
     "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f}",
     "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
     "responses and {w.sizes.4.difference_length_incorrect.mean:.0f}",
-    "± {w.sizes.4.difference_length_incorrect.se:.0f} with 4",
+    "± {w.sizes.4.difference_length_incorrect.se:.0f} with 4, and with `use_dynamic_bsz`",
+    "{w.budgets.16384.difference_length_incorrect.mean:.0f} ± {w.budgets.16384.difference_length_incorrect.se:.0f} at",
+    "its default budget of 16,384 tokens and {w.budgets.4096.difference_length_incorrect.mean:.0f}",
+    "± {w.budgets.4096.difference_length_incorrect.se:.0f} at 4,096",
     "over {w.meta.seed_count:d} paired seeds",
     "Dr. GRPO by {t.cases.trl_default.difference_length_incorrect.mean:.0f}",
     "± {t.cases.trl_default.difference_length_incorrect.se:.0f} tokens with TRL's defaults,",
@@ -344,6 +347,8 @@ TRAINERS_DOC_FRAGMENTS = [
     "{w.sizes.4.difference_length_incorrect.mean:.0f} ± {w.sizes.4.difference_length_incorrect.se:.0f} with 4 and",
     "{w.sizes.1.difference_length_incorrect.mean:.0f} ± {w.sizes.1.difference_length_incorrect.se:.0f} with 1;",
     "with 64 (half the batch) the difference is {w.sizes.64.difference_length_incorrect.mean:.0f} ± {w.sizes.64.difference_length_incorrect.se:.0f} token.",
+    "the difference is {w.budgets.16384.difference_length_incorrect.mean:.0f} ± {w.budgets.16384.difference_length_incorrect.se:.0f} tokens at the default budget of",
+    "16,384 tokens and {w.budgets.4096.difference_length_incorrect.mean:.0f} ± {w.budgets.4096.difference_length_incorrect.se:.0f} at 4,096.",
 ]
 
 

@@ -31,6 +31,7 @@ from tests.explorer_cases import (
     python_side,
     result_expression,
 )
+from toyrl import layout
 from toyrl.explore import page_data
 from toyrl.variants import ARTICLE
 
@@ -101,6 +102,36 @@ def test_a_bad_spec_is_one_input_error_under_node(data: dict[str, Any]) -> None:
         "(got [-1])",
         "input_error": True,
     }
+
+
+@needs_node
+def test_the_page_s_layout_picks_toyrl_layout_s_parts(data: dict[str, Any]) -> None:
+    """sim.js's largest differencing method (verl's V1 layout) against toyrl.layout's on random
+    lengths, many tied, equal-size and not, and the token budget's micro-batches; workloads past
+    2^53 included (BigInts there). toyrl.layout itself is checked against verl's own functions in
+    the conformance suite."""
+    rng = np.random.default_rng(1)
+    cases = []
+    for trial in range(120):
+        n = int(rng.integers(2, 40))
+        high = 4 if trial % 3 == 0 else (300 if trial % 3 == 1 else 20_000_000)
+        seq = rng.integers(1, high, size=n).tolist()
+        k = int(rng.integers(1, n + 1))
+        k_equal = max(d for d in range(1, min(k, 8) + 1) if n % d == 0)
+        budget = max(seq) + int(rng.integers(0, sum(seq)))
+        cases.append((seq, k, k_equal, budget))
+    expression = (
+        "JSON.stringify("
+        + json.dumps([[seq, k, k_equal, budget] for seq, k, k_equal, budget in cases])
+        + ".map(([seq, k, e, b]) => [toyrl.layout.balancedPartitions(seq, k, false), "
+        "toyrl.layout.balancedPartitions(seq, e, true), toyrl.layout.tokenBudgetParts([seq], b)[0]]))"
+    )
+    page = json.loads(node_evaluate(data, expression))
+    for (seq, k, k_equal, budget), (unequal, equal, budgeted) in zip(cases, page, strict=True):
+        workloads = [layout.workload(s) for s in seq]
+        assert unequal == layout.balanced_partitions(workloads, k, False)
+        assert equal == layout.balanced_partitions(workloads, k_equal, True)
+        assert budgeted == layout.token_budget_parts([seq], budget)[0]
 
 
 def test_one_bit_anywhere_is_a_difference() -> None:

@@ -486,7 +486,7 @@ def test_a_mini_batch_update_equals_a_token_level_computation(spec: str, update:
     plan = Plan.of([variant])
     selected = plan.included(batch)
     advantage_values = plan.advantages(plan.rewards(batch, config), config)
-    parts = plan.parts(update, positions, selected.shape)
+    parts = plan.parts(update, positions, batch.token_count(config.approach_tokens))
     denominator, n = plan.denominators(batch, selected, config, parts)
     included = selected & parts[0]
     own = OwnLogits.of(batch, theta.shape[-1])
@@ -580,7 +580,7 @@ def test_a_kl_reward_equals_a_token_level_computation(spec: str, at_old: bool) -
     selected = plan.included(batch)
     advantage_values = plan.advantages(plan.rewards(batch, config), config)
     update = 1 if variant.schedule.mini_batches > 1 else 0
-    parts = plan.parts(update, None, selected.shape)
+    parts = plan.parts(update, None, batch.token_count(config.approach_tokens))
     denominator, n = plan.denominators(batch, selected, config, parts)
     own = OwnLogits.of(batch, theta.shape[-1])
     epoch = Epoch.of(own, advantage_values, own.table(theta_old), own.table(theta_ref), plan.kl_reward)

@@ -74,6 +74,8 @@ REGISTRY: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
 Stage = TypeVar("Stage")
 MAX_ITERATIONS = 64  # epochs per sampled batch; trainers use 1 to a few (TRL's mu, verl's ppo_epochs)
 MAX_PARTS = 4096  # mini- or micro-batches of a batch
+MAX_TOKENS = 1_000_000_000  # a token budget
+MAX_PROMPT_TOKENS = 10_000_000  # a prompt's tokens
 
 
 def _check_std_eps(std_eps: object) -> None:
@@ -1342,6 +1344,13 @@ class Epochs:
     do). Each mini-batch's loss is summed over `micro_batches` equal consecutive parts (gradient
     accumulation), which changes the update only for a normaliser with per_micro_batch.
 
+    verl's V1 layout (`toyrl.layout`), where lengths decide it: `ranks` data-parallel ranks, each
+    dealt an equal part of the batch balanced by workload, in the batch's order, and taking its
+    consecutive share of each mini-batch, its micro-batches its own; `token_budget` (0: off), the
+    micro-batches of each rank's share cut by tokens instead of `micro_batches` (use_dynamic_bsz
+    with ppo_max_token_len_per_gpu); `prompt_tokens`, each prompt's tokens, counted in a sequence's
+    length by both.
+
     The first update is on-policy; later ones are at the ratios the earlier ones moved to, against
     the sampling policy (the trainers' old log-probabilities, taken once per batch). The advantages
     are the whole batch's, taken once. `max_grad_norm`: each update's gradient is scaled down to
@@ -1353,6 +1362,9 @@ class Epochs:
     micro_batches: int = 1
     shuffle: str = "none"
     max_grad_norm: float | None = None  # None: no clipping
+    ranks: int = 1
+    token_budget: int = 0
+    prompt_tokens: int = 0
 
     def __post_init__(self) -> None:
         c = self.max_grad_norm
@@ -1368,6 +1380,25 @@ class Epochs:
                 raise InvalidInput(f"{name} must be an integer in 1..{high} (got {n!r})")
         if self.shuffle not in SHUFFLES:
             raise InvalidInput(f"shuffle must be one of {', '.join(SHUFFLES)} (got {self.shuffle!r})")
+        for name, low, high in (
+            ("ranks", 1, MAX_PARTS),
+            ("token_budget", 0, MAX_TOKENS),
+            ("prompt_tokens", 0, MAX_PROMPT_TOKENS),
+        ):
+            n = getattr(self, name)
+            if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= high:
+                raise InvalidInput(f"{name} must be an integer in {low}..{high:,} (got {n!r})")
+        if self.token_budget and self.micro_batches > 1:
+            raise InvalidInput("token_budget and micro_batches are two ways to cut micro-batches: choose one")
+        if self.ranks > 1 and self.shuffle != "none":
+            raise InvalidInput(
+                f"ranks > 1 takes the mini-batches in the ranks' order: not with shuffle={self.shuffle}"
+            )
+        if self.prompt_tokens and not (self.ranks > 1 or self.token_budget):
+            raise InvalidInput(
+                "prompt_tokens counts in the ranks' balance and the token budget: "
+                "set ranks > 1 or token_budget"
+            )
 
     @property
     def updates(self) -> int:
@@ -1388,6 +1419,22 @@ class Epochs:
                 f"mini_batches x micro_batches = {parts} must divide the batch's "
                 f"{responses} responses (batch_prompts x group_size)"
             )
+        if responses % (self.mini_batches * self.micro_batches * self.ranks):
+            raise InvalidInput(
+                f"mini_batches x micro_batches x ranks = {parts * self.ranks} must divide the batch's "
+                f"{responses} responses (batch_prompts x group_size)"
+            )
+        longest = self.prompt_tokens + config.cap + config.approach_tokens
+        if self.token_budget and self.token_budget < longest:
+            raise InvalidInput(
+                f"token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens "
+                f"= {longest:,} (got {self.token_budget:,})"
+            )
+
+    @property
+    def laid_out(self) -> bool:
+        """Whether the responses' lengths decide the mini- or micro-batches (`toyrl.layout`)."""
+        return self.ranks > 1 or self.token_budget > 0
 
     @property
     def simulated_only(self) -> str:
@@ -1395,7 +1442,9 @@ class Epochs:
             return "later epochs make the update depend on more than the policy"
         if self.mini_batches > 1:
             return "later mini-batches make the update depend on more than the policy"
-        return "micro-batches are simulated only" if self.micro_batches > 1 else ""
+        if self.ranks > 1:
+            return "the ranks' layout is simulated only"
+        return "micro-batches are simulated only" if self.micro_batches > 1 or self.token_budget else ""
 
 
 @dataclass

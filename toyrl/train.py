@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from toyrl import kernels, noise
 from toyrl.config import Config, InvalidInput
+from toyrl.layout import rank_order, token_budget_parts
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import (
     Batch,
@@ -48,6 +49,7 @@ from toyrl.stages import (
     K3,
     SEQUENCE_OBJECTIVES,
     K1Reward,
+    LongestResponse,
     OneDraw,
     TokenAdvantage,
     Update,
@@ -115,6 +117,10 @@ class Plan:
     updates: NDArray[np.int64]  # optimiser updates per batch [R]: epochs x mini-batches
     mini_batches: NDArray[np.int64]
     micro_batches: NDArray[np.int64]
+    ranks: NDArray[np.int64]  # verl's V1 layout (`toyrl.layout`): data-parallel ranks, ...
+    token_budget: NDArray[np.int64]  # ... each micro-batch's tokens (0: micro_batches equal parts) ...
+    prompt_tokens: NDArray[np.int64]  # ... and each prompt's tokens, counted in a sequence's length
+    per_micro_batch: NDArray[np.bool_]  # whether the normaliser is taken on each micro-batch
     orders: NDArray[np.int64]  # random orders of the responses drawn per batch [R]
     max_grad_norm: FloatArray  # each update's gradient clipped to this norm [R] (inf: not clipped)
     beta: FloatArray  # the k3 term's coefficient in the loss [R]
@@ -136,6 +142,12 @@ class Plan:
             updates=np.array([v.updates for v in variants]),
             mini_batches=np.array([getattr(v.schedule, "mini_batches", 1) for v in variants]),
             micro_batches=np.array([getattr(v.schedule, "micro_batches", 1) for v in variants]),
+            ranks=np.array([getattr(v.schedule, "ranks", 1) for v in variants]),
+            token_budget=np.array([getattr(v.schedule, "token_budget", 0) for v in variants]),
+            prompt_tokens=np.array([getattr(v.schedule, "prompt_tokens", 0) for v in variants]),
+            per_micro_batch=np.array(
+                [bool(getattr(v.normaliser, "per_micro_batch", False)) for v in variants]
+            ),
             orders=np.array([getattr(v.schedule, "orders", 0) for v in variants]),
             max_grad_norm=np.array([getattr(v.schedule, "max_grad_norm", None) or np.inf for v in variants]),
             beta=np.array([float(v.kl.beta) if isinstance(v.kl, K3) else 0.0 for v in variants]),
@@ -147,7 +159,14 @@ class Plan:
     def whole_batch(self) -> bool:
         """Whether every update of every run is on the whole batch, in one part (no mini- or
         micro-batches): its normalisers are then taken once a batch."""
-        return bool((self.mini_batches == 1).all() and (self.micro_batches == 1).all())
+        return bool(
+            (self.mini_batches == 1).all() and (self.micro_batches == 1).all() and not self.laid_out.any()
+        )
+
+    @property
+    def laid_out(self) -> NDArray[np.bool_]:
+        """Which runs' mini- and micro-batches the responses' lengths decide [R] (`toyrl.layout`)."""
+        return (self.ranks > 1) | ((self.token_budget > 0) & self.per_micro_batch)
 
     def clipped(self, grad: FloatArray, rows: Rows) -> FloatArray:
         """The runs' gradients [rows, P + 2] scaled to at most their max_grad_norm, as torch's
@@ -159,11 +178,18 @@ class Plan:
         return grad * np.minimum(1.0, limit / (norm + 1e-6))[:, None]
 
     def parts(
-        self, update: int, positions: NDArray[np.intp] | None, shape: tuple[int, ...]
+        self,
+        update: int,
+        positions: NDArray[np.intp] | None,
+        tokens: FloatArray,
+        dealt: dict[int, NDArray[np.intp]] | None = None,
     ) -> tuple[NDArray[np.bool_], NDArray[np.intp]]:
         """(which responses are in each run's mini-batch of update `update` [R, B, G], and each
         response's micro-batch within its mini-batch): the mini-batch is the update's part of the
-        run's order (epoch update // mini_batches), the micro-batches consecutive parts of it."""
+        run's order (epoch update // mini_batches), the micro-batches consecutive parts of it; for
+        a run laid out by lengths (`laid_out`), as `toyrl.layout` lays its tokens [R, B, G] out
+        (`dealt`: each run's order over its ranks, kept across a step's updates, which share it)."""
+        shape = tokens.shape
         mini = self.mini_batches[:, None, None]
         size = shape[-2] * shape[-1] // mini  # responses per mini-batch, [R, 1, 1]
         if positions is None:
@@ -173,7 +199,45 @@ class Plan:
             position = positions[np.arange(len(positions)), epoch]
         members = position // size == update % mini
         micro = position % size // (size // self.micro_batches[:, None, None])
+        for run in np.flatnonzero(self.laid_out):
+            members[run], micro[run] = self._laid_out(
+                int(run), update, position[run], tokens[run], {} if dealt is None else dealt
+            )
         return members, micro
+
+    def _laid_out(
+        self,
+        run: int,
+        update: int,
+        position: NDArray[np.intp],
+        tokens: FloatArray,
+        dealt: dict[int, NDArray[np.intp]],
+    ) -> tuple[NDArray[np.bool_], NDArray[np.intp]]:
+        """One run's mini-batch and micro-batches [B, G] in verl's V1 layout: the batch (in the
+        run's order) dealt to the ranks, each rank's consecutive share of the mini-batch, cut into
+        micro_batches equal parts or by the token budget; micro-batch m of rank q is q M + m."""
+        ranks, mini = int(self.ranks[run]), int(self.mini_batches[run])
+        seq = (tokens.ravel() + self.prompt_tokens[run]).astype(np.int64)
+        if run not in dealt:  # the batch in the run's order (ranks > 1: the batch's own), dealt to ranks
+            by_position = np.argsort(position.ravel(), kind="stable")
+            dealt[run] = by_position[rank_order(seq[by_position].tolist(), ranks)]
+        order = dealt[run]
+        share = len(order) // ranks // mini  # a rank's responses in each mini-batch
+        members, micro = np.zeros(len(seq), bool), np.zeros(len(seq), np.intp)
+        shares = [order[(q * mini + update % mini) * share :][:share] for q in range(ranks)]
+        budget = int(self.token_budget[run]) if self.per_micro_batch[run] else 0  # else no normaliser sees it
+        if budget:
+            layout = token_budget_parts([seq[s].tolist() for s in shares], budget)
+            count = len(layout[0])
+        else:
+            count = int(self.micro_batches[run])
+            each = share // count
+            layout = [[list(range(m * each, (m + 1) * each)) for m in range(count)] for _ in shares]
+        for q, (indices, parts) in enumerate(zip(shares, layout, strict=True)):
+            members[indices] = True
+            for m, part in enumerate(parts):
+                micro[indices[part]] = q * count + m
+        return members.reshape(position.shape), micro.reshape(position.shape)
 
     # Each stage is computed on the whole batch and kept for its own runs: on these small arrays
     # that is cheaper than gathering and scattering each group's rows, and a row's numbers do not
@@ -248,13 +312,17 @@ class Plan:
             if not getattr(stage, "per_micro_batch", False):
                 return stage.denominators(tokens, included, length_norm, members)
             denominator = np.ones(tokens.shape)
-            for index in range(int(self.micro_batches.max())):
+            for index in range(int(micro.max()) + 1):
                 inside = members & (micro == index)
                 denominator = np.where(
                     inside, stage.denominators(tokens, included, length_norm, inside)[0], denominator
                 )
             n = stage.denominators(tokens, included, length_norm, members & (micro == 0))[1]
-            return denominator, n * self.micro_batches
+            if not self.laid_out.any():
+                return denominator, n * self.micro_batches
+            # micro-batches of unequal sizes: the mini-batch's count (a LongestResponse's n, `check_variant`)
+            whole = stage.denominators(tokens, included, length_norm, members)[1]
+            return denominator, np.where(self.laid_out, whole, n * self.micro_batches)
 
         def n_of(stage: Any) -> FloatArray:  # a normaliser may give n as one number for every run
             return np.broadcast_to(np.asarray(computed[stage][1], dtype=np.float64), (len(tokens),))
@@ -272,6 +340,13 @@ def check_variant(variant: Variant, config: Config) -> None:
         check = getattr(variant.stage(kind), "check", None)
         if check is not None:
             check(config)
+    if getattr(variant.schedule, "laid_out", False) and getattr(variant.normaliser, "per_micro_batch", False):
+        if not isinstance(variant.normaliser, LongestResponse):
+            raise InvalidInput(
+                f"ranks and token_budget lay micro-batches out by length (verl's V1 layout): with "
+                f"per_micro_batch only for aggregation=seq_mean_token_sum_longest (got "
+                f"{variant.names()['normaliser']})"
+            )
     objective = variant.names()["objective"]
     if objective in SEQUENCE_OBJECTIVES and variant.names()["kl"] == "k1_reward" and variant.kl.beta > 0:
         raise InvalidInput(
@@ -603,12 +678,14 @@ def train_step(
     selected = plan.included(batch)
     advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))  # once a batch
 
+    dealt: dict[int, NDArray[np.intp]] = {}  # the laid-out runs' orders over their ranks, this step's
+
     def part(update: int) -> Part:
         """The responses of update `update` (its mini-batch) and their normalisers."""
         if plan.whole_batch:
             denominator, n = plan.denominators(batch, selected, config)
             return Part.of(batch, selected, denominator, n)
-        parts = plan.parts(update, positions, selected.shape)
+        parts = plan.parts(update, positions, batch.token_count(config.approach_tokens), dealt)
         denominator, n = plan.denominators(batch, selected, config, parts)
         return Part.of(batch, selected & parts[0], denominator, n)
 

@@ -161,15 +161,16 @@ BATCHES: dict[str, Callable[[], toy.ToyBatch]] = {
 LOSS_BATCHES = ("corners", "sampled 0")
 
 
-def rollout(batch: toy.ToyBatch) -> dict[str, torch.Tensor]:
-    """The batch as a verl rollout's tensors: prompts left-padded (2..4 tokens), responses
+def rollout(batch: toy.ToyBatch, prompt_tokens: int | None = None) -> dict[str, torch.Tensor]:
+    """The batch as a verl rollout's tensors: prompts left-padded (2..4 tokens, or all
+    `prompt_tokens`: toyrl's layout counts one prompt length), responses
     right-padded (approach token, ramble, stop token as EOS), attention_mask over both, position_ids,
     response_mask = attention_mask[:, -T:] (ray_trainer.compute_response_mask), and the reward on
     each response's last token (as verl's reward managers place it)."""
     n, width = batch.responses, batch.width
     _, group = batch.shape
     prompt = np.repeat(batch.batch.prompt_index[0], group)
-    prompt_length = 2 + prompt % 3
+    prompt_length = 2 + prompt % 3 if prompt_tokens is None else np.full(n, prompt_tokens)
     prompt_mask = np.arange(PROMPT_WIDTH)[None, :] >= (PROMPT_WIDTH - prompt_length)[:, None]
     prompt_ids = np.where(prompt_mask, 3 + prompt[:, None], PAD)
     kinds = batch.kinds()
@@ -193,14 +194,16 @@ def rollout(batch: toy.ToyBatch) -> dict[str, torch.Tensor]:
     }
 
 
-def v1_data(batch: toy.ToyBatch, advantages: np.ndarray) -> dict[str, torch.Tensor]:
+def v1_data(
+    batch: toy.ToyBatch, advantages: np.ndarray, prompt_tokens: int | None = None
+) -> dict[str, torch.Tensor]:
     """The batch as verl 0.9.1's V1 trainer (trainer.use_v1, its default) hands it to the actor: each
     response stored on its own (`AgentLoopManagerTQ`: prompt and response ids, input_ids = both,
     attention ones, loss_mask = response_mask, position ids; the advantages written back cut to each
     response's length, `padding.response_to_nested`) and fetched as jagged nested tensors. Nothing is
     padded until `ppo_loss` pads each micro-batch to its own longest response (to_padded_tensor,
     no_padding_2_padding with no max_response_len set)."""
-    padded = rollout(batch)
+    padded = rollout(batch, prompt_tokens)
     prompt_mask = padded["attention_mask"][:, :PROMPT_WIDTH].bool()
     response_lengths = padded["response_mask"].sum(dim=1).tolist()
     old = torch.as_tensor(batch.logp())
@@ -391,6 +394,18 @@ def balanced_order(attention_mask: torch.Tensor, dp: int) -> np.ndarray:
     return proto.batch["row"].numpy()
 
 
+def v1_rank_order(verl: Verl, nested: dict[str, torch.Tensor], dp: int) -> np.ndarray:
+    """The order the V1 trainer deals the batch to its `dp` ranks in (rows of the batch as it was):
+    `_balance_batch` of verl/trainer/ppo/v1/trainer_base.py, which the V1 trainer calls on every
+    step (it does not read trainer.balance_batch), is verl's own get_seqlen_balanced_partitions of
+    calculate_workload of each sequence's length (prompt and response) into dp parts of equal size,
+    concatenated; restated here (its class needs ray and transfer_queue), the calls verl's own."""
+    seq_lens = torch.as_tensor(nested["input_ids"].offsets().diff(), dtype=torch.int64)
+    workloads = verl.balancing.calculate_workload(seq_lens)
+    parts = verl.balancing.get_seqlen_balanced_partitions(workloads, k_partitions=dp, equal_size=True)
+    return np.array([index for part in parts for index in part])
+
+
 Theta = np.ndarray | None | Callable[[int], np.ndarray | None]
 
 
@@ -401,15 +416,18 @@ def verl_updates(
     actor: Any,
     layout: Layout,
     theta: Theta = None,
-    balance: bool = False,
+    balance: bool | str = False,
     v1: bool = True,
+    prompt_tokens: int | None = None,
 ) -> list[Update]:
     """d loss / d logp of every optimiser step of verl's actor on the batch: ppo_epochs epochs of
     mini-batches of ppo_mini_batch_size * rollout_n responses, each step's log-probs at `theta` (a
     policy, None for theta_old, or a function of the step's index), after trainer.balance_batch's
-    reordering if `balance`; the responses as the V1 trainer holds them (`v1_data`, each its own
-    length), or with `v1` False as the legacy RayPPOTrainer (trainer.use_v1=False) does, padded to
-    the rollout's width and unpadded by `left_right_2_no_padding` (ray_trainer._update_actor).
+    reordering if `balance` (the legacy trainer's) or "v1" (the V1 trainer's, `v1_rank_order`);
+    the responses as the V1 trainer holds them (`v1_data`, each its own length, each prompt
+    `prompt_tokens` long if given), or with `v1` False as the legacy RayPPOTrainer
+    (trainer.use_v1=False) does, padded to the rollout's width and unpadded by
+    `left_right_2_no_padding` (ray_trainer._update_actor).
 
     As the trainer and the worker run it: the batch is split into `layout.dp`
     contiguous shards (the dispatch), and each rank's TrainingWorker.train_mini_batch iterates its
@@ -425,10 +443,12 @@ def verl_updates(
     data = rollout(batch)
     del data["token_level_rewards"]
     row = torch.arange(n)  # travels with each response, to find its leaf row again
-    if balance:
+    if balance == "v1":
+        row = torch.as_tensor(v1_rank_order(verl, v1_data(batch, advantages, prompt_tokens), layout.dp))
+    elif balance:
         row = torch.as_tensor(balanced_order(data["attention_mask"], layout.dp))
     if v1:
-        nested = v1_data(batch, advantages)
+        nested = v1_data(batch, advantages, prompt_tokens)
         nested = {
             name: torch.nested.as_nested_tensor([values[i] for i in row.tolist()], layout=torch.jagged)
             for name, values in nested.items()
@@ -463,11 +483,28 @@ def verl_updates(
         leaf = torch.tensor(batch.logp(at), dtype=torch.float64, requires_grad=True)
         batch_num_tokens = sum(tokens(m["loss_mask"]) for m in mini_batches)  # the all-reduce
         clipfrac, clipfrac_lower, count = 0.0, 0.0, 0
+        # use_dynamic_bsz: the FSDP engine passes its dp group with same_micro_num_in_dp, so the
+        # ranks agree on the count (all-reduce MAX, raised together until every rank's parts fit);
+        # without a process group, verl's own min_num_micro_batch raised to every rank's count
+        # until they agree gives the same count
+        agreed = None
+        while layout.micro_batch_size is None:
+            counts = [
+                len(
+                    verl.balancing.rearrange_micro_batches(
+                        m, max_token_len=layout.max_token_len, min_num_micro_batch=agreed
+                    )[0]
+                )
+                for m in mini_batches
+            ]
+            if agreed == max(counts):
+                break
+            agreed = max(counts)
         for mini_batch in mini_batches:
             tu.assign_non_tensor(mini_batch, batch_num_tokens=batch_num_tokens, dp_size=layout.dp)
             if layout.micro_batch_size is None:
                 micro_batches, _ = verl.balancing.rearrange_micro_batches(
-                    mini_batch, max_token_len=layout.max_token_len
+                    mini_batch, max_token_len=layout.max_token_len, min_num_micro_batch=agreed
                 )
             else:
                 micro_batches = tu.chunk_tensordict(mini_batch, len(mini_batch) // layout.micro_batch_size)
@@ -650,6 +687,32 @@ def test_defaults_are_the_presets(verl: Verl) -> None:
     assert defaults["trainer"]["balance_batch"] is True
 
 
+def test_the_settings_defaults_are_verl_s(verl: Verl) -> None:
+    """Every setting `toyrl check` reads for verl 0.9.1 defaults to what the installed release's
+    full configuration (_generated_ppo_trainer.yaml, interpolations resolved) holds, the layout's
+    included (8 GPUs a node, ppo_max_token_len_per_gpu 16384, prompts and responses of 512); the
+    DAPO reward manager's keyword arguments are not in it (the manager reads them when given)."""
+    if verl.legacy:
+        pytest.skip("the settings are 0.9.1's")
+    from omegaconf import OmegaConf
+
+    from toyrl.trainers.verl import SETTINGS_0_9_1
+
+    spec = importlib.util.find_spec("verl.trainer")
+    assert spec is not None and spec.origin is not None
+    config = OmegaConf.load(pathlib.Path(spec.origin).parent / "config" / "_generated_ppo_trainer.yaml")
+    absent = object()
+    read = 0
+    for key, setting in SETTINGS_0_9_1.items():
+        value = OmegaConf.select(config, key, default=absent)
+        if value is absent:
+            assert key.startswith("reward.reward_kwargs."), key
+            continue
+        assert value == setting.default, (key, value, setting.default)
+        read += 1
+    assert read == len(SETTINGS_0_9_1) - 4  # all but the reward manager's four
+
+
 # --- the actor's loss ---------------------------------------------------------------------------
 
 
@@ -669,7 +732,8 @@ class Setting:
     moved_checks: tuple[tuple[str, bool], ...] = ()
     # the divisor is each micro-batch's longest response (seq-mean-token-sum-norm without
     # loss_scale_factor in the V1 trainer): each check takes the layout's micro-batches
-    # (`micro_keys`); a layout whose micro-batches the toy does not cut (by token budget) is skipped
+    # (`micro_keys`); a token budget over these prompts of 2..4 tokens is skipped (the toy's prompts
+    # have one length; `test_v1_layout_by_lengths` lays budgets and ranks out on prompts of one length)
     width: bool = False
     v1: bool = True  # trainer.use_v1 (the default); False: the legacy RayPPOTrainer's padded batch
 
@@ -1031,6 +1095,119 @@ def test_mini_batch_layouts(engine: Verl, conform: Conform, setting: Setting, la
     shuffling its own shard with seed data_loader_seed + rank) leave each step's gradient the
     mini-batch's: 2 epochs x 2 mini-batches with shuffle, every step at a moved policy."""
     check_updates(engine, conform, "sampled 1", setting, SHUFFLED, layout, "moved")
+
+
+# --- the V1 layout by lengths: ranks balanced by workload, micro-batches by a token budget ----------
+
+
+def test_the_layout_s_partitions_are_verl_s(engine: Verl) -> None:
+    """toyrl.layout's largest differencing method picks verl's parts, ties included (lengths drawn
+    from a narrow range, so that many tie): get_seqlen_balanced_partitions, equal-size and not, and
+    the micro-batches rearrange_micro_batches cuts for a token budget (as sets: verl then orders
+    them by workload, which no normaliser sees)."""
+    from toyrl import layout
+
+    assert engine.balancing is not None and engine.tu is not None
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(2, 40))
+        k = int(rng.integers(1, n + 1))
+        seq = rng.integers(1, 4 if trial % 2 else 300, size=n).tolist()
+        workloads = [layout.workload(s) for s in seq]
+        assert layout.balanced_partitions(
+            workloads, k, False
+        ) == engine.balancing.get_seqlen_balanced_partitions(workloads, k, equal_size=False)
+        k_equal = max(d for d in range(1, min(k, 8) + 1) if n % d == 0)
+        assert layout.balanced_partitions(workloads, k_equal, True) == (
+            engine.balancing.get_seqlen_balanced_partitions(workloads, k_equal, equal_size=True)
+        )
+        budget = max(seq) + int(rng.integers(0, sum(seq)))
+        mask = torch.as_tensor(np.arange(max(seq))[None, :] < np.array(seq)[:, None], dtype=torch.int64)
+        data = engine.tensordict.TensorDict({"attention_mask": mask, "input_ids": mask}, batch_size=[n])
+        _, verl_parts = engine.balancing.rearrange_micro_batches(data, max_token_len=budget)
+        (toy_parts,) = layout.token_budget_parts([seq], budget)
+        assert {frozenset(p) for p in verl_parts} == {frozenset(p) for p in toy_parts}
+
+
+def test_the_v1_trainer_balances_its_ranks_on_every_step(engine: Verl) -> None:
+    """What `v1_rank_order` restates, read off the installed trainer_base.py: `_balance_batch`
+    calls get_seqlen_balanced_partitions(..., k_partitions=dp_size, equal_size=True) and reorders
+    by the concatenated parts; the step calls it without reading trainer.balance_batch."""
+    spec = importlib.util.find_spec("verl.trainer.ppo")  # v1's package imports transfer_queue
+    assert spec is not None and spec.origin is not None
+    source = (pathlib.Path(spec.origin).parent / "v1" / "trainer_base.py").read_text()
+    tree = ast.parse(source)
+    (method,) = [
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "_balance_batch"
+    ]
+    calls = [
+        node
+        for node in ast.walk(method)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "get_seqlen_balanced_partitions"
+    ]
+    assert len(calls) == 1
+    keywords = {k.arg: ast.unparse(k.value) for k in calls[0].keywords}
+    assert keywords == {"k_partitions": "dp_size", "equal_size": "True"}
+    assert "batch.reorder([j for partition in global_partition_lst for j in partition])" in ast.unparse(
+        method
+    )
+    assert "balance_batch" not in source.replace("_balance_batch", "")
+
+
+LENGTH_LAYOUTS = (  # (layout, the toy's keys; each prompt PROMPT_WIDTH tokens)
+    (Layout("dynamic bsz", micro_batch_size=None, max_token_len=90), "token_budget=90"),
+    (Layout("2 dp ranks x 2 micro-batches", micro_batch_size=2, dp=2), "ranks=2"),
+    (
+        Layout("2 dp ranks, dynamic bsz", micro_batch_size=None, max_token_len=70, dp=2),
+        "ranks=2,token_budget=70",
+    ),
+)
+WIDTH_SETTINGS = [s for s in SETTINGS if s.width]
+
+
+@pytest.mark.parametrize("mini_batch_prompts", [None, 2], ids=["1 mini-batch", "2 mini-batches"])
+@pytest.mark.parametrize(("layout", "keys"), LENGTH_LAYOUTS, ids=lambda x: getattr(x, "name", x))
+@pytest.mark.parametrize("setting", WIDTH_SETTINGS, ids=lambda s: s.name)
+def test_v1_layout_by_lengths(
+    engine: Verl,
+    conform: Conform,
+    setting: Setting,
+    layout: Layout,
+    keys: str,
+    mini_batch_prompts: int | None,
+) -> None:
+    """seq-mean-token-sum-norm without loss_scale_factor, laid out as the V1 trainer lays it out by
+    lengths: the batch dealt to dp ranks by `v1_rank_order`, micro-batches cut by
+    rearrange_micro_batches for use_dynamic_bsz; against toyrl's own layout (spec keys ranks,
+    token_budget, prompt_tokens), which is given no order: it finds verl's from the lengths. The
+    toy's fixed consecutive micro-batches are the control (they are not verl's here)."""
+    batch = BATCHES["sampled 1"]()
+    advantages = verl_advantages(engine, batch, "grpo", setting.norm)
+    actor = actor_config(engine, batch, layout, mini_batch_prompts, loss_agg_mode="seq-mean-token-sum-norm")
+    balance = "v1" if layout.dp > 1 else False
+    updates = verl_updates(
+        engine, batch, advantages, actor, layout, balance=balance, prompt_tokens=PROMPT_WIDTH
+    )
+    mini = batch.shape[0] // (mini_batch_prompts or batch.shape[0])
+    per_rank = batch.responses // mini // layout.dp
+    micro = 1 if layout.micro_batch_size is None else per_rank // layout.micro_batch_size
+    mini_keys = f",mini_batches={mini}" if mini > 1 else ""
+    label = f"{setting.name} | sampled 1 | {layout.name} | {mini} mini-batch(es)"
+    assert max(u.micro_batches for u in updates) >= 2
+    for preset, expected in setting.checks:
+        if not expected:
+            continue
+        spec = with_keys(preset, f"{keys},prompt_tokens={PROMPT_WIDTH},micro_batches={micro}{mini_keys}")
+        control = with_keys(preset, f"micro_batches={layout.dp * max(micro, 2)}{mini_keys}")
+        controls = []
+        for step, update in enumerate(updates):
+            want = toy.token_weights(variant_of(spec), batch, update=step)
+            conform(
+                TRAINER, f"{label} | step {step}", spec, toy.relative_difference(update.weights, want), True
+            )
+            other = toy.token_weights(variant_of(control), batch, update=step)
+            controls.append(toy.relative_difference(update.weights, other))
+        conform(TRAINER, f"{label} | every step", control, max(controls), False)  # a step may agree by chance
 
 
 # --- dual-clip: clip_ratio_c ---------------------------------------------------------------------

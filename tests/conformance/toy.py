@@ -200,7 +200,7 @@ def token_weights(
             ranks = np.empty(toy.responses, dtype=np.intp)
             ranks[np.asarray(order)] = np.arange(toy.responses)
             positions = ranks.reshape(1, 1, *toy.shape)
-        parts = plan.parts(update, positions, included.shape)
+        parts = plan.parts(update, positions, batch.token_count(config.approach_tokens))
         denominator, n = plan.denominators(batch, included, config, parts)
         included = included & parts[0]
     kinds = toy.kinds()

@@ -277,6 +277,13 @@
       if (key in schedule && !(Number.isInteger(schedule[key]) && schedule[key] >= 1)) fail(`${key} must be an integer >= 1 (got ${JSON.stringify(schedule[key])})`);
     }
     if (!["none", "once", "epoch"].includes(schedule.shuffle ?? "none")) fail(`shuffle must be one of none, once, epoch (got ${JSON.stringify(schedule.shuffle)})`);
+    for (const [key, low, high] of [["ranks", 1, 4096], ["token_budget", 0, 1e9], ["prompt_tokens", 0, 1e7]]) {
+      if (key in schedule && !(Number.isInteger(schedule[key]) && schedule[key] >= low && schedule[key] <= high)) fail(`${key} must be an integer in ${low}..${high.toLocaleString("en")} (got ${JSON.stringify(schedule[key])})`);
+    }
+    if ((schedule.token_budget ?? 0) && (schedule.micro_batches ?? 1) > 1) fail("token_budget and micro_batches are two ways to cut micro-batches: choose one");
+    if ((schedule.ranks ?? 1) > 1 && (schedule.shuffle ?? "none") !== "none") fail(`ranks > 1 takes the mini-batches in the ranks' order: not with shuffle=${schedule.shuffle}`);
+    if ((schedule.prompt_tokens ?? 0) && !((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0))) fail("prompt_tokens counts in the ranks' balance and the token budget: set ranks > 1 or token_budget");
+    if (((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0)) && stages.normaliser.per_micro_batch && stages.normaliser.name !== "seq_mean_token_sum_longest") fail(`ranks and token_budget lay micro-batches out by length (verl's V1 layout): with per_micro_batch only for aggregation=seq_mean_token_sum_longest (got ${stages.normaliser.name})`);
     const objective = stages.objective;
     for (const key of ["epsilon", "epsilon_high"]) {
       const v = objective[key];
@@ -329,7 +336,8 @@
     const exact = (reason) => `no exact expected update: ${reason}`;
     if ((s.num_iterations ?? 1) > 1) return exact("later epochs make the update depend on more than the policy");
     if ((s.mini_batches ?? 1) > 1) return exact("later mini-batches make the update depend on more than the policy");
-    if ((s.micro_batches ?? 1) > 1) return exact("micro-batches are simulated only");
+    if ((s.ranks ?? 1) > 1) return exact("the ranks' layout is simulated only");
+    if ((s.micro_batches ?? 1) > 1 || (s.token_budget ?? 0) > 0) return exact("micro-batches are simulated only");
     if ((stages.kl.beta ?? 0) > 0) return exact(stages.kl.name === "k3" ? "the KL term makes the update depend on more than the policy" : "the KL reward makes the update depend on more than the policy");
     for (const kind of ["sampler", "reward", "advantage", "normaliser"]) {
       if (stages[kind].simulated_only) return exact(stages[kind].simulated_only);
@@ -484,20 +492,137 @@
     return out;
   }
 
+  // --- verl's V1 layout (toyrl.layout): the largest differencing method, with verl's order of ties.
+  // Workloads 24576 s + s^2 are integers; their sums are exact as Numbers below 2^53, else BigInts.
+
+  const workload = (s) => 24576 * s + s * s;
+  const workloadBig = (s) => 24576n * BigInt(s) + BigInt(s) * BigInt(s);
+
+  // A part: { sum, items } (items: [index, value] in the order added), compared as verl's Set is.
+  function compareParts(a, b) { // Python's (sum, len(items), items) order
+    if (a.sum !== b.sum) return a.sum < b.sum ? -1 : 1;
+    if (a.items.length !== b.items.length) return a.items.length - b.items.length;
+    for (let i = 0; i < a.items.length; i++) {
+      const [ai, av] = a.items[i], [bi, bv] = b.items[i];
+      if (ai !== bi) return ai - bi;
+      if (av !== bv) return av < bv ? -1 : 1;
+    }
+    return 0;
+  }
+
+  function makeState(parts) { // the parts largest first, and the heap's keys
+    parts.sort((a, b) => compareParts(b, a));
+    return { parts, spread: parts[0].sum - parts[parts.length - 1].sum };
+  }
+
+  function stateBefore(a, b) { // the heap pops the largest spread, then the larger largest part
+    if (a.spread !== b.spread) return a.spread > b.spread;
+    return compareParts(a.parts[0], b.parts[0]) > 0;
+  }
+
+  function heapPush(heap, state) {
+    heap.push(state);
+    for (let i = heap.length - 1; i > 0; ) {
+      const up = (i - 1) >> 1;
+      if (!stateBefore(heap[i], heap[up])) break;
+      [heap[i], heap[up]] = [heap[up], heap[i]];
+      i = up;
+    }
+  }
+
+  function heapPop(heap) {
+    const top = heap[0], last = heap.pop();
+    if (heap.length) {
+      heap[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1, r = l + 1;
+        let best = i;
+        if (l < heap.length && stateBefore(heap[l], heap[best])) best = l;
+        if (r < heap.length && stateBefore(heap[r], heap[best])) best = r;
+        if (best === i) break;
+        [heap[i], heap[best]] = [heap[best], heap[i]];
+        i = best;
+      }
+    }
+    return top;
+  }
+
+  /* The indices of `seqLens`' sequences in k parts of balanced workloads, each ascending
+     (toyrl.layout.balanced_partitions, verl's get_seqlen_balanced_partitions). */
+  function balancedPartitions(seqLens, k, equalSize) {
+    const total = seqLens.reduce((a, s) => a + workloadBig(s), 0n);
+    const values = total <= BigInt(Number.MAX_SAFE_INTEGER) ? seqLens.map(workload) : seqLens.map(workloadBig);
+    const zero = typeof values[0] === "bigint" ? 0n : 0;
+    const ranked = values.map((value, index) => [value, index]).sort((a, b) => (a[0] !== b[0] ? (a[0] < b[0] ? -1 : 1) : a[1] - b[1]));
+    const heap = [];
+    if (equalSize) {
+      for (let offset = 0; offset < ranked.length; offset += k) {
+        heapPush(heap, makeState(ranked.slice(offset, offset + k).map(([value, index]) => ({ sum: value, items: [[index, value]] }))));
+      }
+    } else {
+      for (const [value, index] of ranked) {
+        heapPush(heap, makeState([{ sum: value, items: [[index, value]] }, ...Array.from({ length: k - 1 }, () => ({ sum: zero, items: [] }))]));
+      }
+    }
+    while (heap.length > 1) {
+      const first = heapPop(heap).parts, second = heapPop(heap).parts;
+      heapPush(heap, makeState(first.map((part, i) => {
+        const other = second[k - 1 - i];
+        return { sum: part.sum + other.sum, items: part.items.concat(other.items) };
+      })));
+    }
+    return heap[0].parts.map((part) => part.items.map(([index]) => index).sort((a, b) => a - b));
+  }
+
+  /* Each rank's micro-batches of its share of a mini-batch (toyrl.layout.token_budget_parts). */
+  function tokenBudgetParts(shares, budget) {
+    let count = Math.max(...shares.map((share) => Math.min(share.length, Math.ceil(share.reduce((a, b) => a + b, 0) / budget))));
+    for (;;) {
+      const layout = shares.map((share) => balancedPartitions(share, count, false));
+      const fits = layout.every((parts, q) => parts.every((part) => part.reduce((total, i) => total + shares[q][i], 0) <= budget));
+      if (fits) return layout;
+      count += 1;
+    }
+  }
+
   /* Which responses are in update `update`'s mini-batch, and each one's micro-batch in it
      (toyrl.train.Plan.parts): the update's part of the run's order of the responses (`positions`,
-     one order per epoch; null: the batch's own order), cut into consecutive micro-batches. */
-  function partsOf(update, positions, schedule, N) {
+     one order per epoch; null: the batch's own order), cut into consecutive micro-batches; with
+     ranks or a token budget, verl's V1 layout of the tokens (`Plan._laid_out`). */
+  function partsOf(update, positions, schedule, N, tokens, budgeted) {
     const mini = schedule.mini_batches ?? 1, microCount = schedule.micro_batches ?? 1;
     const size = N / mini, microSize = size / microCount; // whole numbers: the schedule's check
     const order = positions ? positions[Math.min(Math.floor(update / mini), positions.length - 1)] : null;
     const members = new Uint8Array(N), micro = new Int32Array(N);
+    const ranks = schedule.ranks ?? 1, budget = budgeted ? schedule.token_budget : 0;
+    if (ranks > 1 || budget > 0) {
+      const seq = Array.from(tokens, (t) => t + (schedule.prompt_tokens ?? 0));
+      const byPosition = Array.from({ length: N }, (_, i) => i);
+      if (order) byPosition.sort((a, b) => order[a] - order[b]);
+      const dealt = ranks > 1 ? balancedPartitions(byPosition.map((i) => seq[i]), ranks, true).flat().map((j) => byPosition[j]) : byPosition;
+      const share = N / ranks / mini;
+      const shares = Array.from({ length: ranks }, (_, q) => dealt.slice((q * mini + (update % mini)) * share, (q * mini + (update % mini) + 1) * share));
+      let layout, count;
+      if (budget > 0) {
+        layout = tokenBudgetParts(shares.map((indices) => indices.map((i) => seq[i])), budget);
+        count = layout[0].length;
+      } else {
+        count = microCount;
+        const each = share / count;
+        layout = shares.map(() => Array.from({ length: count }, (_, m) => Array.from({ length: each }, (_, j) => m * each + j)));
+      }
+      shares.forEach((indices, q) => {
+        for (const i of indices) members[i] = 1;
+        layout[q].forEach((part, m) => { for (const j of part) micro[indices[j]] = q * count + m; });
+      });
+      return { members, micro, laidOut: true };
+    }
     for (let i = 0; i < N; i++) {
       const p = order ? order[i] : i;
       members[i] = Math.floor(p / size) === update % mini ? 1 : 0;
       micro[i] = Math.floor((p % size) / microSize);
     }
-    return { members, micro };
+    return { members, micro, laidOut: false };
   }
 
   /* (D, n) of one update's part (toyrl.train.Plan.denominators): a per_micro_batch normaliser
@@ -512,12 +637,15 @@
       return [D.map((d) => d / (schedule.mini_batches ?? 1)), n];
     }
     if (!stage.per_micro_batch) return denominatorsOf(stage, tokens, included, c, members);
-    const microCount = schedule.micro_batches ?? 1, D = new Float64Array(N).fill(1);
+    const microCount = parts.laidOut ? micro.reduce((a, m) => Math.max(a, m), 0) + 1 : schedule.micro_batches ?? 1;
+    const D = new Float64Array(N).fill(1);
     const inMicro = (index) => Uint8Array.from(members, (m, i) => (m && micro[i] === index ? 1 : 0));
     for (let index = 0; index < microCount; index++) {
       const inside = inMicro(index), [own] = denominatorsOf(stage, tokens, included, c, inside);
       for (let i = 0; i < N; i++) if (inside[i]) D[i] = own[i];
     }
+    // micro-batches of unequal sizes: the mini-batch's count (a LongestResponse's n)
+    if (parts.laidOut) return [D, denominatorsOf(stage, tokens, included, c, members)[1]];
     return [D, denominatorsOf(stage, tokens, included, c, inMicro(0))[1] * microCount];
   }
 
@@ -882,10 +1010,12 @@
     const selected = stages.selector.name === "stopped" ? batch.stopped : new Uint8Array(N).fill(1);
     const tokens = tokenCount(batch, c.approach_tokens);
     const advantage = advantagesOf(stages.advantage, rewards, c, G, tokens);
-    const whole = (schedule.mini_batches ?? 1) === 1 && (schedule.micro_batches ?? 1) === 1;
+    // a token budget lays micro-batches out only for a normaliser taken on each (Plan.laid_out)
+    const budgeted = Boolean(schedule.token_budget ?? 0) && Boolean(stages.normaliser.per_micro_batch);
+    const whole = (schedule.mini_batches ?? 1) === 1 && (schedule.micro_batches ?? 1) === 1 && (schedule.ranks ?? 1) === 1 && !budgeted;
     const positions = run.orders(step);
     const part = (update) => {
-      const parts = whole ? null : partsOf(update, positions, schedule, N);
+      const parts = whole ? null : partsOf(update, positions, schedule, N, tokens, budgeted);
       const [D, n] = partDenominators(stages.normaliser, tokens, selected, c, parts, schedule);
       return partOf(batch, parts ? both(selected, parts.members) : selected, D, n);
     };
@@ -1184,6 +1314,10 @@
         const updates = c.steps * (v.stages.schedule.num_iterations ?? 1) * (v.stages.schedule.mini_batches ?? 1);
         if (updates > LIMITS.max_updates) fail(`${c.steps.toLocaleString("en")} steps x num_iterations x mini_batches would be ${updates.toLocaleString("en")} updates per run; the limit is ${LIMITS.max_updates.toLocaleString("en")}`);
         if ((c.batch_prompts * c.group_size) % parts) fail(`mini_batches x micro_batches = ${parts} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
+        const ranks = v.stages.schedule.ranks ?? 1, budget = v.stages.schedule.token_budget ?? 0;
+        if ((c.batch_prompts * c.group_size) % (parts * ranks)) fail(`mini_batches x micro_batches x ranks = ${parts * ranks} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
+        const longest = (v.stages.schedule.prompt_tokens ?? 0) + c.cap + c.approach_tokens;
+        if (budget && budget < longest) fail(`token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens = ${longest.toLocaleString("en")} (got ${budget.toLocaleString("en")})`);
         if (SEQUENCE_OBJECTIVES.includes(v.stages.objective.name) && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail(`objective=${v.stages.objective.name} takes one advantage a response: not with kl=k1_reward (per-token ones)`);
         const sampler = v.stages.sampler;
         if (sampler.name === "gfpo" && sampler.draws <= c.group_size) fail(`sampler=gfpo keeps group_size = ${c.group_size} of its draws: draws (G') must exceed it (got draws=${sampler.draws})`);
@@ -1287,5 +1421,6 @@
     start: (spec) => new Run(spec),
     simulate,
     InputError,
+    layout: { balancedPartitions, tokenBudgetParts }, // verl's V1 layout, for the agreement tests
   };
 })();

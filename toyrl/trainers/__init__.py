@@ -113,6 +113,20 @@ Levers = tuple[Any, ...] | Callable[[dict[str, Any]], tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
+class MicroLayout:
+    """How a trainer lays its optimiser steps out over ranks and micro-batches by length (verl's
+    V1 trainer, `toyrl.layout`): the data-parallel ranks it deals each batch to balanced by
+    workload, a micro-batch token budget (0: micro-batches of a fixed size), and the prompt and
+    response lengths in the trainer's tokens (data.max_prompt_length, max_response_length), by
+    which `toyrl.trainers.check` scales the budget and the prompt to the toy's lengths."""
+
+    ranks: int = 1
+    token_budget: int = 0
+    prompt_tokens: int = 0
+    response_tokens: int = 1
+
+
+@dataclass(frozen=True)
 class ToyMapping:
     """What a trainer's settings are on the toy: a spec (`toyrl.objective`), the configuration
     fields they set (field -> (setting, value); applied when the user gave that setting), and each
@@ -126,6 +140,7 @@ class ToyMapping:
     # responses in one of the trainer's micro-batches, where the normaliser's scope is the
     # micro-batch and its size matters (the check cuts the toy's optimiser steps to match)
     micro_batch_responses: int | None = None
+    layout: MicroLayout = field(default_factory=MicroLayout)  # ranks and token budget, where they matter
 
 
 @dataclass(frozen=True)

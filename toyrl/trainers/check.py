@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -102,7 +103,16 @@ def _outcome(frame: Any, variant: Variant) -> Outcome:
     )
 
 
-SCHEDULE_KEYS = ("num_iterations", "mini_batches", "micro_batches", "shuffle", "dual_clip")
+SCHEDULE_KEYS = (
+    "num_iterations",
+    "mini_batches",
+    "micro_batches",
+    "shuffle",
+    "dual_clip",
+    "ranks",
+    "token_budget",
+    "prompt_tokens",
+)
 LOSS_KEYS = (
     "advantage",
     "aggregation",
@@ -122,7 +132,8 @@ LOSS_KEYS = (
 
 
 def _loss(spec: dict[str, Any]) -> dict[str, Any]:
-    """A spec without its schedule (epochs, mini- and micro-batches, shuffle) and dual clip."""
+    """A spec without its schedule (epochs, mini- and micro-batches, shuffle, the layout by length)
+    and dual clip."""
     return {key: value for key, value in spec.items() if key not in SCHEDULE_KEYS}
 
 
@@ -174,23 +185,60 @@ def _parsed(resolved: Resolved, spec: str) -> Variant:
 
 
 def toy_variant(resolved: Resolved, config: Config) -> tuple[Variant, list[str]]:
-    """The settings' variant on the toy at `config`, and a note where its micro-batches differ in
-    size from the trainer's: the mapping's spec, with micro-batches of the trainer's size cut from
-    the toy's optimiser steps where the normaliser's scope is the micro-batch and its size matters
-    (`ToyMapping.micro_batch_responses`)."""
-    variant = _parsed(resolved, resolved.mapping.spec)
-    micro = resolved.mapping.micro_batch_responses
-    if micro is None:
+    """The settings' variant on the toy at `config`, and notes where its layout differs from the
+    trainer's: the mapping's spec, with micro-batches of the trainer's size cut from the toy's
+    optimiser steps where the normaliser's scope is the micro-batch and its size matters
+    (`ToyMapping.micro_batch_responses`), and the trainer's layout by length (`ToyMapping.layout`:
+    its ranks, where the toy's steps divide among them, and its token budget and prompts scaled by
+    the toy's longest response over the trainer's)."""
+    mapping = resolved.mapping
+    variant = _parsed(resolved, mapping.spec)
+    layout, micro = mapping.layout, mapping.micro_batch_responses
+    if micro is None and layout.ranks == 1 and not layout.token_budget:
         return variant, []
     step = config.batch_prompts * config.group_size // getattr(variant.schedule, "mini_batches", 1)
-    count = toy_micro_batches(step, micro)
-    variant = _parsed(resolved, f"{resolved.mapping.spec},micro_batches={count}")
-    if step == count * micro:
-        return variant, []
-    return variant, [
-        f"the toy's micro-batches hold {step // count} responses ({step} a step in {count}), the "
-        f"trainer's {micro}"
-    ]
+    scale = (config.cap + config.approach_tokens) / layout.response_tokens  # toy tokens a trainer's
+    prompt = round(layout.prompt_tokens * scale)
+    # a rank's share of a step must hold a micro-batch of the trainer's size (at least as many of
+    # the longest sequences as the token budget takes): the micro-batch's size sets the divisor's
+    # spread, which ranks only reshuffle; fewer ranks than the trainer's where the toy's steps are small
+    need = micro or 1
+    if layout.token_budget:
+        need = max(
+            1, math.ceil(layout.token_budget * scale) // (prompt + config.cap + config.approach_tokens)
+        )
+    fits = [r for r in range(1, min(layout.ranks, step) + 1) if step % r == 0 and step // r >= need]
+    ranks = max(fits, default=1)
+    keys, notes = [], []
+    if ranks != layout.ranks:
+        notes.append(
+            f"the toy deals its optimiser steps of {step} responses to {ranks} data-parallel rank"
+            f"{'s' if ranks > 1 else ''}, the trainer to {layout.ranks}, so that a rank's share holds "
+            "a micro-batch of the trainer's size"
+        )
+    if ranks > 1 or layout.token_budget:
+        keys.append(f"prompt_tokens={prompt}")
+    if ranks > 1:
+        keys.append(f"ranks={ranks}")
+    share = step // ranks
+    if layout.token_budget:
+        budget = math.ceil(layout.token_budget * scale)
+        keys.append(f"token_budget={budget}")
+        notes.append(
+            f"the token budget of {layout.token_budget:,} and prompts of {layout.prompt_tokens:,} tokens "
+            f"(the longest the trainer takes: real prompts are often shorter) are the toy's {budget:,} "
+            f"and {prompt:,}, in proportion to its longest response"
+        )
+    elif micro is not None:
+        count = toy_micro_batches(share, micro)
+        keys.append(f"micro_batches={count}")
+        if share != count * micro:
+            notes.append(
+                f"the toy's micro-batches hold {share // count} responses ({share} a step"
+                + (" and rank" if ranks > 1 else "")
+                + f" in {count}), the trainer's {micro}"
+            )
+    return _parsed(resolved, ",".join([mapping.spec, *keys])), notes
 
 
 def run_check(

@@ -16,8 +16,14 @@ What the mapping follows:
   seq-mean-token-mean), "gpg" and "geo_mean" (GMPO; the mean over responses);
 - `actor_rollout_ref.actor.loss_agg_mode`: "token-mean" (the batch's tokens), "seq-mean-token-mean",
   "seq-mean-token-sum" (a response's token sum, averaged over the global batch),
-  "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, default the padded length:
-  seq_mean_token_sum_norm), "token-sum";
+  "seq-mean-token-sum-norm" (the same, divided by `loss_scale_factor`, or when it is unset by the
+  padded width: in the V1 trainer each micro-batch's longest response, seq_mean_token_sum_longest;
+  in the legacy one data.max_response_length, seq_mean_token_sum_norm), "token-sum";
+- the V1 trainer's layout (`toyrl.layout`): `trainer.nnodes` x `n_gpus_per_node` / the Ulysses
+  sequence-parallel size data-parallel ranks, each batch dealt to them balanced by workload
+  (`ranks`); micro-batches of `ppo_micro_batch_size_per_gpu`, or with `use_dynamic_bsz` of at
+  most `ppo_max_token_len_per_gpu` tokens (`token_budget`), prompts counted at
+  `data.max_prompt_length`; where they matter (several mini-batches, or a divisor per micro-batch);
 - `clip_ratio_low`/`clip_ratio_high` (each `clip_ratio` when unset), `clip_ratio_c` (the dual
   clip, 3 by default), `ppo_epochs`; the KL loss (`use_kl_loss`, `kl_loss_coef`, `kl_loss_type`
   low_var_kl = k3);
@@ -38,6 +44,7 @@ from typing import Any
 
 from toyrl.config import InvalidInput
 from toyrl.trainers import (
+    MicroLayout,
     Release,
     Setting,
     ToyMapping,
@@ -141,8 +148,12 @@ SETTINGS_0_9_1 = {
     "trainer.nnodes": Setting(1, kind=int, low=1),
     "trainer.n_gpus_per_node": Setting(8, kind=int, low=1),
     "data.max_response_length": Setting(512, kind=int, low=1),
+    "data.max_prompt_length": Setting(512, kind=int, low=1),
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
     ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
+    ACTOR + "ppo_max_token_len_per_gpu": Setting(16384, kind=int, low=1),
+    ACTOR + "ulysses_sequence_parallel_size": Setting(1, kind=int, low=1),  # deprecated for ...
+    ACTOR + "fsdp_config.ulysses_sequence_parallel_size": Setting(1, kind=int, low=1),  # ... this
     ACTOR + "optim.clip_grad": Setting(1.0, kind=float, low=0.0),
     ACTOR + "tau_pos": Setting(1.0, kind=float, low=0.0, high=1000.0),
     ACTOR + "tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
@@ -160,8 +171,12 @@ SETTINGS_0_7_0 = {
         ACTOR + "shuffle",
         "trainer.use_v1",
         "data.max_response_length",
+        "data.max_prompt_length",
         "trainer.nnodes",
         "trainer.n_gpus_per_node",
+        ACTOR + "ppo_max_token_len_per_gpu",
+        ACTOR + "ulysses_sequence_parallel_size",
+        ACTOR + "fsdp_config.ulysses_sequence_parallel_size",
     )
 } | {
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
@@ -306,14 +321,20 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     )
     spec += schedule
     unmodelled += notes_of_schedule
-    if s["trainer.balance_batch"] and len(schedule) > 0:
+    if not s["trainer.use_v1"] and s["trainer.balance_batch"] and len(schedule) > 0:
         unmodelled.append(
-            "trainer.balance_batch=True (the default) reorders the batch by sequence length before the "
-            "mini-batches are cut; the toy cuts them in its own order, prompt by prompt"
+            "trainer.balance_batch=True (the default) makes the legacy trainer reorder the batch by "
+            "sequence length before the mini-batches are cut; the toy cuts them in its own order"
         )
-    micro = None
+    micro, budget = None, 0
     if aggregation == "seq-mean-token-sum-norm":
-        micro = _sum_norm(s, spec, notes, unmodelled)
+        micro, budget = _sum_norm(s, spec, notes, unmodelled)
+    ranks = _ranks(s, len(schedule) > 0 or micro is not None or budget > 0, unmodelled)
+    if s["trainer.use_v1"] and not s["trainer.balance_batch"]:
+        notes.append(
+            f"trainer.balance_batch=False: verl {VERSION}'s V1 trainer does not read it; it deals every "
+            "batch to its data-parallel ranks balanced by workload"
+        )
     spec += _dapo_spec(s, unmodelled)
     if s[ACTOR + "optim.clip_grad"] > 0:
         unmodelled.append(grad_clip_note(ACTOR + "optim.clip_grad", s[ACTOR + "optim.clip_grad"]))
@@ -326,20 +347,53 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         notes,
         step_responses=step,
         micro_batch_responses=micro,
+        layout=MicroLayout(
+            ranks=ranks,
+            token_budget=budget,
+            prompt_tokens=s["data.max_prompt_length"],
+            response_tokens=s["data.max_response_length"],
+        ),
     )
 
 
-def _sum_norm(s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: list[str]) -> int | None:
+def _sequence_parallel(s: dict[str, Any]) -> int:
+    """Ulysses' sequence-parallel size: the actor's deprecated setting where it is above 1 (the
+    actor config copies it into fsdp_config then), else fsdp_config's (verl/workers/config/actor.py)."""
+    deprecated = s[ACTOR + "ulysses_sequence_parallel_size"]
+    return int(deprecated if deprecated > 1 else s[ACTOR + "fsdp_config.ulysses_sequence_parallel_size"])
+
+
+def _ranks(s: dict[str, Any], matters: bool, unmodelled: list[str]) -> int:
+    """The data-parallel ranks the V1 trainer deals each batch to, balanced by workload (its
+    `_balance_batch`, on every step whatever trainer.balance_batch says): nnodes x n_gpus_per_node
+    / ulysses_sequence_parallel_size, where which responses share a mini- or micro-batch matters
+    (several mini-batches, or a divisor taken on each micro-batch); else 1."""
+    ranks = s["trainer.nnodes"] * s["trainer.n_gpus_per_node"] // _sequence_parallel(s)
+    if not (s["trainer.use_v1"] and matters) or ranks <= 1:
+        return 1
+    if s[ACTOR + "shuffle"]:
+        unmodelled.append(
+            f"actor.shuffle=True over {ranks} data-parallel ranks: each rank shuffles its own part of the "
+            "batch (seed + rank); the toy shuffles the batch as one rank"
+        )
+        return 1
+    return ranks
+
+
+def _sum_norm(
+    s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: list[str]
+) -> tuple[int | None, int]:
     """seq-mean-token-sum-norm's divisor: agg_loss divides each response's token sum by
     loss_scale_factor, or when it is None by the width of the loss mask it is given. The V1 trainer
     (trainer.use_v1, the default) pads each micro-batch to its own longest response in ppo_loss, so
     the divisor is that response's length (the aggregation becomes seq_mean_token_sum_longest on
-    each micro-batch; the micro-batch size returned, which `toyrl.trainers.check` scales to the
-    toy's batch); the legacy RayPPOTrainer pads to data.max_response_length, a constant."""
+    each micro-batch); the legacy RayPPOTrainer pads to data.max_response_length, a constant.
+    (the micro-batch size in responses, or None; the token budget of use_dynamic_bsz, or 0), which
+    `toyrl.trainers.check` scales to the toy's batch and lengths."""
     factor = s[ACTOR + "loss_scale_factor"]
     if factor is not None:
         unmodelled.append(constant_note(ACTOR + "loss_scale_factor", factor, "the constant divisor"))
-        return None
+        return None, 0
     if not s["trainer.use_v1"]:
         width = s["data.max_response_length"]
         unmodelled.append(
@@ -349,16 +403,20 @@ def _sum_norm(s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: 
                 f"the legacy trainer's padded width, data.max_response_length = {width}",
             )
         )
-        return None
+        return None, 0
+    spec[1] = "aggregation=seq_mean_token_sum_longest,per_micro_batch=True"
+    fix = f"Set {ACTOR}loss_scale_factor (e.g. to data.max_response_length) for Dr. GRPO"
     if s[ACTOR + "use_dynamic_bsz"]:
-        raise not_modelled(
-            ACTOR + "use_dynamic_bsz",
-            True,
-            [False],
-            "with loss_scale_factor unset each micro-batch divides by its longest response, and "
-            "use_dynamic_bsz cuts micro-batches by a token budget, which toyrl does not; set "
-            f"{ACTOR}loss_scale_factor (Dr. GRPO's constant) or a fixed ppo_micro_batch_size_per_gpu",
+        budget = s[ACTOR + "ppo_max_token_len_per_gpu"] * _sequence_parallel(s)
+        notes.append(
+            f"loss_scale_factor is unset: verl {VERSION}'s V1 trainer pads each micro-batch to its own "
+            "longest response and divides every response's token sum by that length; with "
+            f"use_dynamic_bsz a micro-batch is the fewest sequences balanced by workload within "
+            f"ppo_max_token_len_per_gpu={s[ACTOR + 'ppo_max_token_len_per_gpu']} tokens (prompt and "
+            "response), so the divisor varies from micro-batch to micro-batch and step to step: not "
+            f"Dr. GRPO's constant. {fix}"
         )
+        return None, int(budget)
     micro = s[ACTOR + "ppo_micro_batch_size_per_gpu"]
     if micro is None:
         raise InvalidInput(
@@ -366,23 +424,13 @@ def _sum_norm(s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: 
             "use_dynamic_bsz, and with loss_scale_factor unset it sets each micro-batch's divisor; "
             "an integer >= 1"
         )
-    spec[1] = "aggregation=seq_mean_token_sum_longest,per_micro_batch=True"
-    ranks = s["trainer.nnodes"] * s["trainer.n_gpus_per_node"]
-    if ranks > 1 and s["trainer.balance_batch"]:
-        unmodelled.append(
-            f"trainer.balance_batch=True over {ranks} GPUs: verl deals the batch's responses to the "
-            "data-parallel ranks balanced by length, so a micro-batch's responses (and its longest one) "
-            "are not consecutive in the batch; the toy cuts consecutive ones (as verl does on one GPU, "
-            "or with balance_batch=False)"
-        )
     notes.append(
         f"loss_scale_factor is unset: verl {VERSION}'s V1 trainer pads each micro-batch "
         f"(ppo_micro_batch_size_per_gpu={micro} responses) to its own longest response and divides "
         "every response's token sum by that length, so the divisor varies from micro-batch to "
-        "micro-batch and step to step: not Dr. GRPO's constant. Set "
-        f"{ACTOR}loss_scale_factor (e.g. to data.max_response_length) for Dr. GRPO"
+        f"micro-batch and step to step: not Dr. GRPO's constant. {fix}"
     )
-    return int(micro)
+    return int(micro), 0
 
 
 def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
