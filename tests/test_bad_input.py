@@ -27,7 +27,7 @@ BAD = [
         ["run", "--variant", "advantage=none,mini_batches=3"],
         "mini_batches x micro_batches = 3 must divide the batch's 128 responses",
     ),
-    (["run", "--variant", "advantage=none,mini_batches=0"], "mini_batches must be an integer in 1..4096"),
+    (["run", "--variant", "advantage=none,mini_batches=0"], "mini_batches must be an integer in 1..4,096"),
     (["run", "--variant", "advantage=none,shuffle=always"], "shuffle must be one of none, once, epoch"),
     (["run", "--variant", "advantage=none,dual_clip=0.5"], "dual_clip must be a number in (1, 1e6)"),
     (["run", "--variant", "advantage=none,per_micro_batch=maybe"], "per_micro_batch must be true or false"),
@@ -41,7 +41,7 @@ BAD = [
     ),
     (
         ["run", "--variant", "advantage=none,reward=soft_overlong,buffer=1.5"],
-        "buffer must be a number in [0, 1]",
+        "buffer must be a number in (0, 1]",
     ),
     (["run", "--variant", "advantage=grpo_plus"], "advantage must be one of"),  # an unknown family
     (
@@ -64,7 +64,7 @@ BAD = [
     ),
     (
         ["run", "--variant", "advantage=none,sampler=gfpo,draws=1"],
-        "draws must be an integer in 2..4096 (got 1)",
+        "draws must be an integer in 2..4,096 (got 1)",
     ),
     (
         ["run", "--variant", "advantage=none,sampler=gfpo,keep=longest"],

@@ -162,11 +162,22 @@ def test_the_page_resolves_specs_as_python_does(browser: Browser) -> None:
         ),
         (
             {
-                "variants": [{"advantage": "none", "aggregation": "token_mean", "num_iterations": 101}],
+                "variants": [
+                    {
+                        "advantage": "none",
+                        "aggregation": "token_mean",
+                        "num_iterations": 64,
+                        "mini_batches": 2,
+                    }
+                ],
                 "steps": 999_999,
             },
-            "999,999 steps x num_iterations x mini_batches would be 100,999,899 updates per run; "
+            "999,999 steps x num_iterations x mini_batches would be 127,999,872 updates per run; "
             "the limit is 100,000,000",
+        ),
+        (  # the page refuses what Python refuses (it once trained 65 and 100)
+            {"variants": [{"advantage": "none", "aggregation": "token_mean", "num_iterations": 65}]},
+            "num_iterations must be an integer in 1..64 (got 65)",
         ),
         (
             {"variants": ["grpo"], "seeds": 100, "batch_prompts": 64, "group_size": 200},

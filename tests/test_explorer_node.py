@@ -32,7 +32,10 @@ from tests.explorer_cases import (
     result_expression,
 )
 from toyrl import layout
+from toyrl.config import InvalidInput
 from toyrl.explore import page_data
+from toyrl.objective import KIND_KEYS, from_spec
+from toyrl.stages import REGISTRY, declarations
 from toyrl.variants import ARTICLE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +135,49 @@ def test_the_page_s_layout_picks_toyrl_layout_s_parts(data: dict[str, Any]) -> N
         assert unequal == layout.balanced_partitions(workloads, k, False)
         assert equal == layout.balanced_partitions(workloads, k_equal, True)
         assert budgeted == layout.token_budget_parts([seq], budget)[0]
+
+
+def _outside(rule: dict[str, Any]) -> Any:
+    """A value just outside a declared rule (toyrl.stages.declared)."""
+    if rule["kind"] == "boolean":
+        return 1
+    if rule["kind"] == "choice":
+        return "nope"
+    if rule["kind"] == "integer":
+        return rule["high"] + 1
+    return rule["high"] + 0.5  # not a whole number: Python shows 3.0 where JavaScript shows 3
+
+
+@needs_node
+def test_the_page_refuses_what_python_refuses_in_the_same_words(data: dict[str, Any]) -> None:
+    """Every declared parameter of every registered stage, one value past its range: Python and
+    the page refuse it with the same line (both read the rule toyrl.stages declares once); and a
+    value inside it both take."""
+    kind_key = {kind: key for key, kind in KIND_KEYS.items()}
+    cases = []
+    for kind, stages in REGISTRY.items():
+        for name, stage in stages.items():
+            for key, rule in declarations(type(stage)).items():
+                if key in getattr(stage, "fixed", ()):  # set by the stage's name, not by a spec
+                    continue
+                spec = {"advantage": "none", "aggregation": "token_mean", kind_key[kind]: name}
+                cases.append((spec | {key: _outside(rule)}, spec | {key: getattr(stage, key)}))
+    assert len(cases) >= 25
+    for bad, _ in cases:
+        with pytest.raises(InvalidInput) as error:
+            from_spec("", bad)
+        python = str(error.value)
+        page = json.loads(
+            node_evaluate(
+                data,
+                "JSON.stringify((() => { try { toyrl.resolve("
+                + json.dumps(bad)
+                + "); return ''; } catch (e) { return e.message; } })())",
+            )
+        )
+        assert page == python, (bad, page, python)
+    good = "JSON.stringify(" + json.dumps([g for _, g in cases]) + ".map((s) => toyrl.resolve(s).name))"
+    assert len(json.loads(node_evaluate(data, good))) == len(cases)
 
 
 def test_one_bit_anywhere_is_a_difference() -> None:

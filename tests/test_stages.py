@@ -30,14 +30,33 @@ def test_each_advantage_hook_is_its_sampled_form(name: str, group: int) -> None:
         assert exact == pytest.approx(sampled, rel=1e-12, abs=1e-15), (name, std_eps, r, others)
 
 
-@pytest.mark.parametrize("name", [n for n, s in REGISTRY["normaliser"].items() if not simulated_only(s)])
+TOKENS = np.array([[[3.0, 7.0, 1.0], [12.0, 2.0, 5.0]]])
+# D_i and n of each normaliser without a batch coupling, from the aggregation table (toyrl.stages),
+# at L_norm = 40 on the six responses of TOKENS
+HOOKS = {
+    "seq_mean_token_mean": (TOKENS, 6.0),
+    "length_power": (np.sqrt(TOKENS * 40.0), 6.0),  # alpha 0.5: |o|^(1 - a) L^a
+    "seq_mean_token_sum": (np.ones(TOKENS.shape), 6.0),
+    "seq_mean_token_sum_norm": (np.full(TOKENS.shape, 40.0), 6.0),
+    "token_sum_norm": (np.full(TOKENS.shape, 40.0), 1.0),
+    "token_sum": (np.ones(TOKENS.shape), 1.0),
+}
+
+
+def test_every_normaliser_without_a_coupling_has_its_hook_listed() -> None:
+    assert sorted(HOOKS) == sorted(n for n, s in REGISTRY["normaliser"].items() if not simulated_only(s))
+
+
+@pytest.mark.parametrize("name", list(HOOKS))
 def test_each_normaliser_hook_is_its_sampled_form(name: str) -> None:
+    """The sampled form (`denominators`) and the exact hook (`response_denominator`) each give the
+    table's D_i, and n is the table's."""
     stage = REGISTRY["normaliser"][name]
-    tokens = np.array([[[3.0, 7.0, 1.0], [12.0, 2.0, 5.0]]])
-    included = np.ones(tokens.shape, dtype=bool)
-    denominator, n = stage.denominators(tokens, included, 40.0)
-    np.testing.assert_array_equal(denominator, stage.response_denominator(tokens, 40.0))
-    assert n == (6.0 if stage.averaged else 1.0)
+    want, want_n = HOOKS[name]
+    denominator, n = stage.denominators(TOKENS, np.ones(TOKENS.shape, dtype=bool), 40.0)
+    np.testing.assert_allclose(denominator, want, rtol=1e-15)
+    np.testing.assert_allclose(stage.response_denominator(TOKENS, 40.0), want, rtol=1e-15)
+    assert n == want_n
 
 
 def test_every_stage_is_named_and_has_an_exact_hook_or_says_why_not() -> None:

@@ -386,7 +386,7 @@ def test_soft_overlong_reward_by_hand() -> None:
     # L_max = 40, b = 10: penalty from 30 tokens on, for |o| = 21, 36, 32, 40
     expected = [1.0, 1.0 - 6 / 10 * 0.5, -1.0 - 2 / 10 * 0.5, -1.0 - 10 / 10 * 0.5]
     np.testing.assert_allclose(stage.rewards(batch, config)[0, 0], expected, rtol=1e-15)
-    with pytest.raises(InvalidInput, match=r"buffer must be a number in \(0, 1\] \(got 0\)"):
+    with pytest.raises(InvalidInput, match=r"buffer must be a number in \(0, 1\] \(got 0\.0\)"):
         parse_variant("advantage=none,reward=soft_overlong,buffer=0")
 
 

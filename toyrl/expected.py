@@ -30,7 +30,16 @@ from numpy.typing import NDArray
 from toyrl import kernels
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant, rows_by
-from toyrl.policy import FloatArray, expit, log_expit, split, stop_within, survival, token_count
+from toyrl.policy import (
+    SCORE_EXACT_ABOVE,
+    FloatArray,
+    expit,
+    log_expit,
+    split,
+    stop_within,
+    survival,
+    token_count,
+)
 from toyrl.stages import KINDS, REGISTRY, simulated_only, std_eps_of
 from toyrl.train import Adam, Recorder, Trajectory, check_finite, initial_theta, run_streams
 
@@ -202,8 +211,9 @@ def _branch_sums(
         d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
     scale, keep_tail = plan.scale, plan.keep_tail
     np.subtract(1.0, np.multiply(k, s, out=score), out=score)  # 1 - k s
-    if (stop_logit > 12).any():  # a stopped one-token response scores 1 - s, which rounds to 0 above 37
-        score[:, 0] = np.where(stop_logit > 12, expit(-stop_logit), score[:, 0])
+    # a stopped one-token response scores 1 - s, which rounds to 0 above x = 37: sigma(-x) there
+    if (stop_logit > SCORE_EXACT_ABOVE).any():
+        score[:, 0] = np.where(stop_logit > SCORE_EXACT_ABOVE, expit(-stop_logit), score[:, 0])
     if not (scale == 1.0).all():  # multiplying by a scale of 1 would change no bit
         np.multiply(scale[:, None], pmf, out=pmf)
     scored = np.divide(np.multiply(pmf, score, out=score), d_k, out=score)  # scale P(o) score(o) / D(o)

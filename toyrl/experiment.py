@@ -51,11 +51,6 @@ def to_columns(trajectory: Trajectory, steps: int) -> Columns:
     return columns | {name: values.ravel() for name, values in trajectory.columns.items()}
 
 
-def to_frame(trajectory: Trajectory, steps: int) -> pd.DataFrame:
-    """The tidy table of a trajectory: one row per run and step, `COLUMNS`."""
-    return frame_of(to_columns(trajectory, steps))
-
-
 def frame_of(columns: Columns) -> pd.DataFrame:
     """A table's arrays as a pandas DataFrame (the variant column becomes pandas' string dtype)."""
     import pandas as pd

@@ -28,7 +28,7 @@ from toyrl.config import MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_h
 from toyrl.expected import exact_support
 from toyrl.experiment import MAX_ROWS, MAX_UPDATES
 from toyrl.objective import DEFAULTS, KIND_KEYS
-from toyrl.stages import REGISTRY, parameters, simulated_only
+from toyrl.stages import REGISTRY, declarations, parameters, simulated_only
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
 
 RECORDED = ["accuracy", "length_correct", "length_incorrect"]
@@ -98,6 +98,7 @@ def _registry() -> dict[str, dict[str, Any]]:
                 "class": type(stage).__name__,
                 "fixed": {f: _plain(getattr(stage, f)) for f in fixed},
                 "parameters": {key: _plain(value) for key, value in parameters(stage).items()},
+                "declared": declarations(type(stage)),  # the valid values, as the stage checks them
                 "simulated_only": simulated_only(stage),
             }
     return out

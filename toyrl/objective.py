@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from toyrl.config import InvalidInput
 from toyrl.policy import Batch, FloatArray
-from toyrl.stages import REGISTRY, parameters, stage_name, weights
+from toyrl.stages import REGISTRY, parameters, stage_name, std_eps_of, weights
 from toyrl.values import parse_as
 
 # Spec key of each stage kind ("aggregation" is the normaliser's, the trainers' word for it).
@@ -286,8 +286,7 @@ def variant_weights(
     tokens = np.broadcast_to(np.asarray(token_count, dtype=np.float64), r.shape)
     batch_rewards, batch_tokens = np.atleast_2d(r), np.atleast_2d(tokens)
     ended = np.broadcast_to(np.asarray(stopped, dtype=bool), batch_rewards.shape)
-    own = getattr(variant.advantage, "std_eps", None)
-    eps = std_eps if own is None else own
+    eps = std_eps_of(variant.advantage, std_eps)
     if getattr(variant.advantage, "uses_tokens", False):
         advantage = variant.advantage.advantages(batch_rewards, eps, batch_tokens)
     else:

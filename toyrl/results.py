@@ -784,20 +784,6 @@ def final_statistics(frame: pd.DataFrame | Columns) -> tuple[list[str], list[int
     return names, counts, means, sds
 
 
-def final_summary(frame: pd.DataFrame | Columns) -> pd.DataFrame:
-    """Per variant, mean and sd (over seeds, ddof 1) of the last step's exact metrics.
-
-    Columns are a (metric, statistic) MultiIndex; rows keep the frame's variant order.
-    """
-    import pandas as pd
-
-    names, counts, means, sds = final_statistics(frame)
-    data: dict[tuple[str, str], Any] = {("seeds", "n"): counts}
-    for j, column in enumerate(SUMMARY_COLUMNS):
-        data[(column, "mean")], data[(column, "std")] = means[:, j], sds[:, j]
-    return pd.DataFrame(data, index=pd.Index(names, name="variant"))
-
-
 SUMMARY_HEADER = [
     "variant",
     "seeds",

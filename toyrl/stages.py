@@ -58,7 +58,7 @@ default the cap):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -78,16 +78,92 @@ MAX_TOKENS = 1_000_000_000  # a token budget
 MAX_PROMPT_TOKENS = 10_000_000  # a prompt's tokens
 
 
-def _check_std_eps(std_eps: object) -> None:
-    if std_eps is not None and not (
-        isinstance(std_eps, int | float) and not isinstance(std_eps, bool) and 0 <= std_eps < 1
-    ):
-        raise InvalidInput(f"std_eps must be a number in [0, 1) (got {std_eps!r})")
+def declared(
+    default: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+    integer: bool = False,
+    choices: Sequence[str] = (),
+) -> Any:
+    """A stage parameter with its valid values, declared once: `check_declared` (each stage's
+    __post_init__), the words of its error and the page (`toyrl.explore`, `declarations`) read
+    them. An integer (an int default, or `integer`), a number in [low, high] (either end open), one
+    of `choices`, each with None too where `optional`; a bool default is a flag without this."""
+    if choices:
+        kind = "choice"
+    elif integer or (isinstance(default, int) and not isinstance(default, bool)):
+        kind = "integer"
+    else:
+        kind = "number"
+    rule = {"kind": kind, "low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    return field(
+        default=default, metadata={"declared": rule | {"optional": optional, "choices": list(choices)}}
+    )
 
 
-def _check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{name} must be true or false (got {value!r})")
+def _shown(x: float) -> str:
+    """A bound in words: 0.2, 1000, 1e6 (not 1e+06)."""
+    text = f"{x:g}"
+    mantissa, _, exponent = text.partition("e+")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+def _requirement(rule: dict[str, Any]) -> str:
+    kind = rule["kind"]
+    if kind == "boolean":
+        return "must be true or false"
+    if kind == "choice":
+        text = f"must be one of {', '.join(rule['choices'])}"
+    elif kind == "integer":
+        text = f"must be an integer in {rule['low']:,}..{rule['high']:,}"
+    else:
+        opening, closing = "(" if rule["low_open"] else "[", ")" if rule["high_open"] else "]"
+        text = f"must be a number in {opening}{_shown(rule['low'])}, {_shown(rule['high'])}{closing}"
+    return text + (" or None" if rule["optional"] else "")
+
+
+def declarations(stage_class: type) -> dict[str, dict[str, Any]]:
+    """Each declared parameter of a stage class (`declared`, and every flag: a bool default) and its
+    rule: kind, bounds, optional, choices, and `requirement`, the words of its error."""
+    out = {}
+    for f in fields(stage_class):
+        rule = f.metadata.get("declared")
+        if rule is None and not isinstance(f.default, bool):
+            continue
+        rule = dict(rule) if rule is not None else {"kind": "boolean", "optional": False}
+        out[f.name] = rule | {"requirement": _requirement(rule)}
+    return out
+
+
+def _fits(value: object, rule: dict[str, Any]) -> bool:
+    if value is None:
+        return bool(rule["optional"])
+    if rule["kind"] == "boolean":
+        return isinstance(value, bool)
+    if rule["kind"] == "choice":
+        return value in rule["choices"]
+    if isinstance(value, bool) or not isinstance(value, int if rule["kind"] == "integer" else int | float):
+        return False
+    above = value > rule["low"] if rule["low_open"] else value >= rule["low"]
+    below = value < rule["high"] if rule["high_open"] else value <= rule["high"]
+    return bool(above and below)
+
+
+def check_declared(stage: Any) -> None:
+    """InvalidInput, one line naming the parameter and its valid values, unless every declared
+    parameter of the stage (`declarations`) holds a valid value."""
+    for name, rule in declarations(type(stage)).items():
+        value = getattr(stage, name)
+        if not _fits(value, rule):
+            raise InvalidInput(f"{name} {rule['requirement']} (got {value!r})")
+
+
+def _std_eps() -> Any:
+    return declared(None, 0.0, 1.0, high_open=True, optional=True)  # None: the configuration's std_eps
 
 
 def register(kind: str, name: str, **defaults: Any) -> Callable[[type[Stage]], type[Stage]]:
@@ -162,18 +238,13 @@ class SoftOverlong:
     -penalty_factor at L_max. `buffer` is the trainer's buffer length over its longest response,
     0.2 in DAPO's recipe (4,096 of 20,480 tokens)."""
 
-    buffer: float = 0.2
-    penalty_factor: float = 1.0
-    incorrect: float = -1.0
+    buffer: float = declared(0.2, 0.0, 1.0, low_open=True)
+    penalty_factor: float = declared(1.0, 0.0, 1e6)
+    incorrect: float = declared(-1.0, -1e6, 1e6)
     simulated_only: ClassVar[str] = "the shaped reward is not 0 or 1"
 
     def __post_init__(self) -> None:
-        for name, low, high in (("buffer", 0.0, 1.0), ("penalty_factor", 0.0, 1e6), ("incorrect", -1e6, 1e6)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-                raise InvalidInput(f"{name} must be a number in [{low:g}, {high:g}] (got {value!r})")
-        if self.buffer == 0:
-            raise InvalidInput("buffer must be a number in (0, 1] (got 0)")
+        check_declared(self)
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
         longest = config.cap + config.approach_tokens
@@ -231,15 +302,12 @@ class FilterGroups:
     the step's own noise; further rounds draw from the run's `refill` stream (prompts, approaches,
     lengths, in that order), only for the runs that filter."""
 
-    max_rounds: int = 10
-    round_prompts: int = 0
+    max_rounds: int = declared(10, 1, 100_000)
+    round_prompts: int = declared(0, 0, 100_000)
     simulated_only: ClassVar[str] = "dynamic sampling changes which groups a batch holds"
 
     def __post_init__(self) -> None:
-        for name, low in (("max_rounds", 1), ("round_prompts", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100_000:
-                raise InvalidInput(f"{name} must be an integer in {low}..100,000 (got {value!r})")
+        check_declared(self)
 
     def refills(self, config: Config) -> int:
         """The most refill rounds of a step (after the first): `max_rounds` - 1, or fewer when
@@ -328,16 +396,12 @@ class GroupFilter:
     refill stream's (approach uniforms, then length exponentials, [B, G' - G] each), so with
     draws = G it would be the article's batch; every draw counts in `tokens_sampled`."""
 
-    draws: int = 16
-    keep: str = "shortest"
+    draws: int = declared(16, 2, 4096)
+    keep: str = declared("shortest", choices=GFPO_KEEPS)
     simulated_only: ClassVar[str] = "GFPO keeps the shortest (or most efficient) of more draws"
 
     def __post_init__(self) -> None:
-        d = self.draws
-        if isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 4096:
-            raise InvalidInput(f"draws must be an integer in 2..4096 (got {d!r})")
-        if self.keep not in GFPO_KEEPS:
-            raise InvalidInput(f"keep must be one of {', '.join(GFPO_KEEPS)} (got {self.keep!r})")
+        check_declared(self)
 
     def worst_draws(self, config: Config) -> int:
         """The responses a step of one run draws: G' for each of the B prompts."""
@@ -452,11 +516,11 @@ class GroupStd:
     worked example and toy); ddof 1, the sample std (torch's default: TRL, verl, oat)."""
 
     ddof: int = 0
-    std_eps: float | None = None  # None: the configuration's std_eps
+    std_eps: float | None = _std_eps()  # None: the configuration's std_eps
     fixed: ClassVar[tuple[str, ...]] = ("ddof",)
 
     def __post_init__(self) -> None:
-        _check_std_eps(self.std_eps)
+        check_declared(self)
 
     def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
         group = rewards.shape[-1]
@@ -479,11 +543,11 @@ class GroupStd:
 class BatchStd:
     """(r_i - group mean) / (sample std of all the batch's rewards + std_eps): TRL's scale_rewards='batch'."""
 
-    std_eps: float | None = None
+    std_eps: float | None = _std_eps()
     simulated_only: ClassVar[str] = "the batch's std couples its groups"
 
     def __post_init__(self) -> None:
-        _check_std_eps(self.std_eps)
+        check_declared(self)
 
     def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
         return _scaled(
@@ -526,11 +590,11 @@ class BatchWhiten:
     """a_i = r_i - group mean, then (a_i - mean(a)) / (sample std(a) + std_eps) over the batch
     (OpenRLHF's reinforce_baseline)."""
 
-    std_eps: float | None = None
+    std_eps: float | None = _std_eps()
     simulated_only: ClassVar[str] = "batch whitening couples the groups of a batch"
 
     def __post_init__(self) -> None:
-        _check_std_eps(self.std_eps)
+        check_declared(self)
 
     def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
         centred = _centred(rewards)
@@ -626,12 +690,11 @@ class BestOverSecond:
     response of a group with exactly one earns 1 / (std + eps), std = sqrt(1 / G): a credit for
     solving what the group's others did not."""
 
-    std_eps: float | None = None
+    std_eps: float | None = _std_eps()
     std_scaled: bool = True
 
     def __post_init__(self) -> None:
-        _check_std_eps(self.std_eps)
-        _check_flag("std_scaled", self.std_scaled)
+        check_declared(self)
 
     def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
         group = rewards.shape[-1]
@@ -653,10 +716,13 @@ class BestOverSecond:
         return np.divide(alone, scale, out=np.zeros(scale.shape), where=scale > 0)
 
 
-def std_eps_of(advantage: Any, config: Config) -> float:
-    """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`."""
+def std_eps_of(advantage: Any, config: Config | float) -> float:
+    """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`
+    (or the number given for it)."""
     own = getattr(advantage, "std_eps", None)
-    return config.std_eps if own is None else float(own)
+    if own is not None:
+        return float(own)
+    return config.std_eps if isinstance(config, Config) else float(config)
 
 
 # --- normaliser: the aggregation of token losses --------------------------------------------
@@ -667,11 +733,6 @@ def std_eps_of(advantage: Any, config: Config) -> float:
 # `toyrl.train.Plan.denominators`), not on the step's whole mini-batch. Exact hook
 # `response_denominator(tokens, length_norm)`: D of one response from its own token count, for
 # aggregations whose D is.
-
-
-def _check_beta(beta: object) -> None:
-    if not (isinstance(beta, int | float) and not isinstance(beta, bool) and 0 <= beta < 1e6):
-        raise InvalidInput(f"beta must be a number in [0, 1e6) (got {beta!r})")
 
 
 def _members(tokens: FloatArray, members: NDArray[np.bool_] | None) -> FloatArray:
@@ -693,7 +754,7 @@ class PerResponse:
     fixed: ClassVar[tuple[str, ...]] = ("by_tokens", "by_length_norm", "averaged")
 
     def __post_init__(self) -> None:
-        _check_flag("per_micro_batch", self.per_micro_batch)
+        check_declared(self)
 
     def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
         if self.by_tokens:
@@ -729,8 +790,7 @@ class TokenMean:
     simulated_only: ClassVar[str] = "the batch's token total couples its responses"
 
     def __post_init__(self) -> None:
-        _check_flag("per_micro_batch", self.per_micro_batch)
-        _check_flag("batch_tokens", self.batch_tokens)
+        check_declared(self)
         if self.per_micro_batch and self.batch_tokens:
             raise InvalidInput("per_micro_batch and batch_tokens are two scopes: choose one")
 
@@ -755,13 +815,11 @@ class LengthPower:
     `seq_mean_token_sum_norm`), both to the bit. alpha in [0, 1]: beyond 1 longer responses would
     weigh more per token than shorter ones, below 0 less than GRPO's."""
 
-    alpha: float = 0.5
+    alpha: float = declared(0.5, 0.0, 1.0)
     averaged: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        a = self.alpha
-        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a <= 1:
-            raise InvalidInput(f"alpha must be a number in [0, 1] (got {a!r})")
+        check_declared(self)
 
     def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
         return kernels.power(tokens, 1 - self.alpha) * kernels.power(length_norm, self.alpha)
@@ -793,7 +851,7 @@ class LongestResponse:
     simulated_only: ClassVar[str] = "the longest response couples the responses of its micro-batch"
 
     def __post_init__(self) -> None:
-        _check_flag("per_micro_batch", self.per_micro_batch)
+        check_declared(self)
 
     def denominators(
         self,
@@ -834,12 +892,11 @@ class K3:
     use_bias_correction_kl, its default since 0.26): its gradient on a token is
     -beta rho log(pi_ref / pi) d log pi, since d(rho k3) / d log pi = rho (k3 + 1 - pi_ref / pi)."""
 
-    beta: float = 0.0
+    beta: float = declared(0.0, 0.0, 1e6, high_open=True)
     ratio_weighted: bool = False
 
     def __post_init__(self) -> None:
-        _check_flag("ratio_weighted", self.ratio_weighted)
-        _check_beta(self.beta)
+        check_declared(self)
 
     @property
     def simulated_only(self) -> str:
@@ -894,10 +951,10 @@ class K1Reward:
     the stop token A_i - beta k_st: per kind, sums of a linear sequence (`TokenAdvantage`). Taken
     once a batch, at the sampling policy; the reference is the initial policy."""
 
-    beta: float = 0.0
+    beta: float = declared(0.0, 0.0, 1e6, high_open=True)
 
     def __post_init__(self) -> None:
-        _check_beta(self.beta)
+        check_declared(self)
 
     @property
     def simulated_only(self) -> str:
@@ -936,13 +993,10 @@ class K1Reward:
         )
 
 
-def _check_clip_range(objective: Any) -> None:
-    for name in ("epsilon", "epsilon_high"):
-        value = getattr(objective, name)
-        if value is not None and not (
-            isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 10
-        ):
-            raise InvalidInput(f"{name} must be a number in (0, 10) (got {value!r})")
+def _clip(default: float | None, optional: bool = False) -> Any:
+    """A clip range's epsilon or epsilon_high: a number in (0, 10) (None too where `optional`: its
+    class says what None is)."""
+    return declared(default, 0.0, 10.0, low_open=True, high_open=True, optional=optional)
 
 
 class ClipRange:
@@ -953,7 +1007,7 @@ class ClipRange:
     epsilon_high: float | None
 
     def __post_init__(self) -> None:
-        _check_clip_range(self)
+        check_declared(self)
 
     @property
     def clip_high(self) -> float:
@@ -997,15 +1051,10 @@ class PPOClip(ClipRange):
     `toyrl.expected` takes the expectation of (its exact hook is that form).
     """
 
-    epsilon: float = 0.2
-    epsilon_high: float | None = None  # None: epsilon
-    dual_clip: float | None = None  # None: no lower bound on a negative advantage's objective
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        c = self.dual_clip
-        if c is not None and not (isinstance(c, int | float) and not isinstance(c, bool) and 1 < c < 1e6):
-            raise InvalidInput(f"dual_clip must be a number in (1, 1e6) or None (got {c!r})")
+    epsilon: float = _clip(0.2)
+    epsilon_high: float | None = _clip(None, optional=True)  # None: epsilon
+    # None: no lower bound on a negative advantage's objective
+    dual_clip: float | None = declared(None, 1.0, 1e6, low_open=True, high_open=True, optional=True)
 
     @classmethod
     def stack(cls, objectives: Sequence[Any]) -> dict[str, FloatArray]:
@@ -1073,8 +1122,8 @@ class GSPO(ClipRange):
     closed form per response from its three token kinds' counts and ratios. At ratio 1 it is the
     on-policy update. GSPO's paper clips at 3e-4 / 4e-4."""
 
-    epsilon: float = 3e-4
-    epsilon_high: float | None = 4e-4
+    epsilon: float = _clip(3e-4)
+    epsilon_high: float | None = _clip(4e-4, optional=True)
 
     @staticmethod
     def coefficients(
@@ -1103,10 +1152,9 @@ SEQUENCE_OBJECTIVES = ("gspo", "gmpo", "vespo")  # one ratio (or weight) a respo
 
 
 def _sequence_only(update: Update, name: str) -> None:
-    if update.token_advantage is not None:
-        raise InvalidInput(
-            f"objective={name} takes one advantage a response, not a KL reward's per-token ones"
-        )
+    """One advantage a response: `toyrl.train.check_variant` refuses these objectives with a KL
+    reward's per-token advantages, at the edge."""
+    assert update.token_advantage is None, f"objective={name} with per-token advantages"
 
 
 @register("objective", "gmpo")
@@ -1123,8 +1171,8 @@ class GMPO(ClipRange):
     closed form per token kind. At ratio 1 it is the on-policy update. verl divides by |o_i| + 1e-8
     (a relative 1e-8 / |o_i| apart). GMPO's paper clips at epsilon = epsilon_high = 0.4."""
 
-    epsilon: float = 0.4
-    epsilon_high: float | None = 0.4  # None: epsilon
+    epsilon: float = _clip(0.4)
+    epsilon_high: float | None = _clip(0.4, optional=True)  # None: epsilon
 
     @staticmethod
     def coefficients(
@@ -1167,16 +1215,13 @@ class VESPO:
     at ratio 1 the on-policy update; off policy each response's weight fades smoothly as w leaves
     1, never clipped to 0. TRL aggregates it as dapo (token_mean)."""
 
-    k_pos: float = 2.0
-    lambda_pos: float = 3.0
-    k_neg: float = 3.0
-    lambda_neg: float = 2.0
+    k_pos: float = declared(2.0, 0.0, 1000.0)
+    lambda_pos: float = declared(3.0, 0.0, 1000.0)
+    k_neg: float = declared(3.0, 0.0, 1000.0)
+    lambda_neg: float = declared(2.0, 0.0, 1000.0)
 
     def __post_init__(self) -> None:
-        for name in ("k_pos", "lambda_pos", "k_neg", "lambda_neg"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1000):
-                raise InvalidInput(f"{name} must be a number in [0, 1000] (got {value!r})")
+        check_declared(self)
 
     @staticmethod
     def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
@@ -1239,11 +1284,11 @@ class CISPO:
     1 + epsilon_high here: its recommended 5.0 is epsilon_high = 4). verl's clip_ratio_low and
     clip_ratio_high are epsilon and epsilon_high. At ratio 1 the weight is 1: the on-policy update."""
 
-    epsilon: float | None = None
-    epsilon_high: float = 4.0
+    epsilon: float | None = _clip(None, optional=True)
+    epsilon_high: float = _clip(4.0)
 
     def __post_init__(self) -> None:
-        _check_clip_range(self)
+        check_declared(self)
         if self.epsilon is not None and self.epsilon > 1:
             raise InvalidInput(f"epsilon must be in (0, 1] for objective=cispo (got {self.epsilon!r})")
 
@@ -1280,14 +1325,11 @@ class SAPO:
     faster for negative advantages (tau_neg > tau_pos). verl averages it per response
     (seq-mean-token-mean, whatever loss_agg_mode says); TRL's sapo likewise. No token is clipped."""
 
-    tau_pos: float = 1.0
-    tau_neg: float = 1.05
+    tau_pos: float = declared(1.0, 0.0, 1000.0, low_open=True)
+    tau_neg: float = declared(1.05, 0.0, 1000.0, low_open=True)
 
     def __post_init__(self) -> None:
-        for name in ("tau_pos", "tau_neg"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1000):
-                raise InvalidInput(f"{name} must be a number in (0, 1000] (got {value!r})")
+        check_declared(self)
 
     @staticmethod
     def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
@@ -1357,37 +1399,18 @@ class Epochs:
     at most that norm before Adam, as torch's clip_grad_norm_ does (max_norm / (norm + 1e-6), at
     most 1); the `grad_norm` column is the first update's norm before it."""
 
-    num_iterations: int = 1
-    mini_batches: int = 1
-    micro_batches: int = 1
-    shuffle: str = "none"
-    max_grad_norm: float | None = None  # None: no clipping
-    ranks: int = 1
-    token_budget: int = 0
-    prompt_tokens: int = 0
+    num_iterations: int = declared(1, 1, MAX_ITERATIONS)
+    mini_batches: int = declared(1, 1, MAX_PARTS)
+    micro_batches: int = declared(1, 1, MAX_PARTS)
+    shuffle: str = declared("none", choices=SHUFFLES)
+    # None: no clipping
+    max_grad_norm: float | None = declared(None, 0.0, 1e12, low_open=True, high_open=True, optional=True)
+    ranks: int = declared(1, 1, MAX_PARTS)
+    token_budget: int = declared(0, 0, MAX_TOKENS)
+    prompt_tokens: int = declared(0, 0, MAX_PROMPT_TOKENS)
 
     def __post_init__(self) -> None:
-        c = self.max_grad_norm
-        if c is not None and not (isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 1e12):
-            raise InvalidInput(f"max_grad_norm must be a number in (0, 1e12) or None (got {c!r})")
-        for name, high in (
-            ("num_iterations", MAX_ITERATIONS),
-            ("mini_batches", MAX_PARTS),
-            ("micro_batches", MAX_PARTS),
-        ):
-            n = getattr(self, name)
-            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= high:
-                raise InvalidInput(f"{name} must be an integer in 1..{high} (got {n!r})")
-        if self.shuffle not in SHUFFLES:
-            raise InvalidInput(f"shuffle must be one of {', '.join(SHUFFLES)} (got {self.shuffle!r})")
-        for name, low, high in (
-            ("ranks", 1, MAX_PARTS),
-            ("token_budget", 0, MAX_TOKENS),
-            ("prompt_tokens", 0, MAX_PROMPT_TOKENS),
-        ):
-            n = getattr(self, name)
-            if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= high:
-                raise InvalidInput(f"{name} must be an integer in {low}..{high:,} (got {n!r})")
+        check_declared(self)
         if self.token_budget and self.micro_batches > 1:
             raise InvalidInput("token_budget and micro_batches are two ways to cut micro-batches: choose one")
         if self.ranks > 1 and self.shuffle != "none":

@@ -70,7 +70,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from tests.conformance import toy
 from tests.conformance.conftest import trainer_module, version_of
@@ -79,6 +78,7 @@ from toyrl.objective import Variant
 from toyrl.variants import parse_variant
 
 torch = pytest.importorskip("torch")
+yaml = pytest.importorskip("yaml")  # after torch: without either, the module skips
 
 TRAINER = "verl"
 Conform = Callable[..., None]  # the conform fixture (tests/conformance/conftest.py)

@@ -258,55 +258,33 @@
     return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
   }
 
+  /* Whether a parameter's value is valid by its rule as Python declares it (toyrl.stages.declared,
+     shipped in the registry's `declared`: kind, bounds, optional, choices, requirement). */
+  function fits(v, rule) {
+    if (v === null) return rule.optional;
+    if (rule.kind === "boolean") return typeof v === "boolean";
+    if (rule.kind === "choice") return rule.choices.includes(v);
+    if (typeof v !== "number" || !Number.isFinite(v) || (rule.kind === "integer" && !Number.isInteger(v))) return false;
+    const above = rule.low_open ? v > rule.low : v >= rule.low, below = rule.high_open ? v < rule.high : v <= rule.high;
+    return above && below;
+  }
+
+  // A value as Python's repr shows it in toyrl's errors ('text', True, None, numbers as they are).
+  const pythonRepr = (v) => (typeof v === "string" ? `'${v}'` : v === true ? "True" : v === false ? "False" : v === null ? "None" : JSON.stringify(v));
+
   function checkParameters(stages) {
-    const number = (kind, key, low, high, lowOpen) => {
-      const v = stages[kind][key];
-      if (v === undefined) return;
-      const ok = typeof v === "number" && Number.isFinite(v) && (lowOpen ? v > low : v >= low) && v <= high;
-      if (!ok) fail(`${key} must be a number in ${lowOpen ? "(" : "["}${low}, ${high}] (got ${JSON.stringify(v)})`);
-    };
-    const eps = stages.advantage.std_eps;
-    if (eps !== undefined && eps !== null && !(typeof eps === "number" && eps >= 0 && eps < 1)) fail(`std_eps must be a number in [0, 1) (got ${JSON.stringify(eps)})`);
-    number("normaliser", "alpha", 0, 1);
-    number("reward", "buffer", 0, 1, true);
-    number("reward", "penalty_factor", 0, 1e6);
-    number("reward", "incorrect", -1e6, 1e6);
-    number("kl", "beta", 0, 1e6);
-    const schedule = stages.schedule;
-    for (const key of ["num_iterations", "mini_batches", "micro_batches"]) {
-      if (key in schedule && !(Number.isInteger(schedule[key]) && schedule[key] >= 1)) fail(`${key} must be an integer >= 1 (got ${JSON.stringify(schedule[key])})`);
+    for (const [kind, stage] of Object.entries(stages)) {
+      for (const [key, rule] of Object.entries(REGISTRY[kind][stage.name].declared)) {
+        if (stage[key] !== undefined && !fits(stage[key], rule)) fail(`${key} ${rule.requirement} (got ${pythonRepr(stage[key])})`);
+      }
     }
-    if (!["none", "once", "epoch"].includes(schedule.shuffle ?? "none")) fail(`shuffle must be one of none, once, epoch (got ${JSON.stringify(schedule.shuffle)})`);
-    for (const [key, low, high] of [["ranks", 1, 4096], ["token_budget", 0, 1e9], ["prompt_tokens", 0, 1e7]]) {
-      if (key in schedule && !(Number.isInteger(schedule[key]) && schedule[key] >= low && schedule[key] <= high)) fail(`${key} must be an integer in ${low}..${high.toLocaleString("en")} (got ${JSON.stringify(schedule[key])})`);
-    }
+    // what one parameter's rule cannot say (toyrl.stages' __post_init__ and check_variant)
+    const schedule = stages.schedule, objective = stages.objective;
+    if (objective.name === "cispo" && objective.epsilon != null && objective.epsilon > 1) fail(`epsilon must be in (0, 1] for objective=cispo (got ${objective.epsilon})`);
     if ((schedule.token_budget ?? 0) && (schedule.micro_batches ?? 1) > 1) fail("token_budget and micro_batches are two ways to cut micro-batches: choose one");
     if ((schedule.ranks ?? 1) > 1 && (schedule.shuffle ?? "none") !== "none") fail(`ranks > 1 takes the mini-batches in the ranks' order: not with shuffle=${schedule.shuffle}`);
     if ((schedule.prompt_tokens ?? 0) && !((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0))) fail("prompt_tokens counts in the ranks' balance and the token budget: set ranks > 1 or token_budget");
     if (((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0)) && stages.normaliser.per_micro_batch && stages.normaliser.name !== "seq_mean_token_sum_longest") fail(`ranks and token_budget lay micro-batches out by length (verl's V1 layout): with per_micro_batch only for aggregation=seq_mean_token_sum_longest (got ${stages.normaliser.name})`);
-    const objective = stages.objective;
-    for (const key of ["epsilon", "epsilon_high"]) {
-      const v = objective[key];
-      if (v !== undefined && v !== null && !(typeof v === "number" && v > 0 && v < 10)) fail(`${key} must be a number in (0, 10) (got ${JSON.stringify(v)})`);
-    }
-    if (objective.name === "cispo" && objective.epsilon != null && objective.epsilon > 1) fail(`epsilon must be in (0, 1] for objective=cispo (got ${objective.epsilon})`);
-    const dual = objective.dual_clip;
-    if (dual !== undefined && dual !== null && !(typeof dual === "number" && dual > 1 && dual < 1e6)) fail(`dual_clip must be a number in (1, 1e6) or None (got ${JSON.stringify(dual)})`);
-    number("objective", "tau_pos", 0, 1000, true);
-    number("objective", "tau_neg", 0, 1000, true);
-    for (const key of ["k_pos", "lambda_pos", "k_neg", "lambda_neg"]) number("objective", key, 0, 1000);
-    if ("std_scaled" in stages.advantage && typeof stages.advantage.std_scaled !== "boolean") fail(`std_scaled must be true or false (got ${JSON.stringify(stages.advantage.std_scaled)})`);
-    const sampler = stages.sampler;
-    if (sampler.name === "gfpo") {
-      if (!(Number.isInteger(sampler.draws) && sampler.draws >= 2 && sampler.draws <= 4096)) fail(`draws must be an integer in 2..4096 (got ${JSON.stringify(sampler.draws)})`);
-      if (!["shortest", "reward_per_token"].includes(sampler.keep)) fail(`keep must be one of shortest, reward_per_token (got ${JSON.stringify(sampler.keep)})`);
-    }
-    for (const key of ["max_rounds", "round_prompts"]) {
-      const v = sampler[key], low = key === "max_rounds" ? 1 : 0;
-      if (v !== undefined && !(Number.isInteger(v) && v >= low && v <= 100000)) fail(`${key} must be an integer in ${low}..100,000 (got ${JSON.stringify(v)})`);
-    }
-    const clipNorm = schedule.max_grad_norm;
-    if (clipNorm !== undefined && clipNorm !== null && !(typeof clipNorm === "number" && clipNorm > 0 && clipNorm < 1e12)) fail(`max_grad_norm must be a number in (0, 1e12) or None (got ${JSON.stringify(clipNorm)})`);
   }
 
   // The stage classes this file ports, by kind: a stage registered in Python later is refused by
