@@ -2,7 +2,7 @@
 depends on the responses' lengths: verl's V1 trainer.
 
 verl 0.9.1 deals each step's batch to its data-parallel ranks in parts of equal size balanced by
-workload (`RayPPOTrainer._balance_batch` in verl/trainer/ppo/v1/trainer_base.py, always in the V1
+workload (`PPOTrainer._balance_batch` in verl/trainer/ppo/v1/trainer_base.py, always in the V1
 trainer), each rank's part kept in the batch's order; each rank cuts its part into its share of
 every mini-batch, consecutively; and with `use_dynamic_bsz` it cuts its share of a mini-batch into
 the fewest micro-batches whose token counts (prompt and response) stay within
