@@ -104,12 +104,11 @@ def token_budget_parts(shares: Sequence[Sequence[int]], budget: int) -> list[lis
         raise ValueError("a sequence is longer than the token budget")
     count = max(min(len(share), -(-sum(share) // budget)) for share in shares)
     smallest = min(len(share) for share in shares)
+    workloads = [[workload(s) for s in share] for share in shares]  # once, whatever count is tried
     while True:
         if count > smallest:  # cannot happen: single sequences fit the budget
             raise ValueError("no layout of the shares fits the token budget")
-        layout = [
-            balanced_partitions([workload(s) for s in share], count, equal_size=False) for share in shares
-        ]
+        layout = [balanced_partitions(values, count, equal_size=False) for values in workloads]
         if all(
             sum(share[i] for i in part) <= budget
             for share, parts in zip(shares, layout, strict=True)
