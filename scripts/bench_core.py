@@ -3,9 +3,11 @@
     python scripts/bench_core.py [--repeats 5] [--tries 3] [--only TASK ...] [--out results/bench_core.txt]
 
 The baselines are git revisions of this repository, checked out into temporary worktrees:
-`REDESIGN` (567dae0, the last commit before the core was redesigned as one step, top to bottom)
-and `ARITHMETIC` (cdac3e0, the last commit before toyrl's own kernels and variates made every
-number the same bits on every machine). Each workload runs in a fresh process of each version,
+`REDESIGN` (567dae0, the last commit before the core was redesigned as one step, top to bottom),
+`ARITHMETIC` (cdac3e0, the last commit before toyrl's own kernels and variates made every
+number the same bits on every machine) and `STACKED` (733f532, the last commit whose chunks
+stacked the sampler, objective, KL term and schedule per run). Each workload runs in a fresh
+process of each version,
 the versions taking turns, `--repeats` times, and is timed `--tries` times in each process, the
 fastest kept (the timing least disturbed by the rest of the machine); the medians over processes
 and their ratios are reported. Only wall time of the simulation itself is measured (imports and
@@ -13,7 +15,9 @@ set-up excluded).
 
 Workloads and targets:
 - the article set: 4 variants x 6 seeds x 400 steps, one chunk: at most 1.25x its time before
-  the portable arithmetic;
+  the portable arithmetic, and at most its time before the redesign;
+- every variant of `toyrl.variants.VARIANTS` (the article's and the trainers' presets) x 2 seeds
+  x 100 steps in one call: at least 1.2x faster than with per-run stacking;
 - a 4-epoch PPO preset (DAPO's settings, num_iterations=4): 24 seeds x 200 steps: at least 2x
   faster than before the redesign;
 - mean-field runs, 256 x 100 steps, against the same runs sampled: at most 2x.
@@ -36,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REDESIGN = "567dae0"  # the last commit before "one step, top to bottom"
 ARITHMETIC = "cdac3e0"  # the last commit before the portable arithmetic
+STACKED = "733f532"  # the last commit whose chunks stacked sampler, objective, kl and schedule per run
 
 PPO4 = (
     "advantage=group_std_sample,aggregation=token_mean,num_iterations=4,epsilon_high=0.28,"
@@ -107,7 +112,12 @@ tasks = {
     "plain23": lambda: run(Config(steps=200), [(plain, s) for s in range(1, 24)]),
     "mean_field256": lambda: run(Config(steps=100), [(plain, s) for s in range(256)], True),
     "sampled256": lambda: run(Config(steps=100), [(plain, s) for s in range(256)]),
+    "presets": lambda: run(Config(steps=100), presets),
 }
+if name == "presets":
+    from toyrl.variants import VARIANTS
+
+    presets = [(variant, s) for variant in VARIANTS.values() for s in range(2)]
 run(Config(steps=5), article)  # warm up
 seconds = []
 for _ in range(int(sys.argv[4])):  # the fastest of a few: the least disturbed by the machine
@@ -126,6 +136,7 @@ TASKS = [
     "plain23",
     "mean_field256",
     "sampled256",
+    "presets",
 ]
 
 
@@ -139,7 +150,7 @@ def time_once(tree: Path, task: str, tries: int) -> float:
 
 # The versions each workload is timed in (every task also in this one).
 VERSIONS = {
-    "article": ("arithmetic",),
+    "article": ("redesign", "arithmetic"),
     "article_numpy": ("arithmetic",),
     "ppo4": ("redesign", "arithmetic"),
     "mixed": ("redesign",),
@@ -148,6 +159,7 @@ VERSIONS = {
     "plain23": ("redesign",),
     "mean_field256": ("arithmetic",),
     "sampled256": ("arithmetic",),
+    "presets": ("stacked",),
 }
 
 
@@ -165,7 +177,8 @@ def main() -> None:
     tasks = args.only or TASKS
     with tempfile.TemporaryDirectory() as folder:
         trees = {"now": ROOT}
-        for name, revision in (("redesign", REDESIGN), ("arithmetic", ARITHMETIC)):
+        baselines = {"redesign": REDESIGN, "arithmetic": ARITHMETIC, "stacked": STACKED}
+        for name, revision in baselines.items():
             trees[name] = Path(folder) / name
             command = [
                 "git",
@@ -189,16 +202,17 @@ def main() -> None:
                         )
                 print(f"{task}: done", file=sys.stderr, flush=True)
         finally:
-            for name in ("redesign", "arithmetic"):
+            for name in baselines:
                 remove = ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees[name])]
                 subprocess.run(remove, check=False)
     median = {v: {t: statistics.median(times[v][t]) for t in times[v]} for v in times}
     now, redesign, arithmetic = median["now"], median["redesign"], median["arithmetic"]
+    stacked = median["stacked"]
     lines = [
         f"medians over {args.repeats} processes each (versions alternating) of the fastest of {args.tries} "
         f"timings in the process; versions: {REDESIGN} (before the redesign), {ARITHMETIC} (before the "
-        "portable arithmetic), this one",
-        f"{'workload':40} {REDESIGN:>9} {ARITHMETIC:>9} {'now':>9}",
+        f"portable arithmetic), {STACKED} (stages stacked per run), this one",
+        f"{'workload':40} {REDESIGN:>9} {ARITHMETIC:>9} {STACKED:>9} {'now':>9}",
     ]
     labels = {
         "article": "article set, 4 x 6 x 400",
@@ -210,17 +224,21 @@ def main() -> None:
         "plain23": "  the 23 plain runs alone",
         "mean_field256": "mean-field, 256 x 100",
         "sampled256": "sampled, 256 x 100",
+        "presets": "every variant, 2 x 100, one call",
     }
 
     def cell(version: dict[str, float], task: str) -> str:
         return f"{version[task]:8.3f}s" if task in version else f"{'':>9}"
 
     for task in tasks:
-        lines.append(f"{labels[task]:40} {cell(redesign, task)} {cell(arithmetic, task)} {cell(now, task)}")
+        cells = " ".join(cell(version, task) for version in (redesign, arithmetic, stacked, now))
+        lines.append(f"{labels[task]:40} {cells}")
     lines += ["", "targets:"]
     if "article" in now:
         ratio = now["article"] / arithmetic["article"]
         lines.append(f"  article set, now / {ARITHMETIC}: {ratio:.2f} (<= 1.25)")
+        ratio = now["article"] / redesign["article"]
+        lines.append(f"  article set, now / {REDESIGN}: {ratio:.2f} (<= 1)")
     if "article_numpy" in now:
         ratio = now["article_numpy"] / arithmetic["article_numpy"]
         lines.append(f"  control, numpy's functions in place of the kernels, / {ARITHMETIC}: {ratio:.2f}")
@@ -228,6 +246,9 @@ def main() -> None:
         lines.append(
             f"  4-epoch PPO speed-up, {REDESIGN} / now: {redesign['ppo4'] / now['ppo4']:.2f}x (>= 2)"
         )
+    if "presets" in now:
+        ratio = stacked["presets"] / now["presets"]
+        lines.append(f"  every variant in one call, {STACKED} / now: {ratio:.2f}x (>= 1.2)")
     if "mean_field256" in now and "sampled256" in now:
         ratio = now["mean_field256"] / now["sampled256"]
         before = arithmetic["mean_field256"] / arithmetic["sampled256"]

@@ -48,7 +48,7 @@ from toyrl.objective import Variant, from_spec, parse_spec
 from toyrl.plots import plot_families, plot_length_power, save_figures
 from toyrl.results import write_together
 from toyrl.stages import REGISTRY
-from toyrl.train import Adam, Plan, initial_theta, run_streams, simulate, train_step
+from toyrl.train import Adam, Drawn, Plan, initial_theta, run_streams, simulate, train_step
 from toyrl.variants import VARIANTS
 
 # Each family beside its reference: the same advantage, aggregation and schedule, PPO's clip.
@@ -157,7 +157,7 @@ def sampled_mean_update(variant: Variant, seed: int, config: Config) -> tuple[fl
             step = train_step(
                 thetas,
                 Adam(thetas, config),
-                draws,
+                Drawn.of(thetas, draws, config),
                 Plan.of([variant] * n),
                 config,
                 thetas.copy(),

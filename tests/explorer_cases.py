@@ -249,14 +249,14 @@ def python_side(spec: dict[str, Any]) -> PythonRun:
         table = run_experiment(config, variants, seeds, mean_field=mean_field, as_columns=True)
         return PythonRun({name: np.asarray(table[name], dtype=np.float64) for name in NUMBERS}, None)
     gradients: list[np.ndarray] = []
-    record = Recorder.record
+    done = Recorder.done
 
-    def record_gradient(self: Recorder, step: int, grad: np.ndarray, sampled: Any = None) -> None:
-        gradients.append(grad.copy())
-        record(self, step, grad, sampled)
+    def record_gradient(self: Recorder, step: int) -> None:  # every run's gradient, once a step
+        gradients.append(self.grad(step).copy())
+        done(self, step)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Recorder, "record", record_gradient)
+        patch.setattr(Recorder, "done", record_gradient)
         if "theta0" in spec:  # each seed's runs start at its theta0, in the order the runs are made
             starts = iter(np.tile(np.array(spec["theta0"], dtype=np.float64), (len(variants), 1)))
             for module in ("toyrl.train", "toyrl.expected"):

@@ -125,7 +125,7 @@ def test_objectives_with_different_epochs_share_an_array(tmp_path: Path) -> None
 
 def sampled_first_updates(theta: np.ndarray, config: Any, variant: Any, n: int, seed: int) -> np.ndarray:
     """Ascent directions of n independent first updates at theta [P + 2], as `train_step` takes them."""
-    from toyrl.train import Adam, Plan, train_step
+    from toyrl.train import Adam, Drawn, Plan, train_step
 
     rng = np.random.default_rng(seed)
     thetas = np.repeat(theta[None], n, axis=0)
@@ -136,7 +136,15 @@ def sampled_first_updates(theta: np.ndarray, config: Any, variant: Any, n: int, 
         rng.standard_exponential(shape),
     )
     plan = Plan.of([variant] * n)
-    step = train_step(thetas, Adam(thetas, config), noise, plan, config, thetas.copy(), apply=False)
+    step = train_step(
+        thetas,
+        Adam(thetas, config),
+        Drawn.of(thetas, noise, config),
+        plan,
+        config,
+        thetas.copy(),
+        apply=False,
+    )
     return -step.grad
 
 

@@ -37,7 +37,7 @@ from toyrl.config import Config
 from toyrl.expected import expected_update
 from toyrl.objective import Variant, parse_spec
 from toyrl.stages import simulated_only
-from toyrl.train import Adam, Plan, train_step
+from toyrl.train import Adam, Drawn, Plan, train_step
 
 CONFIG = Config(prompts=3, batch_prompts=2, group_size=2, cap=3, min_length=2)
 RAMBLE_ONLY = CONFIG.replace(count_approach_token=False)  # |o| = L
@@ -399,7 +399,14 @@ def toyrl_updates(
     thetas = np.repeat(theta[None], runs, axis=0)
     plan = Plan.of([variant] * runs)
     step = train_step(
-        thetas, Adam(thetas, config), noise, plan, config, thetas.copy(), apply=False, refill=refill
+        thetas,
+        Adam(thetas, config),
+        Drawn.of(thetas, noise, config),
+        plan,
+        config,
+        thetas.copy(),
+        apply=False,
+        refill=refill,
     )
     assert (thetas == theta[None]).all()
     return -step.grad

@@ -11,7 +11,7 @@ from toyrl.expected import expected_update, true_gradient
 from toyrl.objective import Variant, from_spec
 from toyrl.policy import Batch, exact_metrics
 from toyrl.stages import REGISTRY
-from toyrl.train import Adam, Plan, initial_theta, train_step
+from toyrl.train import Adam, Drawn, Plan, initial_theta, train_step
 from toyrl.variants import ARTICLE, VARIANTS, article_variants
 
 NAMES = list(ARTICLE)
@@ -22,7 +22,9 @@ def sampled_step(theta_rows, noise, variant: Variant, config: Config) -> tuple[n
     `train_step` (not applied) with noise (prompt_index, approach uniforms, length exponentials)."""
     theta = theta_rows.copy()
     plan = Plan.of([variant] * len(theta))
-    step = train_step(theta, Adam(theta, config), noise, plan, config, theta.copy(), apply=False)
+    step = train_step(
+        theta, Adam(theta, config), Drawn.of(theta, noise, config), plan, config, theta.copy(), apply=False
+    )
     assert (theta == theta_rows).all()  # evaluated, not applied
     return -step.grad, step.batch
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from toyrl.config import Config
 from toyrl.objective import Variant, advantages, parse_spec
 from toyrl.policy import Coefficients, OwnLogits, TokenTable, policy_gradient, sample_batch
-from toyrl.stages import PPOClip, weights
+from toyrl.stages import weights
 from toyrl.train import Epoch, Part, Plan
 from toyrl.variants import ARTICLE, VARIANTS
 
@@ -208,7 +208,7 @@ def later_update(variant, config, batch, theta_old, theta, theta_ref):
     ref = own.table(theta_ref) if variant.kl.beta > 0 else None
     epoch = Epoch.of(own, advantages, own.table(theta_old), ref)
     part = Part.of(own.batch, included, denominator, n)
-    closed_form, clip_fraction = epoch.gradient(type(variant.objective), slice(None), theta, plan, part)
+    closed_form, clip_fraction = epoch.gradient(theta, plan, part)
     return included, advantages, closed_form, clip_fraction
 
 
@@ -387,7 +387,7 @@ def test_clipped_update_equals_a_token_level_computation(variant: Variant) -> No
     old, ref = own.table(theta_old), own.table(theta_ref)
     part = Part.of(own.batch, included, denominator, n)
     epoch = Epoch.of(own, advantage_values, old, ref)
-    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
+    closed_form, clip_fraction = epoch.gradient(theta, plan, part)
 
     logp, mask, leaves, old_logp, ref_logp = policy_tensors(
         theta, theta_old, theta_ref, prompt_index, batch, config
@@ -442,7 +442,7 @@ def test_one_iteration_is_the_plain_on_policy_update() -> None:
     own = OwnLogits.of(batch, theta.shape[-1])
     part = Part.of(own.batch, included, denominator, n)
     epoch = Epoch.of(own, advantage, own.table(theta), own.table(theta))
-    ppo, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
+    ppo, clip_fraction = epoch.gradient(theta, plan, part)
     np.testing.assert_allclose(ppo, on_policy, rtol=1e-12, atol=1e-18)
     assert clip_fraction[0] == 0
 
@@ -492,7 +492,7 @@ def test_a_mini_batch_update_equals_a_token_level_computation(spec: str, update:
     own = OwnLogits.of(batch, theta.shape[-1])
     epoch = Epoch.of(own, advantage_values, own.table(theta_old), None)
     part = Part.of(own.batch, included, denominator, n)
-    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
+    closed_form, clip_fraction = epoch.gradient(theta, plan, part)
 
     psi = torch.tensor(theta[0, :6], requires_grad=True)
     phi = [torch.tensor(theta[0, 6], requires_grad=True), torch.tensor(theta[0, 7], requires_grad=True)]
@@ -585,7 +585,7 @@ def test_a_kl_reward_equals_a_token_level_computation(spec: str, at_old: bool) -
     own = OwnLogits.of(batch, theta.shape[-1])
     epoch = Epoch.of(own, advantage_values, own.table(theta_old), own.table(theta_ref), plan.kl_reward)
     part = Part.of(own.batch, selected & parts[0], denominator, n)
-    closed_form, clip_fraction = epoch.gradient(PPOClip, slice(None), theta, plan, part)
+    closed_form, clip_fraction = epoch.gradient(theta, plan, part)
 
     logp, mask, leaves = leaf_tensors(theta, prompt_index, batch, config.cap)
     old_logp = leaf_tensors(theta_old, prompt_index, batch, config.cap)[0].detach()

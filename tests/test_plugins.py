@@ -256,17 +256,17 @@ BROKEN = {
     ),
     "coefficients of one kind": (
         "objective",
-        "@staticmethod\n    def stack(objectives):\n        return {}\n\n"
-        "    @staticmethod\n    def coefficients(update, parameters, beta):\n"
+        "def coefficients(self, update, beta):\n"
         "        from toyrl.policy import Coefficients\n"
         "        return Coefficients(update.advantage[..., 0]), np.zeros(len(update.advantage))",
         "returns approach coefficients of shape (3, 3) for an update of shape (3, 3, 4)",
     ),
-    "a stack of one value": (
+    "no clipped tokens": (
         "objective",
-        "@staticmethod\n    def stack(objectives):\n        return {'clip': np.array(0.2)}\n\n"
-        "    @staticmethod\n    def coefficients(update, parameters, beta):\n        raise AssertionError",
-        "stack returns clip of shape () for 3 runs (the contract: {key: [runs]})",
+        "def coefficients(self, update, beta):\n"
+        "        from toyrl.policy import Coefficients\n"
+        "        return Coefficients(update.advantage, n=1.0), None",
+        "returns clipped tokens of shape () for an update of shape (3, 3, 4)",
     ),
 }
 

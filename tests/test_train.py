@@ -10,7 +10,7 @@ from toyrl import experiment, noise, train
 from toyrl.config import Config, InvalidInput
 from toyrl.experiment import run_experiment
 from toyrl.experiment import simulate_runs as simulate
-from toyrl.policy import Coefficients, TokenTable, policy_gradient, sample_batch
+from toyrl.policy import Batch, Coefficients, TokenTable, policy_gradient, sample_batch
 from toyrl.stages import WindowReward, weights
 from toyrl.train import Adam, Plan
 from toyrl.variants import ARTICLE as ARTICLE_NAMES
@@ -116,18 +116,22 @@ def test_adam_steps_by_hand() -> None:
     theta = np.array([[1.0, -2.0, 0.0], [5.0, 5.0, 5.0]])
     adam = Adam(theta, config)
     first = np.array([[0.5, -3.0, 0.0], [1.0, 1.0, 1.0]])
-    adam.step(theta, first[:1], np.array([0]))
+    alone = theta[1:].copy()
+    adam.step(theta, first)
     # Step 1: the bias-corrected moments are g and g^2, so each parameter moves by -lr sign(g).
-    np.testing.assert_allclose(theta, [[0.9, -1.9, 0.0], [5.0, 5.0, 5.0]], atol=1e-8)
+    np.testing.assert_allclose(theta, [[0.9, -1.9, 0.0], [4.9, 4.9, 4.9]], atol=1e-8)
     after_first = theta.copy()
     second = np.array([[1.5, 1.0, 0.0], [2.0, 2.0, 2.0]])
-    adam.step(theta, second, slice(None))
+    adam.step(theta, second)
     m_hat = (0.9 * 0.1 * first[0] + 0.1 * second[0]) / (1 - 0.9**2)
     v_hat = (0.999 * 0.001 * first[0] ** 2 + 0.001 * second[0] ** 2) / (1 - 0.999**2)
     np.testing.assert_allclose(theta[0], after_first[0] - 0.1 * m_hat / (np.sqrt(v_hat) + 1e-8), rtol=1e-12)
-    # The second run took its first step only now: its own count, its own bias correction.
-    np.testing.assert_allclose(theta[1], [4.9, 4.9, 4.9], atol=1e-8)
-    assert adam.count.tolist() == [2, 1]
+    assert adam.count == 2
+    # A run's steps are the same bits whatever other runs share its array.
+    single = Adam(alone, config)
+    single.step(alone, first[1:])
+    single.step(alone, second[1:])
+    np.testing.assert_array_equal(alone[0], theta[1])
 
 
 def test_numbers_do_not_depend_on_workers_or_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,14 +261,25 @@ def test_mini_batches_take_one_adam_step_each() -> None:
         parse_variant("advantage=none,aggregation=token_mean,mini_batches=3,shuffle=epoch"),
         VARIANTS["dr_grpo"],
     ]
-    plan = Plan.of(variants)
-    theta = np.stack([train.initial_theta(config, train.run_streams(seed)[0]) for seed in (1, 2, 3)])
-    adam = Adam(theta, config)
-    streams = [train.run_streams(seed) for seed in (1, 2, 3)]
-    noise, orders = train.step_noise(streams, config), train.step_orders(streams, plan, config)
-    for _ in range(config.steps):
-        train.train_step(theta, adam, next(noise), plan, config, theta.copy(), positions=next(orders))
-    assert adam.count.tolist() == [8 * config.steps, 3 * config.steps, config.steps]
+    counts = []
+    for variant, seed in zip(variants, (1, 2, 3), strict=True):
+        plan = Plan.of([variant])
+        streams = [train.run_streams(seed)]
+        theta = train.initial_theta(config, streams[0][0])[None]
+        adam = Adam(theta, config)
+        noise, orders = train.step_noise(streams, config), train.step_orders(streams, plan, config)
+        for _ in range(config.steps):
+            train.train_step(
+                theta,
+                adam,
+                train.Drawn.of(theta, next(noise), config),
+                plan,
+                config,
+                theta.copy(),
+                positions=next(orders),
+            )
+        counts.append(adam.count)
+    assert counts == [8 * config.steps, 3 * config.steps, config.steps]
 
 
 def test_a_shuffle_draws_from_its_own_stream_only() -> None:
@@ -277,17 +292,20 @@ def test_a_shuffle_draws_from_its_own_stream_only() -> None:
         parse_variant("advantage=none,aggregation=token_mean,mini_batches=2,num_iterations=2,shuffle=once"),
         parse_variant("advantage=none,aggregation=token_mean,mini_batches=2"),
     ]
-    streams = [train.run_streams(seed) for seed in (4, 4, 4)]
-    positions = next(train.step_orders(streams, Plan.of(variants), config))
-    assert positions.shape == (3, 3, 3, 4)
-    flat = positions.reshape(3, 3, 12)
+    streams = [[train.run_streams(4)] for _ in variants]
+    each, once, none = (
+        next(train.step_orders(runs, Plan.of([variant]), config))
+        for runs, variant in zip(streams, variants, strict=True)
+    )
+    assert each.shape == (1, 3, 3, 4) and once.shape == (1, 1, 3, 4) and none is None
+    flat = np.concatenate([each, once], axis=1).reshape(4, 12)
     assert (np.sort(flat, axis=-1) == np.arange(12)).all()  # every order is a permutation
-    assert len({tuple(order) for order in flat[0]}) == 3  # a new order each epoch
-    assert (flat[1] == flat[1][0]).all() and (flat[2] == np.arange(12)).all()
+    assert len({tuple(order) for order in flat[:3]}) == 3  # a new order each epoch
     # the shuffle stream's own draws: the run's 5th child, and nothing else consumed it
     expected = np.random.default_rng(np.random.SeedSequence(4).spawn(5)[4]).random((3, 12)).argsort(axis=-1)
-    np.testing.assert_array_equal(np.argsort(flat[0], axis=-1), expected)
-    assert streams[2][4].random() == np.random.default_rng(np.random.SeedSequence(4).spawn(5)[4]).random()
+    np.testing.assert_array_equal(np.argsort(flat[:3], axis=-1), expected)
+    np.testing.assert_array_equal(flat[3], flat[0])  # 'once': the same stream's first order
+    assert streams[2][0][4].random() == np.random.default_rng(np.random.SeedSequence(4).spawn(5)[4]).random()
 
 
 def test_a_schedule_that_does_not_cut_the_batch_evenly_is_refused() -> None:
@@ -296,6 +314,18 @@ def test_a_schedule_that_does_not_cut_the_batch_evenly_is_refused() -> None:
     variant = parse_variant("advantage=none,aggregation=token_mean,mini_batches=5")
     with pytest.raises(InvalidInput, match=r"mini_batches x micro_batches = 5 must divide the batch's 12"):
         simulate(SMALL, [(variant, 0)])
+
+
+def sampled_each(variants: list, drawn: Batch, theta: np.ndarray, config: Config, refill: list) -> tuple:
+    """(the batch, the tokens generated) of each run sampled as its own chunk, [R] together."""
+    out = [
+        Plan.of([variant]).sampled(drawn.rows([i]), theta[i : i + 1], config, refill[i : i + 1])
+        for i, variant in enumerate(variants)
+    ]
+    batches = [batch for batch, _ in out]
+    columns = ("prompt_index", "right", "length", "stopped")
+    batch = Batch(*(np.concatenate([getattr(b, name) for b in batches]) for name in columns))
+    return batch, np.concatenate([tokens for _, tokens in out])
 
 
 def test_dynamic_sampling_keeps_mixed_groups_and_draws_from_its_own_stream() -> None:
@@ -308,12 +338,12 @@ def test_dynamic_sampling_keeps_mixed_groups_and_draws_from_its_own_stream() -> 
     config = Config(prompts=40, batch_prompts=6, group_size=4, cap=40, min_length=4, stop_prob_right=0.1)
     filtering = parse_variant("advantage=none,aggregation=token_mean,sampler=filter_groups")
     one_round = parse_variant("advantage=none,aggregation=token_mean,sampler=filter_groups,max_rounds=1")
-    plan = Plan.of([filtering, one_round, VARIANTS["dr_grpo"]])
     streams = [train.run_streams(seed) for seed in (3, 3, 3)]
     theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
     noise = next(train.step_noise(streams, config))
     drawn = sample_batch(theta, *noise, config.cap)
-    batch, tokens = plan.sampled(drawn, theta, config, [run[5] for run in streams])
+    variants = [filtering, one_round, VARIANTS["dr_grpo"]]
+    batch, tokens = sampled_each(variants, drawn, theta, config, [run[5] for run in streams])
     generated = (drawn.length + 1).sum(axis=(1, 2))  # every token of the step's own draw
     assert tokens[0] > generated[0] and tokens[1] == generated[1] and tokens[2] == generated[2]
     counts = correct(batch, config).sum(axis=-1)
@@ -344,13 +374,12 @@ def test_gfpo_keeps_the_shortest_of_its_draws_and_counts_them_all() -> None:
     efficient = parse_variant(
         "advantage=none,aggregation=token_mean,sampler=gfpo,draws=7,keep=reward_per_token"
     )
-    plan = Plan.of([shortest, efficient, VARIANTS["dr_grpo"]])
     streams = [train.run_streams(seed) for seed in (5, 5, 5)]
     theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
     draws = next(train.step_noise(streams, config))
     drawn = sample_batch(theta, *draws, config.cap)
     refill = [run[5] for run in streams]
-    batch, tokens = plan.sampled(drawn, theta, config, refill)
+    batch, tokens = sampled_each([shortest, efficient, VARIANTS["dr_grpo"]], drawn, theta, config, refill)
     replay = np.random.default_rng(np.random.SeedSequence(5).spawn(6)[5])
     extra = sample_batch(
         theta[:1],
@@ -401,14 +430,18 @@ def test_gradient_norm_clipping_scales_each_update_as_torch_does() -> None:
         parse_variant("advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1e-05"),
         parse_variant("advantage=none,aggregation=seq_mean_token_sum_norm,max_grad_norm=1000"),
     ]
-    plan = Plan.of(variants)
-    streams = [train.run_streams(5) for _ in variants]
-    theta = np.stack([train.initial_theta(config, run[0]) for run in streams])
-    adam = Adam(theta, config)
-    step = train.train_step(theta, adam, next(train.step_noise(streams, config)), plan, config, theta.copy())
-    grad = step.grad[0]
-    np.testing.assert_array_equal(step.grad[1], grad)  # the same batch: the recorded gradient is unclipped
-    received = adam.moment1 / (1 - config.adam_beta1)
+    grads, received = [], []
+    for variant in variants:
+        streams = [train.run_streams(5)]
+        theta = train.initial_theta(config, streams[0][0])[None]
+        adam = Adam(theta, config)
+        noise = next(train.step_noise(streams, config))
+        drawn = train.Drawn.of(theta, noise, config)
+        step = train.train_step(theta, adam, drawn, Plan.of([variant]), config, theta.copy())
+        grads.append(step.grad[0])
+        received.append((adam.moment1 / (1 - config.adam_beta1))[0])
+    grad = grads[0]
+    np.testing.assert_array_equal(grads[1], grad)  # the same batch: the recorded gradient is unclipped
     norm = np.sqrt((grad * grad).sum())
     assert norm > 1e-5  # the small bound acts
     np.testing.assert_allclose(received[1], grad * 1e-5 / (norm + 1e-6), rtol=1e-12)

@@ -290,6 +290,7 @@ def simulate_mean_field(
             grad = -_expected_update(theta, config, plan)
             recorder.record(step, grad)
             if step < config.steps:
-                adam.step(theta, grad, slice(None))
+                adam.step(theta, grad)
             check_finite(step, theta, grad, runs, config)
+            recorder.done(step)
     return recorder.trajectory()

@@ -14,9 +14,8 @@ kinds are the five a training step calls through their interface (R runs, B prom
 |            | (with `uses_tokens`, a third argument: the token counts |o| [R, B, G])         |
 | normaliser | `denominators(tokens, included, length_norm, members=None)`                   |
 |            | -> (D [R, B, G], n [R] or one number)                                         |
-| objective  | `stack(objectives)` -> {key: [R]};                                            |
-|            | `coefficients(update, parameters, beta)` -> (`Coefficients` of [R, B, G]      |
-|            | arrays, clipped tokens [R])                                                   |
+| objective  | `coefficients(update, beta)` -> (`Coefficients` of [R, B, G] arrays, clipped  |
+|            | tokens [R]); its parameters are its own fields (a chunk's runs share one)     |
 
 (toyrl.train reads the kl, the schedule and the sampler by their own classes: a plugin cannot
 replace those.) Each stage is probed when its plugin loads (`probe`): its outputs must have the
@@ -358,10 +357,6 @@ def _probed(kind: str, stage: Any) -> str:
     outputs_of = PROBES[kind]
     given = f"for {INPUTS[kind]} of shape {batch.right.shape}"
     try:
-        if kind == "objective":
-            problem = _stacked(stage, given)
-            if problem:
-                return problem
         outputs = outputs_of(stage, batch, theta, moved)
     except Exception as error:
         return f"raises {_describe(error)} {given}"
@@ -420,20 +415,6 @@ def _checked(output: Output, given: str) -> str:
     where = (f" at {index}" if index else "") + (f" in {output.name}" if output.name else "")
     need = "finite values" if not np.isfinite(value) else output.contract
     return f"returns {value}{where} {given} (the contract: {need})"
-
-
-def _stacked(stage: Any, given: str) -> str:
-    """What is wrong with an objective's `stack` of three runs, the second of another objective
-    (PPO's clip), as a chunk mixing objectives has them ('' if nothing)."""
-    stacked = type(stage).stack([stage, REGISTRY["objective"]["ppo_clip"], stage])
-    if not isinstance(stacked, dict):
-        return f"stack returns a {type(stacked).__name__} for 3 runs (the contract: {{key: [runs]}})"
-    for key, value in stacked.items():
-        if np.shape(value) != (RUNS,):
-            return (
-                f"stack returns {key} of shape {np.shape(value)} for 3 runs (the contract: {{key: [runs]}})"
-            )
-    return ""
 
 
 def _reward(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
@@ -500,7 +481,7 @@ def _objective(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -
     part = Part.of(batch, included, *plan.denominators(batch, included, PROBE_CONFIG))
     own = OwnLogits.of(batch, theta.shape[-1])
     epoch = Epoch.of(own, advantage, own.table(theta), None)
-    coefficients, clipped, _ = epoch.coefficients(type(stage), slice(None), moved, plan, part)
+    coefficients, clipped, _ = epoch.coefficients(moved, plan, part)
     if not isinstance(coefficients, Coefficients):
         raise TypeError(
             f"coefficients returned a {type(coefficients).__name__} first, not toyrl.policy.Coefficients"
@@ -606,14 +587,6 @@ def _coefficients(out: Any, update: Any, *rest: Any) -> str:
     return _values(clipped, shape[:1], f"in clipped tokens {given}")
 
 
-def _stack(out: Any, objectives: Any, *rest: Any) -> str:
-    runs = (len(objectives),)
-    if not isinstance(out, dict):
-        return f"returned a {type(out).__name__}, not {{key: [runs]}}, for {runs[0]} runs"
-    wrong = next((key for key, value in out.items() if _shape_of(value) != runs), None)
-    return "" if wrong is None else f"returned {wrong} of shape {_shape_of(out[wrong])}, not {runs}"
-
-
 def _window(out: Any, config: Any, *rest: Any) -> str:
     integers = isinstance(out, tuple | list) and len(out) == 2
     integers = integers and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in out)
@@ -636,7 +609,7 @@ GUARDS: dict[str, dict[str, Callable[..., str]]] = {
     "selector": {"included": _included},
     "advantage": {"advantages": _advantages, "conditional": _conditional},
     "normaliser": {"denominators": _denominators, "response_denominator": _response_denominator},
-    "objective": {"stack": _stack, "coefficients": _coefficients},
+    "objective": {"coefficients": _coefficients},
 }
 
 

@@ -915,9 +915,6 @@ class TokenAdvantage:
     positive_count: FloatArray
     negative_count: FloatArray
 
-    def rows(self, rows: Any) -> TokenAdvantage:
-        return TokenAdvantage(*(getattr(self, f.name)[:, rows] for f in fields(self)))
-
 
 def _ramble_sums(c: FloatArray, d: FloatArray, n: FloatArray) -> tuple[FloatArray, ...]:
     """(sum of the positive values, of the negative ones, their counts) of a(m) = c - d m over
@@ -960,22 +957,15 @@ class K1Reward:
     def simulated_only(self) -> str:
         return "the KL reward makes the update depend on more than the policy" if self.beta > 0 else ""
 
-    @staticmethod
     def token_advantages(
-        advantage: FloatArray,
-        beta: FloatArray,
-        old: TokenTable,
-        ref: TokenTable,
-        batch: Batch,
-        counts: FloatArray,
+        self, advantage: FloatArray, old: TokenTable, ref: TokenTable, batch: Batch, counts: FloatArray
     ) -> TokenAdvantage:
-        """The batch's per-kind advantage sums for runs with KL coefficients `beta` [R] (0: the
-        response's advantage on every token), `old` and `ref` the sampling and reference policies'
+        """The batch's per-kind advantage sums, `old` and `ref` the sampling and reference policies'
         tables at the batch's logits, `counts` its tokens of each kind [3, R, B, G]."""
         k1 = TokenTable.at_tokens(
             old.log_positive - ref.log_positive, old.log_negative - ref.log_negative, batch
         )
-        b = beta[:, None, None]
+        b = self.beta
         non_stop, stopped = counts[1], counts[2]
         tail = advantage - b * stopped * k1[2]  # c: the non-stop tokens' values are c - beta k_ns m
         approach = tail - b * (k1[0] + non_stop * k1[1])
@@ -1001,7 +991,7 @@ def _clip(default: float | None, optional: bool = False) -> Any:
 
 class ClipRange:
     """What the clipped objectives share (PPO's, GSPO's, GMPO's): `epsilon` and `epsilon_high`
-    (None: epsilon) checked, the upper bound `clip_high`, and the runs' ranges `stack`ed."""
+    (None: epsilon) checked, and the upper bound `clip_high`."""
 
     epsilon: float
     epsilon_high: float | None
@@ -1013,26 +1003,11 @@ class ClipRange:
     def clip_high(self) -> float:
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
-    @classmethod
-    def stack(cls, objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        """The clip ranges of a chunk's runs, [R] (NaN for runs with another objective)."""
-        return _clip_ranges(cls, objectives)
 
-
-def _of_runs(kind: type, objectives: Sequence[Any], name: str) -> FloatArray:
-    """A parameter `name` of a chunk's runs whose objective is a `kind` [R] (NaN for the others)."""
-    return np.array([getattr(o, name) if isinstance(o, kind) else np.nan for o in objectives])
-
-
-def _clip_ranges(kind: type, objectives: Sequence[Any]) -> dict[str, FloatArray]:
-    """The clip ranges [R] of a chunk's runs whose objective is a `kind` (NaN for the others)."""
-    return {"low": _of_runs(kind, objectives, "epsilon"), "high": _of_runs(kind, objectives, "clip_high")}
-
-
-def _kl(update: Update, beta: FloatArray) -> FloatArray:
+def _kl(update: Update, beta: float) -> FloatArray:
     """The KL term's coefficient on each token of a kind, beta (pi_ref / pi - 1) [3, R, B, G]
     (rho log(pi_ref / pi) where the k3 is ratio-weighted: `Update.kl_positive`)."""
-    return beta[:, None, None] * update.gather(update.kl_positive, update.kl_negative)
+    return beta * update.gather(update.kl_positive, update.kl_negative)
 
 
 @register("objective", "ppo_clip")
@@ -1056,30 +1031,18 @@ class PPOClip(ClipRange):
     # None: no lower bound on a negative advantage's objective
     dual_clip: float | None = declared(None, 1.0, 1e6, low_open=True, high_open=True, optional=True)
 
-    @classmethod
-    def stack(cls, objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        """The clip ranges of a chunk's runs, [R] (NaN for runs with another objective), and their
-        dual clips (inf: none)."""
-        dual = [o.dual_clip if isinstance(o, cls) and o.dual_clip is not None else np.inf for o in objectives]
-        return super().stack(objectives) | {"dual": np.array(dual)}
-
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         """(coefficients, clipped tokens [R]) of every token of the batch, by kind (approach,
-        non-stop, stop), with the runs' clip ranges `parameters` (`stack`) and KL coefficients
-        `beta` [R] (None: no run has a KL term). Per kind: 1/(D n) (u A rho + beta (pi_ref/pi - 1))
-        times the response's tokens of that kind."""
+        non-stop, stop), with the KL coefficient `beta` (None: no KL term). Per kind:
+        1/(D n) (u A rho + beta (pi_ref/pi - 1)) times the response's tokens of that kind."""
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
-        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        low, high = self.epsilon, self.clip_high
+        dual = np.inf if self.dual_clip is None else self.dual_clip
         if update.token_advantage is not None:  # advantages that vary within a response, per kind
-            return PPOClip._per_token(update, ratio, low, high, parameters["dual"][:, None, None])
+            return PPOClip._per_token(update, ratio, low, high, dual)
         advantage = update.advantage
         # rho > 1 + epsilon_high where A > 0; rho < 1 - epsilon or rho > c where A < 0 (never where A = 0)
-        above = np.where(
-            advantage > 0, 1 + high, np.where(advantage < 0, parameters["dual"][:, None, None], np.inf)
-        )
+        above = np.where(advantage > 0, 1 + high, np.where(advantage < 0, dual, np.inf))
         below = np.where(advantage < 0, 1 - low, -np.inf)
         clipped = (ratio > above) | (ratio < below)
         objective = np.where(clipped, 0.0, advantage * ratio)
@@ -1091,7 +1054,7 @@ class PPOClip(ClipRange):
 
     @staticmethod
     def _per_token(
-        update: Update, ratio: FloatArray, low: FloatArray, high: FloatArray, dual: FloatArray
+        update: Update, ratio: FloatArray, low: float, high: float, dual: float
     ) -> tuple[Coefficients, FloatArray]:
         """The same clip with per-token advantages (`TokenAdvantage`): a kind's positive tokens are
         unclipped while rho <= 1 + epsilon_high, its negative ones while 1 - epsilon <= rho <= c."""
@@ -1125,10 +1088,7 @@ class GSPO(ClipRange):
     epsilon: float = _clip(3e-4)
     epsilon_high: float | None = _clip(4e-4, optional=True)
 
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         """(coefficients, clipped tokens [R]) by kind: 1/(D n) u A s times the kind's tokens, plus
         the per-token KL term as PPOClip adds it."""
         _sequence_only(update, "gspo")
@@ -1138,7 +1098,7 @@ class GSPO(ClipRange):
         log_ratio = np.where(counts > 0, counts * kernels.log(ratio), 0.0)  # log 0 = -inf: not selected
         sequence = kernels.exp(log_ratio.sum(axis=0) / tokens)
         advantage = update.advantage
-        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        low, high = self.epsilon, self.clip_high
         clipped = ((advantage > 0) & (sequence > 1 + high)) | ((advantage < 0) & (sequence < 1 - low))
         objective = np.where(clipped, 0.0, advantage * sequence) * counts
         if beta is not None:
@@ -1174,17 +1134,14 @@ class GMPO(ClipRange):
     epsilon: float = _clip(0.4)
     epsilon_high: float | None = _clip(0.4, optional=True)  # None: epsilon
 
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         """(coefficients, clipped tokens [R]) by kind: 1/(D n) u A g times the kind's tokens, plus
         the per-token KL term as PPOClip adds it."""
         _sequence_only(update, "gmpo")
         ratio = update.gather(update.ratio_positive, update.ratio_negative)  # [3, R, B, G]
         counts = update.counts
         advantage = update.advantage
-        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        low, high = self.epsilon, self.clip_high
         log_ratio = np.where(counts > 0, kernels.log(ratio), 0.0)  # log 0 = -inf: not selected
         positive, negative = advantage > 0, advantage < 0
         clipped = (positive & (log_ratio > high)) | (negative & (log_ratio < -low))
@@ -1223,16 +1180,7 @@ class VESPO:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        return {
-            name: _of_runs(VESPO, objectives, name) for name in ("k_pos", "lambda_pos", "k_neg", "lambda_neg")
-        }
-
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         _sequence_only(update, "vespo")
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
         counts = update.counts
@@ -1240,20 +1188,14 @@ class VESPO:
         log_w = np.clip(log_ratio.sum(axis=0), VESPO_LOG_FLOOR, 20.0)
         nonnegative = update.advantage >= 0
 
-        def of_sign(name: str) -> FloatArray:
-            return np.where(
-                nonnegative,
-                parameters[name + "_pos"][:, None, None],
-                parameters[name + "_neg"][:, None, None],
-            )
-
-        k, rate = of_sign("k"), np.maximum(of_sign("lambda"), 1e-4)
+        k = np.where(nonnegative, self.k_pos, self.k_neg)
+        rate = np.maximum(np.where(nonnegative, self.lambda_pos, self.lambda_neg), 1e-4)
         weight = kernels.exp(rate + k * log_w - rate * kernels.exp(log_w))
         return _token_objective(update, weight, weight, beta), np.zeros(ratio.shape[1])
 
 
 def _token_objective(
-    update: Update, positive: FloatArray, negative: FloatArray, beta: FloatArray | None
+    update: Update, positive: FloatArray, negative: FloatArray, beta: float | None
 ) -> Coefficients:
     """Coefficients by kind from a token's weight on its advantage: `positive` (where A > 0) and
     `negative` (A <= 0) [3, R, B, G], the same weight for every token of a kind; with per-token
@@ -1296,19 +1238,11 @@ class CISPO:
     def clip_high(self) -> float:
         return self.epsilon_high
 
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        low = [1 - o.epsilon if isinstance(o, CISPO) and o.epsilon is not None else 0.0 for o in objectives]
-        return {"low": np.array(low), "high": 1 + _clip_ranges(CISPO, objectives)["high"]}
-
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         """(coefficients, clipped tokens [R]): clip(rho) A per token (a clipped token: its weight
         moved to a bound), plus the KL term as PPOClip adds it."""
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
-        low, high = parameters["low"][:, None, None], parameters["high"][:, None, None]
+        low, high = 0.0 if self.epsilon is None else 1 - self.epsilon, 1 + self.epsilon_high
         weight = np.minimum(np.maximum(ratio, low), high)
         clipped = np.where(update.included & ((ratio < low) | (ratio > high)), update.counts, 0.0)
         return _token_objective(update, weight, weight, beta), clipped.sum(axis=(0, 2, 3))
@@ -1331,21 +1265,14 @@ class SAPO:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        return {name: _of_runs(SAPO, objectives, name) for name in ("tau_pos", "tau_neg")}
-
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
 
-        def gate_slope(tau: FloatArray) -> FloatArray:  # d f / d log pi = 4 sigma(x) sigma(-x) rho
-            x = tau[:, None, None] * (ratio - 1)
+        def gate_slope(tau: float) -> FloatArray:  # d f / d log pi = 4 sigma(x) sigma(-x) rho
+            x = tau * (ratio - 1)
             return 4 * expit(x) * expit(-x) * ratio
 
-        positive, negative = gate_slope(parameters["tau_pos"]), gate_slope(parameters["tau_neg"])
+        positive, negative = gate_slope(self.tau_pos), gate_slope(self.tau_neg)
         return _token_objective(update, positive, negative, beta), np.zeros(ratio.shape[1])
 
 
@@ -1357,14 +1284,7 @@ class PlainPolicyGradient:
     coefficient is A at every update, whatever the ratio: later epochs repeat the on-policy
     gradient at the moved policy."""
 
-    @staticmethod
-    def stack(objectives: Sequence[Any]) -> dict[str, FloatArray]:
-        return {}
-
-    @staticmethod
-    def coefficients(
-        update: Update, parameters: dict[str, FloatArray], beta: FloatArray | None
-    ) -> tuple[Coefficients, FloatArray]:
+    def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
         ones = np.ones(update.counts.shape)
         return _token_objective(update, ones, ones, beta), np.zeros(len(update.advantage))
 
@@ -1436,16 +1356,12 @@ class Epochs:
     def check(self, config: Config) -> None:
         """InvalidInput unless the configuration's batches cut into equal mini- and micro-batches."""
         responses = config.batch_prompts * config.group_size
-        parts = self.mini_batches * self.micro_batches
+        parts = self.mini_batches * self.micro_batches * self.ranks
         if responses % parts:
+            factors = "mini_batches x micro_batches" + (" x ranks" if self.ranks > 1 else "")
             raise InvalidInput(
-                f"mini_batches x micro_batches = {parts} must divide the batch's "
-                f"{responses} responses (batch_prompts x group_size)"
-            )
-        if responses % (self.mini_batches * self.micro_batches * self.ranks):
-            raise InvalidInput(
-                f"mini_batches x micro_batches x ranks = {parts * self.ranks} must divide the batch's "
-                f"{responses} responses (batch_prompts x group_size)"
+                f"{factors} = {parts} must divide the batch's {responses} responses "
+                "(batch_prompts x group_size)"
             )
         longest = self.prompt_tokens + config.cap + config.approach_tokens
         if self.token_budget and self.token_budget < longest:

@@ -4,7 +4,9 @@ Article, "Toy run": each step samples B distinct prompts and G responses to each
 takes the variant's updates with Adam (one on-policy update for the article's variants).
 `train_step` reads like cleanrl's loop: sample -> reward -> select -> advantage (once per sampled
 batch) -> for each update of the schedule: normaliser -> objective -> gradient -> Adam. Every
-stage is the variant's own (`toyrl.stages`); runs sharing a stage are computed together.
+stage is the variant's own (`toyrl.stages`). A chunk's runs share one sampler, objective, KL term
+and schedule (`chunk_key`), called once with their own parameters; the reward, selector, advantage
+and normaliser may differ from run to run, runs sharing one computed together.
 
 Randomness (the noise contract): every run (variant, seed) owns the streams of `STREAMS`, the
 children of `SeedSequence(seed)` in that order. A run's numbers depend on its seed alone, not on
@@ -87,6 +89,7 @@ BATCH_COLUMNS = [*SAMPLED_COLUMNS, "grad_norm", "clip_fraction"]
 COLUMNS = ["variant", "seed", "step", *EXACT_COLUMNS, *BATCH_COLUMNS]
 
 Rows = IndexArray | slice
+ALL = slice(None)  # every run
 
 
 def initial_theta(config: Config, rng: np.random.Generator) -> FloatArray:
@@ -103,79 +106,99 @@ def _groups(keys: list[Any]) -> tuple[tuple[Any, Rows], ...]:
     )
 
 
+CHUNK_KINDS = ("sampler", "objective", "kl", "schedule")  # one of each per chunk
+
+
+def chunk_key(variant: Variant) -> tuple[Any, ...]:
+    """The stages a chunk's runs share (`CHUNK_KINDS`): a chunk calls them once, with their own
+    parameters; reward, selector, advantage and normaliser may differ from run to run. The KL term
+    and the objective count only where they act (None elsewhere): a run without a KL term that
+    takes one update a batch is never handed to its objective (its update is the on-policy one, in
+    closed form), so such runs share a chunk whatever objective they name."""
+    kl = variant.kl if getattr(variant.kl, "beta", 0) > 0 else None
+    objective = variant.objective if kl is not None or variant.updates > 1 else None
+    return (variant.sampler, objective, kl, variant.schedule)
+
+
+def chunks_of(variants: Sequence[Variant]) -> list[Rows]:
+    """The runs grouped into chunks of one `chunk_key`, in the order of their first runs (a slice
+    when every run shares one)."""
+    return [rows for _, rows in _groups([chunk_key(v) for v in variants])]
+
+
 @dataclass(frozen=True)
 class Plan:
-    """The runs grouped by stage (each stage's runs computed together), and per-run settings [R]."""
+    """One chunk of runs: the sampler, objective, KL term and schedule they share, with the
+    schedule's and the KL term's settings, and the runs grouped by reward, selector, advantage and
+    normaliser (each group's stage computed together)."""
 
+    sampler: Any
+    objective: Any  # None where the runs name several (their objectives never act: `chunk_key`)
+    updates: int  # optimiser updates per batch: epochs x mini-batches
+    mini_batches: int
+    micro_batches: int
+    ranks: int  # verl's V1 layout (`toyrl.layout`): data-parallel ranks, ...
+    token_budget: int  # ... each micro-batch's tokens (0: micro_batches equal parts) ...
+    prompt_tokens: int  # ... and each prompt's tokens, counted in a sequence's length
+    orders: int  # random orders of the responses drawn per batch
+    max_grad_norm: float  # each update's gradient clipped to this norm (inf: not clipped)
+    beta: float  # the k3 term's coefficient in the loss
+    kl_reward: K1Reward | None  # the k1 term in the reward (None: none)
+    kl_ratio_weighted: bool  # the KL term times the ratio (TRL's use_bias_correction_kl)
     rewards_by: tuple[tuple[Any, Rows], ...]
-    samplers_by: tuple[tuple[Any, Rows], ...]
     selectors_by: tuple[tuple[Any, Rows], ...]
     advantages_by: tuple[tuple[Any, Rows], ...]
     normalisers_by: tuple[tuple[Any, Rows], ...]
-    objectives_by: tuple[tuple[Any, Rows], ...]  # by objective class, whose runs' parameters ...
-    objective_parameters: dict[Any, dict[str, FloatArray]]  # ... are arrays [R] (`stack`)
-    updates: NDArray[np.int64]  # optimiser updates per batch [R]: epochs x mini-batches
-    mini_batches: NDArray[np.int64]
-    micro_batches: NDArray[np.int64]
-    ranks: NDArray[np.int64]  # verl's V1 layout (`toyrl.layout`): data-parallel ranks, ...
-    token_budget: NDArray[np.int64]  # ... each micro-batch's tokens (0: micro_batches equal parts) ...
-    prompt_tokens: NDArray[np.int64]  # ... and each prompt's tokens, counted in a sequence's length
-    per_micro_batch: NDArray[np.bool_]  # whether the normaliser is taken on each micro-batch
-    orders: NDArray[np.int64]  # random orders of the responses drawn per batch [R]
-    max_grad_norm: FloatArray  # each update's gradient clipped to this norm [R] (inf: not clipped)
-    beta: FloatArray  # the k3 term's coefficient in the loss [R]
-    kl_reward: FloatArray  # the k1 term's coefficient in the reward [R]
-    kl_ratio_weighted: NDArray[np.bool_]  # the KL term times the ratio (TRL's use_bias_correction_kl)
+    per_micro_batch: NDArray[np.bool_]  # whether each run's normaliser is taken on each micro-batch [R]
 
     @classmethod
     def of(cls, variants: Sequence[Variant]) -> Plan:
-        objectives = [v.objective for v in variants]
-        objectives_by = _groups([type(o) for o in objectives])
+        keys = {chunk_key(v) for v in variants}
+        if len(keys) != 1:
+            raise ValueError(f"the runs of a chunk share their {', '.join(CHUNK_KINDS)} (`chunks_of`)")
+        sampler, _, kl, schedule = chunk_key(variants[0])
+        objectives = {v.objective for v in variants}  # one, or several that never act (`chunk_key`)
         return cls(
+            sampler=sampler,
+            objective=objectives.pop() if len(objectives) == 1 else None,
+            updates=variants[0].updates,
+            mini_batches=getattr(schedule, "mini_batches", 1),
+            micro_batches=getattr(schedule, "micro_batches", 1),
+            ranks=getattr(schedule, "ranks", 1),
+            token_budget=getattr(schedule, "token_budget", 0),
+            prompt_tokens=getattr(schedule, "prompt_tokens", 0),
+            orders=getattr(schedule, "orders", 0),
+            max_grad_norm=getattr(schedule, "max_grad_norm", None) or np.inf,
+            beta=float(kl.beta) if isinstance(kl, K3) else 0.0,
+            kl_reward=kl if isinstance(kl, K1Reward) else None,
+            kl_ratio_weighted=bool(getattr(kl, "ratio_weighted", False)),
             rewards_by=_groups([v.reward for v in variants]),
-            samplers_by=_groups([v.sampler for v in variants]),
             selectors_by=_groups([v.selector for v in variants]),
             advantages_by=_groups([v.advantage for v in variants]),
             normalisers_by=_groups([v.normaliser for v in variants]),
-            objectives_by=objectives_by,
-            objective_parameters={kind: kind.stack(objectives) for kind, _ in objectives_by},
-            updates=np.array([v.updates for v in variants]),
-            mini_batches=np.array([getattr(v.schedule, "mini_batches", 1) for v in variants]),
-            micro_batches=np.array([getattr(v.schedule, "micro_batches", 1) for v in variants]),
-            ranks=np.array([getattr(v.schedule, "ranks", 1) for v in variants]),
-            token_budget=np.array([getattr(v.schedule, "token_budget", 0) for v in variants]),
-            prompt_tokens=np.array([getattr(v.schedule, "prompt_tokens", 0) for v in variants]),
             per_micro_batch=np.array(
                 [bool(getattr(v.normaliser, "per_micro_batch", False)) for v in variants]
             ),
-            orders=np.array([getattr(v.schedule, "orders", 0) for v in variants]),
-            max_grad_norm=np.array([getattr(v.schedule, "max_grad_norm", None) or np.inf for v in variants]),
-            beta=np.array([float(v.kl.beta) if isinstance(v.kl, K3) else 0.0 for v in variants]),
-            kl_reward=np.array([float(v.kl.beta) if isinstance(v.kl, K1Reward) else 0.0 for v in variants]),
-            kl_ratio_weighted=np.array([bool(getattr(v.kl, "ratio_weighted", False)) for v in variants]),
         )
 
     @property
     def whole_batch(self) -> bool:
-        """Whether every update of every run is on the whole batch, in one part (no mini- or
-        micro-batches): its normalisers are then taken once a batch."""
-        return bool(
-            (self.mini_batches == 1).all() and (self.micro_batches == 1).all() and not self.laid_out.any()
-        )
+        """Whether every update is on the whole batch, in one part (no mini- or micro-batches): its
+        normalisers are then taken once a batch."""
+        return self.mini_batches == 1 and self.micro_batches == 1 and not self.laid_out.any()
 
     @property
     def laid_out(self) -> NDArray[np.bool_]:
         """Which runs' mini- and micro-batches the responses' lengths decide [R] (`toyrl.layout`)."""
         return (self.ranks > 1) | ((self.token_budget > 0) & self.per_micro_batch)
 
-    def clipped(self, grad: FloatArray, rows: Rows) -> FloatArray:
-        """The runs' gradients [rows, P + 2] scaled to at most their max_grad_norm, as torch's
-        clip_grad_norm_ (coefficient max_norm / (norm + 1e-6), at most 1); as they are if none clips."""
-        limit = self.max_grad_norm[rows]
-        if np.isinf(limit).all():
+    def clipped(self, grad: FloatArray) -> FloatArray:
+        """The runs' gradients [R, P + 2] scaled to at most max_grad_norm, as torch's
+        clip_grad_norm_ (coefficient max_norm / (norm + 1e-6), at most 1); as they are if none."""
+        if np.isinf(self.max_grad_norm):
             return grad
         norm = np.sqrt((grad * grad).sum(axis=-1))
-        return grad * np.minimum(1.0, limit / (norm + 1e-6))[:, None]
+        return grad * np.minimum(1.0, self.max_grad_norm / (norm + 1e-6))[:, None]
 
     def parts(
         self,
@@ -190,15 +213,13 @@ class Plan:
         a run laid out by lengths (`laid_out`), as `toyrl.layout` lays its tokens [R, B, G] out
         (`dealt`: each run's order over its ranks, kept across a step's updates, which share it)."""
         shape = tokens.shape
-        mini = self.mini_batches[:, None, None]
-        size = shape[-2] * shape[-1] // mini  # responses per mini-batch, [R, 1, 1]
+        size = shape[-2] * shape[-1] // self.mini_batches  # responses per mini-batch
         if positions is None:
             position = np.broadcast_to(np.arange(shape[-2] * shape[-1]).reshape(shape[-2:]), shape)
         else:
-            epoch = np.minimum(update // self.mini_batches, positions.shape[1] - 1)
-            position = positions[np.arange(len(positions)), epoch]
-        members = position // size == update % mini
-        micro = position % size // (size // self.micro_batches[:, None, None])
+            position = positions[:, min(update // self.mini_batches, positions.shape[1] - 1)]
+        members = position // size == update % self.mini_batches
+        micro = position % size // (size // self.micro_batches)
         for run in np.flatnonzero(self.laid_out):
             members[run], micro[run] = self._laid_out(
                 int(run), update, position[run], tokens[run], {} if dealt is None else dealt
@@ -216,8 +237,8 @@ class Plan:
         """One run's mini-batch and micro-batches [B, G] in verl's V1 layout: the batch (in the
         run's order) dealt to the ranks, each rank's consecutive share of the mini-batch, cut into
         micro_batches equal parts or by the token budget; micro-batch m of rank q is q M + m."""
-        ranks, mini = int(self.ranks[run]), int(self.mini_batches[run])
-        seq = (tokens.ravel() + self.prompt_tokens[run]).astype(np.int64)
+        ranks, mini = self.ranks, self.mini_batches
+        seq = (tokens.ravel() + self.prompt_tokens).astype(np.int64)
         if run not in dealt:  # the batch in the run's order (ranks > 1: the batch's own), dealt to ranks
             by_position = np.argsort(position.ravel(), kind="stable")
             dealt[run] = by_position[rank_order(seq[by_position].tolist(), ranks)]
@@ -225,12 +246,12 @@ class Plan:
         share = len(order) // ranks // mini  # a rank's responses in each mini-batch
         members, micro = np.zeros(len(seq), bool), np.zeros(len(seq), np.intp)
         shares = [order[(q * mini + update % mini) * share :][:share] for q in range(ranks)]
-        budget = int(self.token_budget[run]) if self.per_micro_batch[run] else 0  # else no normaliser sees it
+        budget = self.token_budget if self.per_micro_batch[run] else 0  # else no normaliser sees it
         if budget:
             layout = token_budget_parts([seq[s].tolist() for s in shares], budget)
             count = len(layout[0])
         else:
-            count = int(self.micro_batches[run])
+            count = self.micro_batches
             each = share // count
             layout = [[list(range(m * each, (m + 1) * each)) for m in range(count)] for _ in shares]
         for q, (indices, parts) in enumerate(zip(shares, layout, strict=True)):
@@ -239,32 +260,20 @@ class Plan:
                 micro[indices[part]] = q * count + m
         return members.reshape(position.shape), micro.reshape(position.shape)
 
-    # Each stage is computed on the whole batch and kept for its own runs: on these small arrays
-    # that is cheaper than gathering and scattering each group's rows, and a row's numbers do not
-    # depend on the other rows.
+    # Each of the stages that vary along the runs is computed on the whole batch and kept for its
+    # own runs: on these small arrays that is cheaper than gathering and scattering each group's
+    # rows, and a row's numbers do not depend on the other rows.
 
     def sampled(
         self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator] | None
     ) -> tuple[Batch, FloatArray]:
-        """The batch every run trains on (its sampler's, from the batch drawn with the step's noise;
-        `refill` is each run's refill stream, for samplers that draw more) and the tokens every
-        run's sampler generated [R]."""
-        tokens = generated(batch)
-        if all(isinstance(stage, OneDraw) for stage, _ in self.samplers_by):
-            return batch, tokens
+        """The batch the runs train on (the sampler's, from the batch drawn with the step's noise;
+        `refill` is each run's refill stream, for samplers that draw more) and the tokens it
+        generated [R]."""
+        if isinstance(self.sampler, OneDraw):
+            return batch, generated(batch)
         assert refill is not None, "a sampler that draws more needs the runs' refill streams"
-        prompt_index, right = batch.prompt_index.copy(), batch.right.copy()
-        length, stopped = batch.length.copy(), batch.stopped.copy()
-        for stage, rows in self.samplers_by:
-            if isinstance(stage, OneDraw):
-                continue
-            index = np.arange(len(theta))[rows]
-            chosen, tokens[index] = stage.batch(
-                batch.rows(index), theta[index], config, [refill[i] for i in index]
-            )
-            prompt_index[index], right[index] = chosen.prompt_index, chosen.right
-            length[index], stopped[index] = chosen.length, chosen.stopped
-        return Batch(prompt_index, right, length, stopped), tokens
+        return self.sampler.batch(batch, theta, config, refill)
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
         return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
@@ -308,7 +317,7 @@ class Plan:
             included = selected & members
             if getattr(stage, "batch_tokens", False):
                 denominator, n = stage.denominators(tokens, selected, length_norm)
-                return denominator / self.mini_batches[:, None, None], n
+                return denominator / self.mini_batches, n
             if not getattr(stage, "per_micro_batch", False):
                 return stage.denominators(tokens, included, length_norm, members)
             denominator = np.ones(tokens.shape)
@@ -354,10 +363,6 @@ def check_variant(variant: Variant, config: Config) -> None:
         )
 
 
-def _any(rows: Rows) -> bool:
-    return isinstance(rows, slice) or len(rows) > 0
-
-
 def _per_run(
     groups: tuple[tuple[Any, Rows], ...],
     compute: Callable[[Any], Any],
@@ -374,50 +379,33 @@ def _per_run(
     return out
 
 
-def _within(rows: Rows, group: Rows) -> Rows:
-    """The runs in both `rows` and `group` (index arrays or slices of every run)."""
-    if isinstance(group, slice):
-        return rows
-    if isinstance(rows, slice):
-        return group
-    return np.intersect1d(rows, group)
-
-
 class Adam:
-    """Adam (Kingma and Ba, bias-corrected) over every run's parameters, with a step count per run.
+    """Adam (Kingma and Ba, bias-corrected) over a chunk's parameters [R, P + 2], whose runs take
+    their updates together.
 
     The bias corrections 1 - beta^t (`kernels.power`, not the C library's pow) are taken from a
-    table over t, grown as the counts grow (each entry is elementwise: the same bits whatever the
-    table's size), so a run's numbers do not depend on how many runs share the array, and nothing
-    is sized by the number of updates a run will take.
+    table over t, grown as the count grows (each entry is elementwise: the same bits whatever the
+    table's size), so nothing is sized by the number of updates a run will take.
     """
 
     def __init__(self, theta: FloatArray, config: Config) -> None:
         self.config = config
         self.moment1, self.moment2 = np.zeros_like(theta), np.zeros_like(theta)
-        self.count = np.zeros(theta.shape[0], dtype=np.int64)
+        self.count = 0
         self.table = np.empty((2, 0))  # (1 - beta1^t, 1 - beta2^t) at t = 0, 1, ...
 
-    def _corrections(self, counts: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
-        """(1 - beta1^t, 1 - beta2^t) [rows, 1] for each row's step count t (0-d when all share one)."""
-        largest = int(counts.max())
-        if largest >= self.table.shape[1]:
-            t = np.arange(max(2 * largest, 1024), dtype=np.float64)
-            betas = np.array([[self.config.adam_beta1], [self.config.adam_beta2]])
-            self.table = 1 - kernels.power(betas, t)
-        if counts[0] == counts[-1] and (counts == counts[0]).all():  # the common case: one count
-            return self.table[0, counts[0]], self.table[1, counts[0]]
-        return self.table[0, counts][:, None], self.table[1, counts][:, None]
-
-    def step(self, theta: FloatArray, grad: FloatArray, rows: Rows) -> None:
-        """One step of the runs `rows` of theta, in place; grad [rows, P + 2] is theirs."""
+    def step(self, theta: FloatArray, grad: FloatArray) -> None:
+        """One step of theta, in place, along grad [R, P + 2]."""
         c = self.config
-        self.count[rows] += 1
-        m = self.moment1[rows] * c.adam_beta1 + (1 - c.adam_beta1) * grad
-        v = self.moment2[rows] * c.adam_beta2 + (1 - c.adam_beta2) * (grad * grad)
-        self.moment1[rows], self.moment2[rows] = m, v
-        correction1, correction2 = self._corrections(self.count[rows])
-        theta[rows] -= c.lr * (m / correction1) / (np.sqrt(v / correction2) + c.adam_eps)
+        self.count += 1
+        if self.count >= self.table.shape[1]:
+            t = np.arange(max(2 * self.count, 1024), dtype=np.float64)
+            betas = np.array([[c.adam_beta1], [c.adam_beta2]])
+            self.table = 1 - kernels.power(betas, t)
+        self.moment1 = self.moment1 * c.adam_beta1 + (1 - c.adam_beta1) * grad
+        self.moment2 = self.moment2 * c.adam_beta2 + (1 - c.adam_beta2) * (grad * grad)
+        correction1, correction2 = self.table[0, self.count], self.table[1, self.count]
+        theta -= c.lr * (self.moment1 / correction1) / (np.sqrt(self.moment2 / correction2) + c.adam_eps)
 
 
 def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
@@ -489,27 +477,22 @@ def step_noise(
 def step_orders(
     streams: list[list[np.random.Generator]], plan: Plan, config: Config
 ) -> Iterator[NDArray[np.intp] | None]:
-    """Each step's positions of the responses in the orders its updates take them, [R, E, B, G]
-    (E = the most orders a run draws per batch; a run that draws fewer repeats its last), or None
-    when no run shuffles. Position p of the batch's order (prompt by prompt) is p itself; a
-    shuffling run's orders are uniformly random permutations from its own `shuffle` stream, drawn
-    only by the runs that shuffle."""
-    draws = plan.orders
-    if not draws.any():
+    """Each step's positions of the chunk's responses in the orders its updates take them,
+    [R, E, B, G] (E = the orders the schedule draws per batch), or None when it does not shuffle.
+    Position p of the batch's order (prompt by prompt) is p itself; a run's orders are uniformly
+    random permutations from its own `shuffle` stream."""
+    if not plan.orders:
         while True:
             yield None
     shape = (config.batch_prompts, config.group_size)
     responses = shape[0] * shape[1]
-    natural = np.arange(responses).reshape(shape)
     while True:
-        positions = np.broadcast_to(natural, (len(draws), int(draws.max()), *shape)).copy()
-        for run in np.flatnonzero(draws):
-            order = noise.permutation_prefix(streams[run][4], int(draws[run]), responses, responses)
+        positions = np.empty((len(streams), plan.orders, *shape), dtype=np.intp)
+        for run, streams_of_run in enumerate(streams):
+            order = noise.permutation_prefix(streams_of_run[4], plan.orders, responses, responses)
             ranks = np.empty_like(order)
             np.put_along_axis(ranks, order, np.arange(responses)[None], axis=-1)
-            positions[run] = ranks[np.minimum(np.arange(positions.shape[1]), len(ranks) - 1)].reshape(
-                -1, *shape
-            )
+            positions[run] = ranks.reshape(-1, *shape)
         yield positions
 
 
@@ -555,7 +538,7 @@ class Epoch:
     tables of its B + 2 logits, gradients scattered back to P + 2), its advantages, the tokens of
     each kind [3, R, B, G] (approach, non-stop, stop), and the token tables of the sampling policy
     (`old`, the ratios' reference) and of the KL's reference policy (`ref`), at those logits; with
-    a KL reward (`kl_reward` [R]), the per-token advantages it gives (`token_advantage`)."""
+    a KL reward, the per-token advantages it gives (`token_advantage`)."""
 
     own: OwnLogits
     advantage: FloatArray
@@ -571,94 +554,80 @@ class Epoch:
         advantage: FloatArray,
         old: TokenTable,
         ref: TokenTable | None,
-        kl_reward: FloatArray | None = None,
+        kl_reward: K1Reward | None = None,
     ) -> Epoch:
         """The epoch of a batch (`own`) sampled from the policy whose table is `old`; `ref` the KL
-        term's reference policy's (None: no run has a KL term); both at the batch's own logits."""
+        term's reference policy's (None: no KL term); both at the batch's own logits."""
         batch = own.batch
         counts = np.empty((3, *batch.length.shape))  # tokens of each kind: 1, L - 1[stopped], 1[stopped]
         counts[0], counts[1], counts[2] = 1.0, batch.length - batch.stopped, batch.stopped
-        for table in (old, ref):  # taken now, once, so that every update's rows share them
-            if table is not None:
-                table.log_both  # noqa: B018
         tokens = None
-        if kl_reward is not None and (kl_reward > 0).any():
+        if kl_reward is not None:
             assert ref is not None
-            tokens = K1Reward.token_advantages(advantage, kl_reward, old, ref, batch, counts)
+            tokens = kl_reward.token_advantages(advantage, old, ref, batch, counts)
         return cls(own, advantage, counts, old, ref, tokens)
 
     def coefficients(
-        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan, part: Part
+        self, theta: FloatArray, plan: Plan, part: Part
     ) -> tuple[Coefficients, FloatArray, TokenTable]:
-        """(coefficients of every token kind, tokens clipped [r], the token table) of the runs
-        `rows`, which share the objective class `objective`, at the policy theta [r, P + 2], on the
-        responses of `part` (these runs')."""
-        own = self.own.rows(rows)
-        table = own.table(theta)
-        old, beta = self.old.rows(rows), plan.beta[rows]
-        kl = bool((beta > 0).any())
+        """(coefficients of every token kind, tokens clipped [R], the token table) at the policy
+        theta [R, P + 2], on the responses of `part`."""
+        table = self.own.table(theta)
+        kl = plan.beta > 0
         kl_positive = kl_negative = None
+        ratio_positive, ratio_negative = kernels.exp(table.log_both - self.old.log_both)
         if kl:
             assert self.ref is not None
-            ref = self.ref.rows(rows)
-            kl_positive, kl_negative = kernels.exp(ref.log_both - table.log_both) - 1
-        ratio_positive, ratio_negative = kernels.exp(table.log_both - old.log_both)
-        weighted = plan.kl_ratio_weighted[rows]
-        if kl and weighted.any():  # d(rho k3) / d log pi = rho log(pi_ref / pi), per logit and outcome
-            assert self.ref is not None and kl_positive is not None and kl_negative is not None
-            ref = self.ref.rows(rows)
-            kl_positive = np.where(
-                weighted[:, None], ratio_positive * (ref.log_positive - table.log_positive), kl_positive
-            )
-            kl_negative = np.where(
-                weighted[:, None], ratio_negative * (ref.log_negative - table.log_negative), kl_negative
-            )
-        per_token = None
-        if self.token_advantage is not None and (plan.kl_reward[rows] > 0).all():
-            per_token = self.token_advantage.rows(rows)
+            if plan.kl_ratio_weighted:  # d(rho k3) / d log pi = rho log(pi_ref / pi), per logit and outcome
+                kl_positive = ratio_positive * (self.ref.log_positive - table.log_positive)
+                kl_negative = ratio_negative * (self.ref.log_negative - table.log_negative)
+            else:
+                kl_positive, kl_negative = kernels.exp(self.ref.log_both - table.log_both) - 1
         update = Update(
-            own.batch,
-            self.advantage[rows],
+            self.own.batch,
+            self.advantage,
             part.included,
             part.scale,
-            self.counts[:, rows],
+            self.counts,
             ratio_positive,
             ratio_negative,
             kl_positive,
             kl_negative,
-            per_token,
+            self.token_advantage,
         )
-        parameters = {key: values[rows] for key, values in plan.objective_parameters[objective].items()}
-        coefficients, clipped = objective.coefficients(update, parameters, beta if kl else None)
+        coefficients, clipped = plan.objective.coefficients(update, plan.beta if kl else None)
         return coefficients, clipped, table
 
-    def gradient(
-        self, objective: Any, rows: Rows, theta: FloatArray, plan: Plan, part: Part
-    ) -> tuple[FloatArray, FloatArray]:
-        """(loss gradient [r, P + 2], fraction of the part's tokens clipped [r]) of the runs `rows`,
-        which share the objective class `objective`, at the policy theta [r, P + 2] of those rows.
-        Runs with a KL reward and runs without are computed apart (per-token advantages or not)."""
-        if self.token_advantage is not None:
-            index = np.arange(len(plan.kl_reward))[rows]
-            per_token = plan.kl_reward[index] > 0
-            if per_token.any() and not per_token.all():
-                grad, fraction = np.empty(theta.shape), np.empty(len(index))
-                for inside in (per_token, ~per_token):
-                    grad[inside], fraction[inside] = self.gradient(
-                        objective, index[inside], theta[inside], plan, part
-                    )
-                return grad, fraction
-        part = part.rows(rows)
-        coefficients, clipped, table = self.coefficients(objective, rows, theta, plan, part)
+    def gradient(self, theta: FloatArray, plan: Plan, part: Part) -> tuple[FloatArray, FloatArray]:
+        """(loss gradient [R, P + 2], fraction of the part's tokens clipped [R]) at the policy theta."""
+        coefficients, clipped, table = self.coefficients(theta, plan, part)
         fraction = np.divide(clipped, part.tokens, out=np.zeros(len(clipped)), where=part.tokens > 0)
-        own = self.own.rows(rows)
-        return own.scatter(policy_gradient(coefficients, own.batch, table), theta.shape[-1]), fraction
+        return self.own.scatter(
+            policy_gradient(coefficients, self.own.batch, table), theta.shape[-1]
+        ), fraction
+
+
+class Drawn(NamedTuple):
+    """The batch drawn from the policies theta [R, P + 2] with a step's noise, and their token table."""
+
+    table: TokenTable
+    batch: Batch
+
+    @classmethod
+    def of(cls, theta: FloatArray, noise: tuple[IndexArray, FloatArray, FloatArray], config: Config) -> Drawn:
+        """`noise` is the step's (prompt_index, approach uniforms, length exponentials)."""
+        table = TokenTable.of(theta, rates=True)
+        return cls(table, sample_batch(theta, *noise, config.cap, table))
+
+    def rows(self, rows: Rows) -> Drawn:
+        """Some runs' draws (the same bits: a row's draw depends on its own policy and noise)."""
+        return self if isinstance(rows, slice) else Drawn(self.table.rows(rows), self.batch.rows(rows))
 
 
 def train_step(
     theta: FloatArray,
     adam: Adam,
-    noise: tuple[IndexArray, FloatArray, FloatArray],
+    drawn: Drawn,
     plan: Plan,
     config: Config,
     theta_ref: FloatArray,
@@ -666,61 +635,46 @@ def train_step(
     positions: NDArray[np.intp] | None = None,
     refill: Sequence[np.random.Generator] | None = None,
 ) -> Step:
-    """One step of every run, in place on theta [R, P + 2] (unless not `apply`: the last row's batch
-    and the gradient of its first update are evaluated, not applied). `noise` is the step's
-    (prompt_index, approach uniforms, length exponentials); `theta_ref` the KL term's reference
-    policy (the initial one); `positions` the step's orders of the responses (`step_orders`; None:
-    the batch's own order); `refill` each run's refill stream (for a sampler that draws more)."""
-    old = TokenTable.of(theta, rates=True)
-    drawn = sample_batch(theta, *noise, config.cap, old)
-    batch, tokens_sampled = plan.sampled(drawn, theta, config, refill)
+    """One step of a chunk's runs, in place on theta [R, P + 2] (unless not `apply`: the last row's
+    batch and the gradient of its first update are evaluated, not applied). `drawn` is the batch
+    drawn from theta with the step's noise; `theta_ref` the KL term's reference policy (the initial
+    one); `positions` the step's orders of the responses (`step_orders`; None: the batch's own
+    order); `refill` each run's refill stream (for a sampler that draws more)."""
+    old = drawn.table
+    batch, tokens_sampled = plan.sampled(drawn.batch, theta, config, refill)
     rewards = plan.rewards(batch, config)
     selected = plan.included(batch)
-    advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))  # once a batch
-
+    tokens = batch.token_count(config.approach_tokens)
+    advantage = plan.advantages(rewards, config, tokens)  # once a batch
     dealt: dict[int, NDArray[np.intp]] = {}  # the laid-out runs' orders over their ranks, this step's
 
     def part(update: int) -> Part:
         """The responses of update `update` (its mini-batch) and their normalisers."""
         if plan.whole_batch:
-            denominator, n = plan.denominators(batch, selected, config)
-            return Part.of(batch, selected, denominator, n)
-        parts = plan.parts(update, positions, batch.token_count(config.approach_tokens), dealt)
-        denominator, n = plan.denominators(batch, selected, config, parts)
-        return Part.of(batch, selected & parts[0], denominator, n)
+            return Part.of(batch, selected, *plan.denominators(batch, selected, config))
+        parts = plan.parts(update, positions, tokens, dealt)
+        return Part.of(batch, selected & parts[0], *plan.denominators(batch, selected, config, parts))
 
     first = part(0)
-    clip_sum = np.zeros(len(theta))
-
-    # The first update is on-policy: ratio 1, so every token of a response has weight w = A / D and
-    # the ramble's scores sum in closed form; with a KL term, the general form at ratio 1.
-    grad = policy_gradient(
-        Coefficients(weights(advantage, first.denominator, first.included), n=first.n), batch, old
-    )
-    kl_runs = (plan.beta > 0) | (plan.kl_reward > 0)
-    later = apply and (plan.updates > 1).any()
-    if kl_runs.any() or later:
+    kl = plan.beta > 0 or plan.kl_reward is not None
+    if kl or (apply and plan.updates > 1):
         own = OwnLogits.of(batch, theta.shape[-1])  # later tables: of the batch's B + 2 logits only
-        ref = own.table(theta_ref) if kl_runs.any() else None
+        ref = own.table(theta_ref) if kl else None
         epoch = Epoch.of(own, advantage, own.table(theta), ref, plan.kl_reward)
-    if kl_runs.any():
-        for objective, group in plan.objectives_by:
-            rows = _within(slice(None) if kl_runs.all() else np.flatnonzero(kl_runs), group)
-            if _any(rows):
-                grad[rows], _ = epoch.gradient(objective, rows, theta[rows], plan, first)
+    if kl:  # the first update at ratio 1, in the general form
+        grad, _ = epoch.gradient(theta, plan, first)
+    else:  # ratio 1: every token of a response has weight w = A / D, the ramble's scores in closed form
+        grad = policy_gradient(
+            Coefficients(weights(advantage, first.denominator, first.included), n=first.n), batch, old
+        )
+    clip_sum = np.zeros(len(theta))
     if not apply:
         return Step(old, batch, rewards, grad, clip_sum, tokens_sampled)
-    adam.step(theta, plan.clipped(grad, slice(None)), slice(None))
-    for update in range(1, int(plan.updates.max())):  # later updates: ratios move from 1
-        active = plan.updates > update
-        current = first if plan.whole_batch else part(update)
-        for objective, group in plan.objectives_by:
-            rows = _within(slice(None) if active.all() else np.flatnonzero(active), group)
-            if not _any(rows):  # no run of this objective takes this many updates
-                continue
-            later_grad, clip_fraction = epoch.gradient(objective, rows, theta[rows], plan, current)
-            clip_sum[rows] += clip_fraction
-            adam.step(theta, plan.clipped(later_grad, rows), rows)
+    adam.step(theta, plan.clipped(grad))
+    for update in range(1, plan.updates):  # later updates: ratios move from 1
+        later, clip_fraction = epoch.gradient(theta, plan, first if plan.whole_batch else part(update))
+        clip_sum += clip_fraction
+        adam.step(theta, plan.clipped(later))
     return Step(old, batch, rewards, grad, clip_sum / plan.updates, tokens_sampled)
 
 
@@ -736,7 +690,7 @@ class Trajectory(NamedTuple):
 class Recorder:
     """Records every step's policy, gradient and batch, and turns them into metrics a block of steps
     at a time: exact metrics depend on theta alone, batch statistics on the batch and gradient
-    alone, so both are evaluated for many steps in one call."""
+    alone, so both are evaluated for many steps (and every chunk's runs) in one call."""
 
     def __init__(self, config: Config, runs: Sequence[tuple[Variant, int]], sampled: bool) -> None:
         n_runs, self.steps, self.config, self.sampled = len(runs), config.steps, config, sampled
@@ -756,16 +710,27 @@ class Recorder:
         """Keep theta_t, the policy of row `step` (before the step changes it)."""
         self.states[step % self.block] = theta
 
-    def record(self, step: int, grad: FloatArray, sampled: Step | None = None) -> None:
-        """The step's gradient (of its first update) and, for a sampled step, its batch."""
+    def record(self, step: int, grad: FloatArray, sampled: Step | None = None, rows: Rows = ALL) -> None:
+        """The step's gradient (of its first update) of the runs `rows` and, for a sampled step,
+        their batch."""
         slot = step % self.block
-        self.grads[slot] = grad
+        self.grads[slot, rows] = grad
         if sampled is not None:
             assert self.sigma is not None
-            self.sigma[0, slot], self.sigma[1, slot] = sampled.table.probability, sampled.table.complement
-            self.lengths[slot], self.correct[slot] = sampled.batch.length, correct(sampled.batch, self.config)
-            self.clip_fractions[slot] = sampled.clip_fraction
-            self.tokens_sampled[slot] = sampled.tokens_sampled
+            self.sigma[0, slot, rows] = sampled.table.probability
+            self.sigma[1, slot, rows] = sampled.table.complement
+            self.lengths[slot, rows] = sampled.batch.length
+            self.correct[slot, rows] = correct(sampled.batch, self.config)
+            self.clip_fractions[slot, rows] = sampled.clip_fraction
+            self.tokens_sampled[slot, rows] = sampled.tokens_sampled
+
+    def grad(self, step: int) -> FloatArray:
+        """The step's recorded gradients [R, P + 2]."""
+        return self.grads[step % self.block]
+
+    def done(self, step: int) -> None:
+        """The step is recorded for every run: at the end of a block, evaluate its metrics."""
+        slot = step % self.block
         if slot == self.block - 1 or step == self.steps:
             first, used = step - slot, slot + 1
             sigma = None if self.sigma is None else (self.sigma[0, :used], self.sigma[1, :used])
@@ -787,37 +752,47 @@ def simulate(
     runs: Sequence[tuple[Variant, int]],
     on_step: Callable[[int, FloatArray], None] | None = None,
 ) -> Trajectory:
-    """Train every (variant, seed) of `runs` together, `train_step` after `train_step`.
+    """Train every (variant, seed) of `runs`, `train_step` after `train_step`, each chunk of runs
+    sharing a sampler, objective, KL term and schedule (`chunks_of`) together, the chunks in step.
 
     `on_step(step, theta)` is called with every policy state theta_t [R, P + 2] (do not modify it).
     """
     for variant, _ in runs:
         check_variant(variant, config)
-    plan = Plan.of([variant for variant, _ in runs])
     streams = [run_streams(seed) for _, seed in runs]
     theta = np.stack([initial_theta(config, init) for init, *_ in streams])
     theta_ref = theta.copy()  # the KL term's reference: the initial policy
-    adam = Adam(theta, config)
+    chunks = []  # (rows, indices, plan, adam, orders) of each chunk
+    for rows in chunks_of([variant for variant, _ in runs]):
+        indices = list(range(len(runs))[rows]) if isinstance(rows, slice) else [int(i) for i in rows]
+        plan = Plan.of([runs[i][0] for i in indices])
+        orders = step_orders([streams[i] for i in indices], plan, config)
+        chunks.append((rows, indices, plan, Adam(theta[rows], config), orders))
     recorder = Recorder(config, runs, sampled=True)
-    draws, orders = step_noise(streams, config), step_orders(streams, plan, config)
+    draws = step_noise(streams, config)
     with np.errstate(all="ignore"):  # a run that leaves finite numbers is stopped by check_finite
         for step in range(config.steps + 1):
             if on_step is not None:
                 on_step(step, theta)
             recorder.policy(step, theta)
-            sampled = train_step(
-                theta,
-                adam,
-                next(draws),
-                plan,
-                config,
-                theta_ref,
-                apply=step < config.steps,
-                positions=next(orders),
-                refill=[run[5] for run in streams],
-            )
-            check_finite(step, theta, sampled.grad, runs, config)
-            recorder.record(step, sampled.grad, sampled)
+            drawn = Drawn.of(theta, next(draws), config)  # every run's batch, drawn together
+            for rows, indices, plan, adam, orders in chunks:
+                own = theta[rows]  # a view for a slice (one chunk), else a copy written back
+                sampled = train_step(
+                    own,
+                    adam,
+                    drawn.rows(rows),
+                    plan,
+                    config,
+                    theta_ref[rows],
+                    apply=step < config.steps,
+                    positions=next(orders),
+                    refill=[streams[i][5] for i in indices],
+                )
+                theta[rows] = own
+                recorder.record(step, sampled.grad, sampled, rows)
+            check_finite(step, theta, recorder.grad(step), runs, config)
+            recorder.done(step)
     return recorder.trajectory()
 
 

@@ -212,9 +212,8 @@ def token_weights(
     ref = own.table(reference) if variant.kl.beta > 0 else None
     part = Part.of(own.batch, included, denominator, n)
     epoch = Epoch.of(own, advantage, own.table(toy.theta_old), ref, plan.kl_reward)
-    objective = plan.objectives_by[0][0]
     at = toy.theta_old if theta is None else theta
-    coefficients, _, _ = epoch.coefficients(objective, slice(None), at, plan, part)
+    coefficients, _, _ = epoch.coefficients(at, plan, part)
     per_kind = np.stack([coefficients.approach, coefficients.non_stop, coefficients.stop]).reshape(3, -1)
     counts = epoch.counts.reshape(3, -1)
     per_token = np.divide(per_kind, counts, out=np.zeros(per_kind.shape), where=counts > 0)

@@ -1291,9 +1291,9 @@
         const parts = (v.stages.schedule.mini_batches ?? 1) * (v.stages.schedule.micro_batches ?? 1);
         const updates = c.steps * (v.stages.schedule.num_iterations ?? 1) * (v.stages.schedule.mini_batches ?? 1);
         if (updates > LIMITS.max_updates) fail(`${c.steps.toLocaleString("en")} steps x num_iterations x mini_batches would be ${updates.toLocaleString("en")} updates per run; the limit is ${LIMITS.max_updates.toLocaleString("en")}`);
-        if ((c.batch_prompts * c.group_size) % parts) fail(`mini_batches x micro_batches = ${parts} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
         const ranks = v.stages.schedule.ranks ?? 1, budget = v.stages.schedule.token_budget ?? 0;
-        if ((c.batch_prompts * c.group_size) % (parts * ranks)) fail(`mini_batches x micro_batches x ranks = ${parts * ranks} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
+        const factors = "mini_batches x micro_batches" + (ranks > 1 ? " x ranks" : "");
+        if ((c.batch_prompts * c.group_size) % (parts * ranks)) fail(`${factors} = ${parts * ranks} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
         const longest = (v.stages.schedule.prompt_tokens ?? 0) + c.cap + c.approach_tokens;
         if (budget && budget < longest) fail(`token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens = ${longest.toLocaleString("en")} (got ${budget.toLocaleString("en")})`);
         if (SEQUENCE_OBJECTIVES.includes(v.stages.objective.name) && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail(`objective=${v.stages.objective.name} takes one advantage a response: not with kl=k1_reward (per-token ones)`);
