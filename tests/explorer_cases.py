@@ -226,6 +226,12 @@ CASES: dict[str, dict[str, Any]] = {
         "min_length": 1,
     },
 }
+SLOW_CASES = ("presets, article", "specs, article")  # 400 steps each: marked slow (CI runs them)
+
+
+def agreement_cases() -> list[Any]:
+    """CASES as pytest parameters, the long ones marked slow."""
+    return [pytest.param(case, marks=pytest.mark.slow) if case in SLOW_CASES else case for case in CASES]
 
 
 def built(variant: str | dict[str, Any]) -> Variant:

@@ -464,6 +464,17 @@ def test_the_readme_shows_the_committed_benchmark(name: str) -> None:
     assert f"```\n{bench}\n```" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def test_the_readme_shows_the_measured_test_times_within_five_minutes() -> None:
+    """results/test_times.txt (scripts/time_tests.py) is in the README as written, and the README's
+    test command took at most 5 minutes there; the slow tests are timed beside it."""
+    times = (ROOT / "results" / "test_times.txt").read_text(encoding="utf-8").strip()
+    assert f"```\n{times}\n```" in (ROOT / "README.md").read_text(encoding="utf-8")
+    fast, slow = times.splitlines()
+    assert fast.startswith("python -m pytest ") and slow.startswith("python -m pytest -m slow ")
+    minutes = float(re.search(r"([\d.]+) minutes", fast).group(1))  # type: ignore[union-attr]
+    assert minutes <= 5.0, fast
+
+
 def test_the_readme_includes_the_generated_tables() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     study = (ROOT / "results" / "seed_study.md").read_text(encoding="utf-8")

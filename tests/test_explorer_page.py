@@ -26,6 +26,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from tests.browser import Browser, find_chromium
+from toyrl import looks
 from toyrl.cli import app
 from toyrl.config import Config
 from toyrl.examples import group_mass, length_example
@@ -871,9 +872,11 @@ def test_colours_and_numbers_keep_many_variants_apart(
     numbers = sorted(int(t.text) for t in svg.findall(f".//{SVG}text[@class='curve-number']"))
     assert numbers == list(range(1, len(names) + 1))
     colours = [p.get("stroke") for p in svg.findall(f".//{SVG}path[@class='curve']")]
-    okabe_ito = {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"}
-    assert set(colours[:8]) == okabe_ito  # the first eight: every Okabe-Ito colour, once
-    assert colours[:4] == ["#D55E00", "#E69F00", "#CC79A7", "#0072B2"]  # the article's, as in toyrl.plots
+    # the figures' colours (toyrl.looks): the article's four, then Okabe-Ito's others but yellow
+    extra = looks.EXTRA_COLOURS
+    figures = [*looks.VARIANT_COLOURS.values(), *(extra[j % len(extra)] for j in range(len(names) - 4))]
+    assert colours[: len(names)] == figures[: len(colours)] and len(colours) >= 8
+    assert len(set(colours[:7])) == 7 and "#F0E442" not in colours  # seven apart; no yellow on white
 
 
 CONTRAST = """(() => {

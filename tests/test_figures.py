@@ -410,6 +410,7 @@ def test_plot_refuses_a_missing_file_and_non_numeric_columns(tmp_path: Path) -> 
     assert code == 2 and "columns accuracy must hold numbers" in stderr
 
 
+@pytest.mark.slow
 def test_reproduce_writes_every_figure_and_the_committed_final_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

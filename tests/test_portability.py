@@ -135,6 +135,7 @@ def test_a_replay_of_a_step_the_file_does_not_have_names_the_missing_row(tmp_pat
     assert "--step 20: in " in refused.stderr and "variant grpo, seed 1 ends at step 10" in refused.stderr
 
 
+@pytest.mark.slow
 def test_svg_figures_do_not_depend_on_the_last_bits_of_the_data(tmp_path: Path) -> None:
     """matplotlib names markers and clip paths by hashes of floats; toyrl.plots renumbers them."""
     frame = run_experiment(Config(steps=40), list(ARTICLE), [0, 1])
@@ -146,6 +147,7 @@ def test_svg_figures_do_not_depend_on_the_last_bits_of_the_data(tmp_path: Path) 
         assert_identical_files(svg, tmp_path / "b" / svg.name)
 
 
+@pytest.mark.slow
 def test_the_main_job_leaves_a_clean_clone_as_it_was(tmp_path: Path) -> None:
     """`toyrl reproduce` over the committed results and figures rewrites nothing (git status stays
     clean). Figures are compared to the byte when this matplotlib made them (the sidecar says)."""

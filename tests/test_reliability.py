@@ -56,12 +56,25 @@ def test_results_of_another_version_warn_and_mismatched_pairs_are_refused(tmp_pa
     assert broken.exit_code == 2 and "does not match r.json" in broken.stderr
 
 
+def default_sigint() -> None:
+    """In the child: SIGINT's default action, as from a terminal. A pytest-xdist worker ignores
+    SIGINT and a child inherits that, so Python would not install its handler, and a ^C sent
+    before toyrl sets its own would be lost (the run would finish with 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path, sig: signal.Signals) -> None:
     args = ["run", "--seeds", "60", "--steps", "400", "-q", "--out", "r.csv"]
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
     process = subprocess.Popen(
-        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
     time.sleep(1.5)  # imports done, simulating
     process.send_signal(sig)
@@ -71,9 +84,10 @@ def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path,
         assert process.returncode in (130, -sig), stderr
         if process.returncode == 130:
             assert "Traceback" not in stderr and "interrupted" in stderr
-        assert list(tmp_path.iterdir()) == []  # nothing written, no temporary file left
+        left = sorted(path.name for path in tmp_path.iterdir())
+        assert left == [], (process.returncode, left, stderr)  # nothing written, no temporary file left
     names = {path.name for path in tmp_path.iterdir() if not path.name.startswith(".")}
-    assert names in (set(), {"r.csv", "r.json"})  # never one without the other
+    assert names in (set(), {"r.csv", "r.json"}), (names, stderr)  # never one without the other
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     load_results(tmp_path / "r.csv")  # the pair matches
@@ -101,6 +115,7 @@ def test_two_fresh_processes_give_identical_numbers(tmp_path: Path) -> None:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_an_interrupted_reproduce_and_sweep_finish_on_a_rerun(tmp_path: Path, sig: signal.Signals) -> None:
     """At a (seeded) random moment: exit 130, every file on disk whole, and a rerun ends identical."""
@@ -123,7 +138,12 @@ def test_an_interrupted_reproduce_and_sweep_finish_on_a_rerun(tmp_path: Path, si
     for args in (["reproduce", "-q"], [*sweep, "-q"]):
         command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
         process = subprocess.Popen(
-            command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
         )
         time.sleep(delay)
         process.send_signal(sig)
@@ -210,6 +230,7 @@ def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
     assert calls["copy"] >= 3 and calls["replace"] >= 2
 
 
+@pytest.mark.slow
 def test_a_second_writer_of_the_same_results_is_refused_at_once(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", "run", "-q", "--out", str(out)]

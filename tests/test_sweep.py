@@ -73,6 +73,7 @@ def test_sweep_results_equal_independent_runs(tmp_path: Path) -> None:
     assert (tmp_path / "s" / "sweep.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_to_the_same_numbers(tmp_path: Path) -> None:
     args = [
         "--variant",

@@ -116,6 +116,7 @@ def test_a_worker_killed_midway_is_one_line(tmp_path: Path) -> None:
     assert stderr.startswith("toyrl: error: a worker process was killed") and stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_two_sweeps_cannot_write_one_folder_at_once(tmp_path: Path) -> None:
     """The second one, even with --force and another grid, fails at once; the first one's folder
     describes the first one's grid throughout."""

@@ -27,6 +27,7 @@ from toyrl import __version__
 from toyrl.config import MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_help
 from toyrl.expected import exact_support
 from toyrl.experiment import MAX_ROWS, MAX_UPDATES
+from toyrl.looks import EXTRA_COLOURS, VARIANT_COLOURS
 from toyrl.objective import DEFAULTS, KIND_KEYS
 from toyrl.stages import REGISTRY, declarations, parameters, simulated_only
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
@@ -138,6 +139,7 @@ def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
         "defaults": DEFAULTS,
         "kind_keys": KIND_KEYS,
         "article": list(ARTICLE),
+        "colours": {"article": VARIANT_COLOURS, "extra": EXTRA_COLOURS},  # the figures' (toyrl.looks)
         "sources": SOURCES,
         "variants": [
             {

@@ -46,25 +46,19 @@ from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from toyrl.looks import EXTRA_COLOURS, VARIANT_COLOURS
 from toyrl.results import write_atomic
 
 STYLES = ("paper", "slides")
 
 DASHED: Any = (0, (4, 2))
-VARIANT_COLOURS = {
-    "grpo": "#D55E00",  # vermillion
-    "std_only": "#E69F00",  # orange
-    "length_only": "#CC79A7",  # reddish purple
-    "dr_grpo": "#0072B2",  # blue
-}
 # The two switches: dashed = no std scaling (drawn over its solid twin, which it matches where
 # the std term makes no difference); circles = GRPO's per-response length mean 1/|o_i|.
 VARIANT_STYLES = {"grpo": "-", "std_only": "-", "length_only": DASHED, "dr_grpo": DASHED}
 VARIANT_MARKERS = {"grpo": "o", "std_only": None, "length_only": "o", "dr_grpo": None}
 VARIANT_LABELS = {"grpo": "GRPO", "std_only": "std only", "length_only": "length only", "dr_grpo": "Dr. GRPO"}
-# Every other variant, in order: the Okabe-Ito colours the explorer page gives them first (its
-# yellow left out: too light for a line on white), then other line styles, then markers.
-EXTRA_COLOURS = ["#009E73", "#56B4E9", "#000000", "#D55E00", "#E69F00", "#CC79A7", "#0072B2"]
+# Every other variant, in order: the colours of `toyrl.looks` (the page's too), then other line
+# styles, then markers.
 EXTRA_STYLES: list[Any] = ["-", DASHED, (0, (1, 1.2)), (0, (6, 2, 1, 2))]
 EXTRA_MARKERS = [None, "s", "^", "D", "v", "P", "X", "o"]
 OUTCOME_COLOURS = {"correct": "#009E73", "incorrect": "#000000"}  # bluish green, black

@@ -110,7 +110,7 @@ esac
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile)
 
 # torch first and alone: the CPU wheel on this machine's disk (no CUDA download).
 # shellcheck source=scripts/conformance/shared_torch.sh

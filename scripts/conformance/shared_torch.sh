@@ -13,14 +13,14 @@ shared_torch() {
         flock 9
         if [ ! -f "$shared/.complete" ]; then
             rm -rf "$shared"
-            "$python" -m pip install --quiet --disable-pip-version-check --no-deps --target "$shared" \
+            "$python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps --target "$shared" \
                 torch==2.13.0
             touch "$shared/.complete"
         fi
     ) 9> "$repo/.trainers/.torch.lock"
     site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     echo "$shared" > "$site/shared-torch.pth"
-    "$python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
+    "$python" -m pip install --quiet --disable-pip-version-check --no-compile torch==2.13.0
     "$python" -c "import torch, sys; assert torch.__version__ == '2.13.0+cpu', torch.__version__" \
         || { echo "shared_torch: torch 2.13.0+cpu does not import in $python" >&2; return 1; }
 }

@@ -50,7 +50,7 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 venv=$(cd "$venv" && pwd)
-pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile)
 
 # torch first and alone: the CPU build on disk. Every later install keeps it (constraints).
 # shellcheck source=scripts/conformance/shared_torch.sh

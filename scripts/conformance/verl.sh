@@ -131,7 +131,7 @@ pyarrow==26.0.1
 xxhash==4.1.0
 psutil==7.2.2
 PINS
-pip=("$python" -m pip install --quiet --disable-pip-version-check -c "$constraints")
+pip=("$python" -m pip install --quiet --disable-pip-version-check --no-compile -c "$constraints")
 
 # shellcheck source=scripts/conformance/shared_torch.sh
 . "$(dirname "$0")/shared_torch.sh"

@@ -1387,6 +1387,14 @@
     return result;
   }
 
+  // A group's advantages under a registered advantage stage at its defaults and std_eps `stdEps`:
+  // the function the simulator trains with, for the page's worked examples.
+  function groupAdvantages(name, rewards, stdEps = 0) {
+    const entry = REGISTRY.advantage[name];
+    const stage = { name, class: entry.class, ...entry.fixed, ...entry.parameters, std_eps: stdEps };
+    return advantagesOf(stage, Float64Array.from(rewards), { std_eps: stdEps }, rewards.length);
+  }
+
   const presets = DATA.variants.map((v) => ({ ...v, page: support(v.name, false), page_mean_field: support(v.name, true) }));
 
   window.toyrl = {
@@ -1398,6 +1406,7 @@
     checkSetting: (name, value, written) => checkField({ [name]: value }, name, written),
     start: (spec) => new Run(spec),
     simulate,
+    groupAdvantages,
     InputError,
     layout: { balancedPartitions, tokenBudgetParts }, // verl's V1 layout, for the agreement tests
   };

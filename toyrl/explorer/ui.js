@@ -65,12 +65,11 @@
     return fixed(value, decimals);
   }
 
-  // --- colours: Okabe-Ito, the article's four fixed as in toyrl.plots; every variant also numbered --
-  const ARTICLE_COLOURS = { grpo: "#D55E00", std_only: "#E69F00", length_only: "#CC79A7", dr_grpo: "#0072B2" };
-  const OKABE_ITO = ["#009E73", "#56B4E9", "#000000", "#F0E442", "#D55E00", "#E69F00", "#CC79A7", "#0072B2"];
+  // --- colours: the figures' (toyrl.looks, in the page's data); every variant also numbered --------
+  const ARTICLE_COLOURS = DATA.colours.article, EXTRA_COLOURS = DATA.colours.extra;
   function colourMap(names) {
     let next = 0;
-    return names.map((name) => ARTICLE_COLOURS[name] ?? OKABE_ITO[next++ % OKABE_ITO.length]);
+    return names.map((name) => ARTICLE_COLOURS[name] ?? EXTRA_COLOURS[next++ % EXTRA_COLOURS.length]);
   }
 
   // Text width in the SVG's font, for laying out legends without overlap.
@@ -92,14 +91,14 @@
     $(container).append(p);
   }
 
-  // Advantages of a binary-reward group with k successes out of G: toyrl.objective.advantages at
-  // std_eps = 0 (a zero-variance group gets zero advantage).
+  // Advantages of a binary-reward group with k successes out of G, by the simulator's own stages
+  // (group_std for GRPO, none for Dr. GRPO) at std_eps = 0; a zero-variance group gets none.
   function groupStats(k, G) {
-    const mean = k / G;
-    const std = Math.sqrt((k * (1 - mean) ** 2 + (G - k) * mean ** 2) / G);
-    const centred = { correct: 1 - mean, wrong: -mean };
-    const scaled = std > 0 ? { correct: centred.correct / std, wrong: centred.wrong / std } : { correct: 0, wrong: 0 };
-    return { mean, std, centred, scaled };
+    const rewards = Array.from({ length: G }, (_, i) => (i < k ? 1 : 0));
+    const byOutcome = (values) => (k === 0 || k === G ? { correct: 0, wrong: 0 } : { correct: values[0], wrong: values[G - 1] });
+    const centredAll = toyrl.groupAdvantages("none", rewards);
+    const std = Math.sqrt(centredAll.reduce((total, a) => total + a * a, 0) / G); // shown beside them
+    return { mean: k / G, std, centred: byOutcome(centredAll), scaled: byOutcome(toyrl.groupAdvantages("group_std", rewards)) };
   }
   const groupMass = (advantage, k, G) => k * Math.abs(advantage.correct) + (G - k) * Math.abs(advantage.wrong);
 
