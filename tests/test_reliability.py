@@ -56,11 +56,18 @@ def test_results_of_another_version_warn_and_mismatched_pairs_are_refused(tmp_pa
     assert broken.exit_code == 2 and "does not match r.json" in broken.stderr
 
 
-def default_sigint() -> None:
-    """In the child: SIGINT's default action, as from a terminal. A pytest-xdist worker ignores
-    SIGINT and a child inherits that, so Python would not install its handler, and a ^C sent
-    before toyrl sets its own would be lost (the run would finish with 0)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def interruptible(command: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """`command` started in `cwd` with SIGINT's default action, as from a terminal: a pytest-xdist
+    worker ignores SIGINT and a child inherits that, so Python would not install its handler, and
+    a ^C sent before toyrl sets its own would be lost (the run would finish with 0)."""
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 @pytest.mark.slow
@@ -68,14 +75,7 @@ def default_sigint() -> None:
 def test_a_killed_run_leaves_no_broken_file_and_a_rerun_finishes(tmp_path: Path, sig: signal.Signals) -> None:
     args = ["run", "--seeds", "60", "--steps", "400", "-q", "--out", "r.csv"]
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
-    process = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    process = interruptible(command, tmp_path)
     time.sleep(1.5)  # imports done, simulating
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
@@ -137,14 +137,7 @@ def test_an_interrupted_reproduce_and_sweep_finish_on_a_rerun(tmp_path: Path, si
     ]
     for args in (["reproduce", "-q"], [*sweep, "-q"]):
         command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
-        process = subprocess.Popen(
-            command,
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=default_sigint,
-        )
+        process = interruptible(command, tmp_path)
         time.sleep(delay)
         process.send_signal(sig)
         _, stderr = process.communicate(timeout=120)
