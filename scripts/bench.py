@@ -40,9 +40,9 @@ import numpy as np
 from toyrl.config import Config
 from toyrl.expected import expected_update
 from toyrl.experiment import run_experiment
+from toyrl.files import write_atomic
 from toyrl.objective import Variant
 from toyrl.policy import exact_metrics, expit, log_expit, sample_batch
-from toyrl.results import write_atomic
 from toyrl.stages import weights
 from toyrl.train import Adam, Plan, initial_theta, run_streams, simulate, step_noise
 from toyrl.variants import VARIANTS, article_variants

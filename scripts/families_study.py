@@ -44,9 +44,9 @@ from joblib import Parallel, delayed
 from toyrl import __version__, noise
 from toyrl.config import Config
 from toyrl.expected import exact_support, expected_update, true_gradient
+from toyrl.files import write_together
 from toyrl.objective import Variant, from_spec, parse_spec
 from toyrl.plots import plot_families, plot_length_power, save_figures
-from toyrl.results import write_together
 from toyrl.stages import REGISTRY
 from toyrl.train import Adam, Drawn, Plan, initial_theta, run_streams, simulate, train_step
 from toyrl.variants import VARIANTS

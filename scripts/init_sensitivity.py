@@ -43,7 +43,8 @@ import pandas as pd
 from toyrl import __version__
 from toyrl.config import Config
 from toyrl.experiment import run_experiment
-from toyrl.results import ARTICLE_FINAL, write_together
+from toyrl.files import write_together
+from toyrl.results import ARTICLE_FINAL
 
 GRID = [(-1.5, 1.0), (-1.0, 0.5), (-1.0, 1.0), (-1.0, 1.5), (-0.5, 1.0), (0.0, 1.0)]
 GRID_VARIANTS = ["grpo", "length_only", "dr_grpo"]

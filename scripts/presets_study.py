@@ -27,7 +27,7 @@ from pathlib import Path
 from toyrl import __version__
 from toyrl.config import Config
 from toyrl.experiment import run_experiment
-from toyrl.results import write_together
+from toyrl.files import write_together
 from toyrl.variants import VARIANTS
 
 METRICS = {

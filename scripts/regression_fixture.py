@@ -19,7 +19,7 @@ import pandas as pd
 
 from toyrl.config import Config
 from toyrl.experiment import run_experiment
-from toyrl.results import write_atomic
+from toyrl.files import write_atomic
 from toyrl.variants import VARIANTS
 
 SMALL = Config(

@@ -71,7 +71,8 @@ from toyrl import __version__
 from toyrl.bias import bias_report, replay_states
 from toyrl.config import Config
 from toyrl.experiment import run_experiment
-from toyrl.results import ARTICLE_FINAL, write_together
+from toyrl.files import write_together
+from toyrl.results import ARTICLE_FINAL
 from toyrl.train import initial_theta, run_streams
 from toyrl.variants import ARTICLE as ARTICLE_NAMES
 from toyrl.variants import VARIANTS

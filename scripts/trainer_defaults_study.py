@@ -35,7 +35,7 @@ import numpy as np
 
 from toyrl import __version__
 from toyrl.config import Config
-from toyrl.results import write_together
+from toyrl.files import write_together
 from toyrl.trainers import resolve
 from toyrl.trainers.check import run_check
 

@@ -45,8 +45,8 @@ import numpy as np
 from toyrl import __version__
 from toyrl.config import Config
 from toyrl.experiment import check_experiment, run_experiment
+from toyrl.files import write_together
 from toyrl.objective import Variant
-from toyrl.results import write_together
 from toyrl.trainers import resolve
 from toyrl.trainers.check import toy_variant
 from toyrl.trainers.verl import ACTOR

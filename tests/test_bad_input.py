@@ -72,7 +72,7 @@ BAD = [
     ),
     (
         ["run", "--variant", "advantage=none,objective=cispo,epsilon=1.5"],
-        "epsilon must be in (0, 1] for objective=cispo (got 1.5)",
+        "epsilon must be a number in (0, 1] or None (got 1.5)",
     ),
     (
         ["run", "--variant", "advantage=none,objective=sapo,tau_neg=0"],

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -161,7 +162,7 @@ def test_the_wheel_lists_every_subpackage() -> None:
     ],
 )
 def test_numbers_are_read_as_typer_reads_them(option: str, text: str, value: float, tmp_path: Path) -> None:
-    """Options are read without pydantic (toyrl.cli._PlainValue), with typer's own rules."""
+    """Options are read without pydantic (toyrl.cli.options._PlainValue), with typer's own rules."""
     out = tmp_path / "r.csv"
     args = ["run", "--seeds", "1", "--steps", "3", "--prompts", "8", "--batch-prompts", "4", "-q"]
     code, _, stderr = invoke(*args, "--out", str(out), option, text)
@@ -180,3 +181,26 @@ def test_plot_draws_the_slides_style(tmp_path: Path) -> None:
     assert "final_numbers.md" in drawn and any(name.endswith(".svg") for name in drawn)
     assert stdout.startswith("wrote ") and str(tmp_path / "slides" / "final_numbers.md") in stdout
     assert "toyrl plot: " in stderr
+
+
+def test_toyrl_run_checks_each_variant_once_at_the_edge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validation happens once, where the command reads its input: no layer below checks again."""
+    import toyrl.experiment
+    import toyrl.train
+
+    checked: list[str] = []
+    original = toyrl.train.check_variant
+
+    def counting(variant: Any, config: Any) -> None:
+        checked.append(variant.name)
+        original(variant, config)
+
+    monkeypatch.setattr(toyrl.experiment, "check_variant", counting)
+    monkeypatch.setattr(toyrl.train, "check_variant", counting)
+    out = tmp_path / "runs.csv"
+    args = ["run", "--variant", "grpo", "--variant", "dr_grpo", "--seeds", "3", "--steps", "2", "-q"]
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert checked == ["grpo", "dr_grpo"] and out.is_file()

@@ -181,6 +181,46 @@ def test_the_page_refuses_what_python_refuses_in_the_same_words(data: dict[str, 
     assert len(json.loads(node_evaluate(data, good))) == len(cases)
 
 
+def _meeting(condition: list[Any], rule: dict[str, Any] | None) -> Any:
+    """A value that meets a refusal's condition (field, operator, value)."""
+    _, operator, value = condition
+    if operator in ("==", "<="):
+        return value
+    if operator == ">":
+        return value + 1
+    return next(choice for choice in rule["choices"] if choice != value) if rule else not value  # "!="
+
+
+@needs_node
+def test_the_page_refuses_the_combinations_python_refuses_in_the_same_words(data: dict[str, Any]) -> None:
+    """Every combination a registered stage refuses (`toyrl.stages.refused`, declared once as
+    data): Python and the page refuse it with the same line, the rule's own."""
+    kind_key = {kind: key for key, kind in KIND_KEYS.items()}
+    cases = []
+    for kind, stages in REGISTRY.items():
+        for name, stage in stages.items():
+            rules = declarations(type(stage))
+            for refusal in getattr(stage, "refuses", ()):
+                spec = {"advantage": "none", "aggregation": "token_mean", kind_key[kind]: name}
+                spec |= {c[0]: _meeting(c, rules.get(c[0])) for c in refusal["when"]}
+                cases.append((spec, refusal["message"]))
+    assert len(cases) >= 4
+    for bad, message in cases:
+        with pytest.raises(InvalidInput) as error:
+            from_spec("", bad)
+        python = str(error.value)
+        assert python.startswith(message.split("{")[0]), (bad, python)
+        page = json.loads(
+            node_evaluate(
+                data,
+                "JSON.stringify((() => { try { toyrl.resolve("
+                + json.dumps(bad)
+                + "); return ''; } catch (e) { return e.message; } })())",
+            )
+        )
+        assert page == python, (bad, page, python)
+
+
 def test_one_bit_anywhere_is_a_difference() -> None:
     """The comparison the cases make is `==`: a last-bit change in any column at any step, or a NaN
     where Python has a number, is reported, with where it is first."""

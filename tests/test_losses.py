@@ -583,7 +583,7 @@ def test_a_kl_reward_equals_a_token_level_computation(spec: str, at_old: bool) -
     parts = plan.parts(update, None, batch.token_count(config.approach_tokens))
     denominator, n = plan.denominators(batch, selected, config, parts)
     own = OwnLogits.of(batch, theta.shape[-1])
-    epoch = Epoch.of(own, advantage_values, own.table(theta_old), own.table(theta_ref), plan.kl_reward)
+    epoch = Epoch.of(own, advantage_values, own.table(theta_old), own.table(theta_ref), plan.kl)
     part = Part.of(own.batch, selected & parts[0], denominator, n)
     closed_form, clip_fraction = epoch.gradient(theta, plan, part)
 

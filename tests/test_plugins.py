@@ -11,9 +11,11 @@ Everything runs in order, in one fresh folder.
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +29,8 @@ from toyrl.config import Config, InvalidInput
 from toyrl.expected import expected_update
 from toyrl.experiment import run_experiment
 from toyrl.objective import parse_spec
-from toyrl.plugins import LOADED, PLUGIN_KINDS, load_plugin, plugins_used, probe, probe_inputs, unload
-from toyrl.stages import REGISTRY, simulated_only
+from toyrl.plugins import LOADED, load_plugin, plugins_used, probe, probe_inputs, unload
+from toyrl.stages import KINDS, REGISTRY, simulated_only
 from toyrl.sweep import Point, run_id, run_sweep
 from toyrl.train import initial_theta, run_streams
 
@@ -114,7 +116,7 @@ def test_the_documented_walk_through_runs_as_written(tmp_path: Path, monkeypatch
         else:
             continue
         done[mark or language] += 1
-    assert done == {"plugin": 4, "json": 2, "run": 1, "console": 9, "refused": 5}, done
+    assert done == {"plugin": 5, "json": 2, "run": 1, "console": 11, "refused": 6}, done
     sha = hashlib.sha256(plugin_source("smoothing.py").encode()).hexdigest()
     assert sha in DOC.read_text() and sha[:12] in DOC.read_text()  # the hashes shown are the file's
     longest = pd.read_csv(tmp_path / "longest.csv")
@@ -153,9 +155,26 @@ LOADING_ERRORS = {
         HEADER + SHIFT.replace('"shift"', '"rloo"'),
         "plugin {path}, line 5: ValueError: a advantage named 'rloo' is registered already",
     ),
-    "another kind": (
+    "no such kind": (
+        HEADER + SHIFT.replace('"advantage"', '"critic"'),
+        "plugin {path}, line 5: ValueError: no stage kind 'critic': the kinds are reward, selector,",
+    ),
+    "not its kind's protocol": (
         HEADER + SHIFT.replace('"advantage"', '"kl"'),
-        "plugin {path}: registers a kl ('shift'); a plugin's stages are of the kinds reward, selector",
+        "plugin {path}: kl custom:shift: has no beta (the KL protocol of toyrl.stages.kl)",
+    ),
+    "a method of other arguments": (
+        HEADER + SHIFT.replace("(self, rewards, std_eps)", "(self, rewards)"),
+        "plugin {path}: advantage custom:shift: has advantages(rewards): it must take (rewards, std_eps) "
+        "(the Advantage protocol of toyrl.stages.advantage)",
+    ),
+    "a property as a method": (
+        HEADER
+        + SHIFT.replace('"advantage", "shift"', '"kl", "shift"').replace(
+            "    def advantages(self, rewards, std_eps):\n        return rewards - 0.5\n",
+            "    def beta(self):\n        return 0.1\n",
+        ),
+        "plugin {path}: kl custom:shift: has beta as a method, not a value (the KL protocol",
     ),
     "not frozen": (
         HEADER + SHIFT.replace("(frozen=True)", ""),
@@ -445,7 +464,7 @@ def test_a_plugin_that_exits_at_import_is_exit_2_and_writes_nothing(tmp_path: Pa
     assert not out.exists()
 
 
-@pytest.mark.parametrize("kind", PLUGIN_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_every_built_in_stage_keeps_the_contract_the_probes_check(kind: str) -> None:
     for name, stage in REGISTRY[kind].items():
         assert probe(kind, stage) == "", f"{kind} {name}: {probe(kind, stage)}"
@@ -555,3 +574,213 @@ def test_toyrl_run_refuses_to_overwrite_results_of_another_plugin_source(tmp_pat
     assert refused.exit_code == 2 and out.read_bytes() == before
     message = refused.output.strip()
     assert "holds results made with other settings" in message and len(message.splitlines()) == 1
+
+
+RESTATED = (
+    HEADER
+    + """
+from toyrl import kernels
+from toyrl.stages import Epochs
+
+
+@register("kl", "k3_again")
+@dataclass(frozen=True)
+class K3Again:
+    beta: float = 0.0
+
+    def loss(self, ratio, log_ref_ratio):
+        return kernels.exp(log_ref_ratio) - 1
+
+    def token_advantages(self, advantage, old, ref, batch, counts):
+        return None
+
+
+@register("kl", "k2")
+@dataclass(frozen=True)
+class K2:
+    beta: float = 0.0
+
+    def loss(self, ratio, log_ref_ratio):  # d(x^2 / 2) / d log pi = -x, x = log(pi_ref / pi)
+        return log_ref_ratio
+
+    def token_advantages(self, advantage, old, ref, batch, counts):
+        return None
+
+
+@register("schedule", "epochs_again")
+@dataclass(frozen=True)
+class EpochsAgain(Epochs):
+    pass
+
+
+@register("sampler", "once_again")
+@dataclass(frozen=True)
+class OnceAgain:
+    def batch(self, batch, theta, config, refill):
+        return batch, batch.token_count(1).sum(axis=(-2, -1))
+
+    def worst_draws(self, config):
+        return config.batch_prompts * config.group_size
+
+    def refills(self, config):
+        return 0
+"""
+)
+
+
+def test_a_plugin_kl_schedule_and_sampler_restating_the_built_ins_train_to_the_same_bits(
+    tmp_path: Path,
+) -> None:
+    """Every kind is pluggable, through the one path the built-in stages take: a KL term, a
+    schedule and a sampler restated in a plugin give the built-ins' numbers bit for bit, and a
+    k2 term (verl's kl_penalty 'mse') in the same place moves them."""
+    load_plugin(write(tmp_path, "restated.py", RESTATED))
+    base = "advantage=group_std,aggregation=seq_mean_token_mean,beta=0.5,num_iterations=2,mini_batches=2"
+    built_in = run_experiment(TINY, [parse_spec(base)], [0, 1])
+    plugged = parse_spec(f"{base},kl=custom:k3_again,schedule=custom:epochs_again,sampler=custom:once_again")
+    again = run_experiment(TINY, [plugged], [0, 1])
+    columns = [c for c in built_in.columns if c != "variant"]
+    pd.testing.assert_frame_equal(again[columns], built_in[columns], check_exact=True)
+    k2 = run_experiment(TINY, [parse_spec(f"{base},kl=custom:k2")], [0, 1])
+    assert np.isfinite(k2["accuracy"]).all()
+    last = k2["step"] == TINY.steps
+    assert not np.allclose(
+        k2.loc[last, "p_right_approach"], built_in.loc[last, "p_right_approach"], rtol=0, atol=1e-12
+    )
+    for kind, name in (("kl", "k2"), ("schedule", "epochs_again"), ("sampler", "once_again")):
+        assert probe(kind, REGISTRY[kind][f"custom:{name}"]) == ""
+    # no exact form but the built-in one: simulated only unless the stage says otherwise
+    assert simulated_only(REGISTRY["sampler"]["custom:once_again"]) == (
+        "sampler custom:once_again: the exact update draws the article's batch"
+    )
+    assert not simulated_only(REGISTRY["schedule"]["custom:epochs_again"])  # Epochs' own, one update
+
+
+BROKEN_KINDS = {
+    "a sampler of the wrong shape": (
+        """
+@register("sampler", "half")
+@dataclass(frozen=True)
+class Half:
+    def batch(self, batch, theta, config, refill):
+        return batch.rows(slice(0, 1)), np.ones(len(theta))
+
+    def worst_draws(self, config):
+        return 1
+
+    def refills(self, config):
+        return 0
+""",
+        "sampler custom:half returns prompt_index of shape (1, 3)",
+    ),
+    "a sampler whose draws mix runs": (
+        """
+from toyrl.policy import Batch
+
+
+@register("sampler", "mixed")
+@dataclass(frozen=True)
+class Mixed:
+    def batch(self, batch, theta, config, refill):
+        return batch, np.full(len(theta), float(batch.length.sum()))
+
+    def worst_draws(self, config):
+        return 1
+
+    def refills(self, config):
+        return 0
+""",
+        "sampler custom:mixed mixes runs",
+    ),
+    "a KL loss of the wrong shape": (
+        """
+@register("kl", "flat")
+@dataclass(frozen=True)
+class Flat:
+    beta: float = 0.1
+
+    def loss(self, ratio, log_ref_ratio):
+        return log_ref_ratio[0]
+
+    def token_advantages(self, advantage, old, ref, batch, counts):
+        return None
+""",
+        "kl custom:flat returns loss coefficients of shape",
+    ),
+    "a schedule of no updates": (
+        """
+from toyrl.stages import Epochs
+
+
+@register("schedule", "idle")
+@dataclass(frozen=True)
+class Idle(Epochs):
+    @property
+    def updates(self):
+        return 0
+""",
+        "schedule custom:idle raises TypeError: updates is 0: a whole number at least 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_KINDS))
+def test_the_probes_refuse_a_broken_sampler_kl_or_schedule(case: str, tmp_path: Path) -> None:
+    source, message = BROKEN_KINDS[case]
+    path = write(tmp_path, "broken.py", HEADER + source)
+    with pytest.raises(InvalidInput) as error:
+        load_plugin(path)
+    assert "\n" not in str(error.value)
+    assert str(error.value).startswith(f"plugin {path}: {message}"), str(error.value)
+    assert not LOADED
+
+
+@pytest.mark.slow
+def test_the_type_checker_holds_a_registered_class_to_its_kinds_protocol(tmp_path: Path) -> None:
+    """`register`'s overloads: mypy refuses a class registered as a kind whose Protocol it does not
+    meet, and accepts one that does (each kind's module opens with its Protocol)."""
+    pytest.importorskip("mypy")
+    body = """
+@register("advantage", "ok")
+@dataclass(frozen=True)
+class Fine:
+    def advantages(self, rewards: np.ndarray, std_eps: float) -> np.ndarray:
+        return rewards
+
+
+@register("advantage", "too_few")
+@dataclass(frozen=True)
+class TooFew:
+    def advantages(self, rewards: np.ndarray) -> np.ndarray:
+        return rewards
+
+
+@register("kl", "no_beta")
+@dataclass(frozen=True)
+class NoBeta:
+    def loss(self, ratio: np.ndarray, log_ref_ratio: np.ndarray) -> None:
+        return None
+
+    def token_advantages(
+        self, advantage: np.ndarray, old: object, ref: object, batch: object, counts: object
+    ) -> None:
+        return None
+"""
+    path = write(tmp_path, "typed.py", HEADER + body)
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--no-error-summary",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        str(path),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "MYPYPATH": str(ROOT)}
+    )
+    errors = sorted(line.split(": error: ")[1] for line in result.stdout.splitlines() if ": error: " in line)
+    assert errors == [
+        'Value of type variable "AdvantageT" of function cannot be "TooFew"  [type-var]',
+        'Value of type variable "KLT" of function cannot be "NoBeta"  [type-var]',
+    ], result.stdout + result.stderr

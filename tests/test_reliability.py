@@ -184,25 +184,25 @@ def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk or a read-only file at any point: the old CSV and sidecar stay as they were."""
-    import toyrl.results as results
+    import toyrl.files as files
 
     out = tmp_path / "r.csv"
     assert invoke("run", *TINY, "--out", str(out)).exit_code == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    real_fill, real_replace = results._fill, os.replace
+    real_fill, real_replace = files._fill, os.replace
     calls = {"copy": 0, "replace": 0}
 
     def full_disk_on_the_sidecar(temporary: Path, path: Path, data: object) -> None:
         calls["copy"] += 1
         if path.suffix == ".json":
-            raise results.InvalidInput(f"cannot write {path}: No space left on device")
+            raise files.InvalidInput(f"cannot write {path}: No space left on device")
         real_fill(temporary, path, data)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(results, "_fill", full_disk_on_the_sidecar)
+    monkeypatch.setattr(files, "_fill", full_disk_on_the_sidecar)
     failed = invoke("run", *TINY, "--lr", "0.05", "--force", "--out", str(out))
     assert failed.exit_code == 2 and "No space left on device" in failed.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing replaced, no temp
-    monkeypatch.setattr(results, "_fill", real_fill)
+    monkeypatch.setattr(files, "_fill", real_fill)
 
     def second_rename_fails(source: str, target: str) -> None:
         calls["replace"] += 1
@@ -217,7 +217,7 @@ def test_a_failed_write_leaves_the_previous_pair_intact_and_no_orphan(
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # the CSV was put back
     load_results(out)
     fresh = tmp_path / "fresh.csv"
-    monkeypatch.setattr(results, "_fill", full_disk_on_the_sidecar)
+    monkeypatch.setattr(files, "_fill", full_disk_on_the_sidecar)
     assert invoke("run", *TINY, "--out", str(fresh)).exit_code == 2
     assert {p.name for p in tmp_path.iterdir()} == set(before)  # no orphan sidecar or CSV
     assert calls["copy"] >= 3 and calls["replace"] >= 2
@@ -266,12 +266,12 @@ def test_workers_end_with_a_killed_parent(tmp_path: Path) -> None:
 
 
 def test_running_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import toyrl.cli
+    import toyrl.cli.commands
 
     def no_memory(*args: object, **kwargs: object) -> None:
         raise MemoryError
 
-    monkeypatch.setattr(toyrl.cli, "run_experiment", no_memory)
+    monkeypatch.setattr(toyrl.cli.commands, "run_experiment", no_memory)
     result = invoke("run", *TINY, "--out", str(tmp_path / "r.csv"))
     assert result.exit_code == 2 and result.stderr.startswith("toyrl: error: out of memory")
     assert result.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
@@ -327,12 +327,12 @@ def test_the_worker_count_is_bounded_by_the_cores_and_the_runs(monkeypatch: pyte
 
 
 def test_a_big_run_says_up_front_what_it_will_take(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import toyrl.cli
+    import toyrl.cli.commands
 
     def stop(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # no need to run it: the estimate comes first
 
-    monkeypatch.setattr(toyrl.cli, "run_experiment", stop)
+    monkeypatch.setattr(toyrl.cli.commands, "run_experiment", stop)
     big = invoke("run", "--seeds", "1000", "--out", str(tmp_path / "r.csv"))
     first = big.stderr.splitlines()[0]
     assert (
@@ -347,12 +347,12 @@ def test_a_big_run_says_up_front_what_it_will_take(monkeypatch: pytest.MonkeyPat
 def test_the_estimate_counts_a_samplers_worst_case_rounds(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import toyrl.cli
+    import toyrl.cli.commands
 
     def stop(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(toyrl.cli, "run_experiment", stop)
+    monkeypatch.setattr(toyrl.cli.commands, "run_experiment", stop)
     # one prompt a round among 1,000 that never fill a batch (min_length = cap): about 1,000 rounds a step
     refilling = "advantage=none,sampler=filter_groups,max_rounds=1000,round_prompts=1"
     args = ["--prompts", "1000", "--batch-prompts", "1", "--min-length", "1500", "--seeds", "1"]
@@ -366,13 +366,13 @@ def test_the_estimate_counts_a_samplers_worst_case_rounds(
 
 def test_the_refill_loop_is_bounded_by_numpy_not_by_prompts_squared() -> None:
     from toyrl.config import Config
-    from toyrl.stages import FilterGroups, worst_draws
+    from toyrl.stages import FilterGroups
 
     config = Config(prompts=1000, batch_prompts=1, min_length=1500)
     sampler = FilterGroups(max_rounds=1000, round_prompts=1)
     assert sampler.refills(config) == 999
     # B x G, then rounds of 1 prompt's G responses and the uniforms ordering the 999, 998, ... left
-    assert worst_draws(sampler, config) == 8 + 999 * 8 + 999 * 1000 // 2
+    assert sampler.worst_draws(config) == 8 + 999 * 8 + 999 * 1000 // 2
 
 
 def test_a_sidecar_that_is_not_an_object_is_refused_or_replaced_in_one_line(tmp_path: Path) -> None:

@@ -464,9 +464,11 @@ def test_a_cluster_of_one_thread_computes_on_its_worker(
         raise AssertionError("simulated in the client")
 
     monkeypatch.setattr(train, "simulate", nowhere)
-    monkeypatch.setattr(experiment, "simulate", nowhere)
+    monkeypatch.setattr(train, "train_runs", nowhere)
+    monkeypatch.setattr(experiment, "train_runs", nowhere)
     monkeypatch.setattr(experiment, "simulate_runs", nowhere)
-    monkeypatch.setattr(sweep, "simulate_runs", nowhere)
+    monkeypatch.setattr(experiment, "simulate_columns", nowhere)
+    monkeypatch.setattr(sweep, "simulate_columns", nowhere)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         run_sweep(tmp_path / "there", *arguments, backend="dask", scheduler=cluster.scheduler_address)
     for name in ("results.csv", "final.csv"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import toyrl.cli as cli
+import toyrl.cli.terminal as terminal
 from toyrl import __version__
 from toyrl.cli import app
 
@@ -89,7 +89,7 @@ def test_a_table_too_wide_is_cut_into_tables_that_repeat_the_first_column() -> N
 
 
 def test_format_table_wraps_headers_before_it_cuts_tables() -> None:
-    from toyrl.results import format_table
+    from toyrl.cli.terminal import format_table
 
     rows = [["name", "a long header of words", "another long header"], ["x", "1.5", "-2"]]
     assert format_table(rows) == format_table(rows, width=200)  # fits: the table as ever
@@ -103,8 +103,9 @@ def test_format_table_wraps_headers_before_it_cuts_tables() -> None:
 
 
 def test_numbers_within_1e_15_of_zero_print_as_0() -> None:
-    assert cli.number(-7.5e-21) == "0" and cli.number(6.5e-33) == "0" and cli.number(-0.0) == "0"
-    assert cli.number(2e-15) == "2e-15" and cli.number(-0.0021619) == "-0.0021619"
+    number = terminal.number
+    assert number(-7.5e-21) == "0" and number(6.5e-33) == "0" and number(-0.0) == "0"
+    assert number(2e-15) == "2e-15" and number(-0.0021619) == "-0.0021619"
     code, text, _ = invoke(["bias"])
     assert code == 0
     rows = {
@@ -154,16 +155,16 @@ def test_version() -> None:
 def test_a_single_worker_run_reports_progress_while_it_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(cli, "PROGRESS_AFTER", 0.0)
-    monkeypatch.setattr(cli, "PROGRESS_EVERY_LOGGED", 0.05)
+    monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(terminal, "PROGRESS_EVERY_LOGGED", 0.05)
     seen: list[float] = []
-    real = cli.Progress.update
+    real = terminal.Progress.update
 
-    def watched(self: cli.Progress, done: float, total: float | None = None, base: float = 0.0) -> None:
+    def watched(self: terminal.Progress, done: float, total: float | None = None, base: float = 0.0) -> None:
         seen.append(time.perf_counter())
         real(self, done, total, base)
 
-    monkeypatch.setattr(cli.Progress, "update", watched)
+    monkeypatch.setattr(terminal.Progress, "update", watched)
     code, stdout, stderr = invoke(
         ["run", "--seeds", "8", "--steps", "1000", "--n-jobs", "1", "--out", str(tmp_path / "r.csv")]
     )
@@ -182,7 +183,7 @@ def test_a_single_worker_run_reports_progress_while_it_runs(
 
 
 def test_quiet_prints_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
     result = CliRunner().invoke(
         app, ["run", "-q", "--seeds", "4", "--steps", "100", "--out", str(tmp_path / "r.csv")]
     )
@@ -190,7 +191,7 @@ def test_quiet_prints_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_step_is_estimated_only_once_measured() -> None:
-    phase = cli._Phase("simulating", 100, "runs")
+    phase = terminal._Phase("simulating", 100, "runs")
     phase.started -= 5
     now = time.perf_counter()
     assert phase.status(now).startswith("simulating: estimating... (5.0 s so far)")
@@ -202,12 +203,12 @@ def test_a_step_is_estimated_only_once_measured() -> None:
     assert "under 1 s left" in phase.status(now)
     phase.done = 100
     assert phase.status(now) == "simulating: all 100 runs done, finishing (5.0 s so far)"
-    resumed = cli._Phase("running", 10, "runs")
+    resumed = terminal._Phase("running", 10, "runs")
     resumed.done = resumed.base = 6  # done before this command: no measurement yet
     assert "estimating" in resumed.status(time.perf_counter())
-    unknown = cli._Phase("rendering the figures", None, "")
+    unknown = terminal._Phase("rendering the figures", None, "")
     assert unknown.status(unknown.started + 3.2) == "rendering the figures... 3.2 s so far"
-    assert [cli.duration(t) for t in (0.42, 7.34, 42.4, 754, 5500)] == [
+    assert [terminal.duration(t) for t in (0.42, 7.34, 42.4, 754, 5500)] == [
         "0.42 s",
         "7.3 s",
         "42 s",
@@ -218,14 +219,14 @@ def test_a_step_is_estimated_only_once_measured() -> None:
 
 def test_wrapping_follows_columns_and_leaves_files_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "60")
-    assert cli.output_width() == 80  # never narrower than 80
+    assert terminal.output_width() == 80  # never narrower than 80
     monkeypatch.setenv("COLUMNS", "132")
-    assert cli.output_width() == 132
+    assert terminal.output_width() == 132
     monkeypatch.delenv("COLUMNS")
-    assert cli.output_width() is None  # stdout is not a terminal here
-    assert cli.wrap("a " * 60, None) == "a " * 60
+    assert terminal.output_width() is None  # stdout is not a terminal here
+    assert terminal.wrap("a " * 60, None) == "a " * 60
     spec = "advantage=group_std_sample,aggregation=token_mean,reward=soft_overlong,sampler=filter_groups"
-    broken = cli.wrap_list(spec, 40, "    ", "        ")
+    broken = terminal.wrap_list(spec, 40, "    ", "        ")
     assert all(len(line) <= 40 for line in broken.splitlines())
     assert "".join(line.strip() for line in broken.splitlines()) == spec
 

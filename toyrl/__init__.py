@@ -8,7 +8,8 @@ small registered classes, each with its exact hook) -> `objective` (a variant: o
 kind, with one canonical spec) and `variants` (the named ones) -> `train` (one training step, top
 to bottom, and the loop that records it) -> `expected` (exact expected updates, mean-field runs)
 -> `experiment` (many runs over workers, the results table) -> `results` (CSV with its
-configuration) -> `plots` -> `cli` (the `toyrl` command). docs/design.md shows how they fit.
+configuration, written by `files`: whole or not at all) -> `plots` -> `cli` (the `toyrl` command:
+its `commands`, `options` and `terminal` output). docs/design.md shows how they fit.
 """
 
 __version__ = "0.4.0"

@@ -117,6 +117,11 @@ def check_exact_supported(variants: Sequence[Variant]) -> None:
             )
 
 
+def _hook(stage: object, name: str) -> Any:
+    """A stage's exact hook (`toyrl.plugins.EXACT_HOOKS`), which `check_exact_supported` has found."""
+    return getattr(stage, name)
+
+
 def _mean_advantage(
     success_rate: FloatArray, group_size: int, advantage: object, std_eps: float
 ) -> tuple[FloatArray, FloatArray]:
@@ -158,8 +163,8 @@ class ExactPlan:
         return cls(
             normalisers=rows_by([v.normaliser for v in variants]),
             advantages=rows_by([v.advantage for v in variants]),
-            keep_tail=np.array([v.selector.keeps_truncated for v in variants]),
-            scale=np.array([1.0 if v.normaliser.averaged else responses for v in variants]),
+            keep_tail=np.array([_hook(v.selector, "keeps_truncated") for v in variants]),
+            scale=np.array([1.0 if _hook(v.normaliser, "averaged") else responses for v in variants]),
             reward=next(iter(rewards)),
         )
 

@@ -24,8 +24,7 @@ import numpy as np
 from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.stages import refill_rounds, worst_draws
-from toyrl.train import COLUMNS, Trajectory, check_variant, simulate
+from toyrl.train import COLUMNS, Trajectory, check_variant, train_runs
 from toyrl.variants import parse_variant
 
 if TYPE_CHECKING:
@@ -64,13 +63,13 @@ def simulate_columns(
     mean_field: bool = False,
     on_step: Callable[[int, FloatArray], None] | None = None,
 ) -> Columns:
-    """One chunk of runs, trained together (sampled, or `mean_field`), as the arrays of `COLUMNS`;
-    `on_step` as in `toyrl.train.simulate`."""
+    """One chunk of runs, checked already (`check_runs`), trained together (sampled, or
+    `mean_field`), as the arrays of `COLUMNS`; `on_step` as in `toyrl.train.simulate`."""
     if mean_field:
         from toyrl.expected import simulate_mean_field  # only for mean-field runs
 
         return to_columns(simulate_mean_field(config, runs, on_step), config.steps)
-    return to_columns(simulate(config, runs, on_step), config.steps)
+    return to_columns(train_runs(config, runs, on_step), config.steps)
 
 
 def simulate_runs(
@@ -80,7 +79,8 @@ def simulate_runs(
     on_step: Callable[[int, FloatArray], None] | None = None,
 ) -> pd.DataFrame:
     """One chunk of runs, trained together (sampled, or `mean_field`), as a frame of `COLUMNS`;
-    `on_step` as in `toyrl.train.simulate`."""
+    `on_step` as in `toyrl.train.simulate`; InvalidInput first unless the runs fit `config`."""
+    check_runs(config, list(dict.fromkeys(variant for variant, _ in runs)))
     return frame_of(simulate_columns(config, runs, mean_field, on_step))
 
 
@@ -113,11 +113,11 @@ def estimated_cost(
 
 def sampler_cost(variant: Variant, config: Config) -> float:
     """Rough core-seconds a step of one run spends in its sampler beyond the B x G responses, at
-    worst (a batch that never fills): 0.15 us a further draw (`toyrl.stages.worst_draws`) and, for
+    worst (a batch that never fills): 0.15 us a further draw (`Sampler.worst_draws`) and, for
     a sampler that refills run by run, 200 us a round (measured as `estimated_cost`'s)."""
-    extra = worst_draws(variant.sampler, config) - config.batch_prompts * config.group_size
-    refilling = hasattr(variant.sampler, "refills")
-    rounds = 200e-6 * (1 + refill_rounds(variant.sampler, config)) if refilling else 0.0
+    extra = variant.sampler.worst_draws(config) - config.batch_prompts * config.group_size
+    refills = variant.sampler.refills(config)
+    rounds = 200e-6 * (1 + refills) if refills else 0.0
     return 0.15e-6 * extra + rounds
 
 
@@ -171,9 +171,10 @@ def quiet_resource_tracker() -> Iterator[None]:
 def simulate_in_worker(
     config: Config, runs: Sequence[tuple[Variant, int]], mean_field: bool = False
 ) -> pd.DataFrame:
-    """`simulate_runs` in a worker process that ends with its parent (see `die_with_parent`)."""
+    """One chunk of runs checked by the caller (`check_runs`), as `simulate_runs` returns it, in a
+    worker process that ends with its parent (see `die_with_parent`)."""
     die_with_parent()
-    return simulate_runs(config, runs, mean_field)
+    return frame_of(simulate_columns(config, runs, mean_field))
 
 
 def check_experiment(config: Config, variants: Sequence[Variant], seeds: Sequence[int], n_jobs: int) -> int:
@@ -250,6 +251,7 @@ def run_experiment(
     progress: Progress | None = None,
     mean_field: bool = False,
     as_columns: Literal[False] = False,
+    workers: int | None = None,
 ) -> pd.DataFrame: ...
 
 
@@ -263,6 +265,7 @@ def run_experiment(
     mean_field: bool = False,
     *,
     as_columns: Literal[True],
+    workers: int | None = None,
 ) -> Columns: ...
 
 
@@ -274,6 +277,7 @@ def run_experiment(
     progress: Progress | None = None,
     mean_field: bool = False,
     as_columns: bool = False,
+    workers: int | None = None,
 ) -> pd.DataFrame | Columns:
     """Every (variant, seed) pair, variant-major, spread over `n_jobs` joblib workers (-1: all cores;
     never more than the cores or the runs).
@@ -282,10 +286,13 @@ def run_experiment(
     `mean_field`: the mean-field trajectories (`toyrl.expected.simulate_mean_field`).
     `progress(done, total)`, in run-steps (runs x (steps + 1)), is called as runs advance: at every
     step of a chunk trained in this process, and as each chunk of a worker process finishes.
-    `as_columns`: return the table's arrays (`Columns`) instead of a DataFrame.
+    `as_columns`: return the table's arrays (`Columns`) instead of a DataFrame. InvalidInput
+    before any work unless the arguments are valid (`check_experiment`), unless `workers`, what
+    `check_experiment` returned for them, says they were checked at the edge already.
     """
     resolved = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
-    workers = check_experiment(config, resolved, seeds, n_jobs)
+    if workers is None:
+        workers = check_experiment(config, resolved, seeds, n_jobs)
     runs = [(variant, seed) for variant in resolved for seed in seeds]
     chunks = chunk_runs(runs, runs_per_chunk(config, mean_field), workers)
     parts: dict[int, Columns] = {}  # by chunk, as they finish

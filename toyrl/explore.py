@@ -100,6 +100,7 @@ def _registry() -> dict[str, dict[str, Any]]:
                 "fixed": {f: _plain(getattr(stage, f)) for f in fixed},
                 "parameters": {key: _plain(value) for key, value in parameters(stage).items()},
                 "declared": declarations(type(stage)),  # the valid values, as the stage checks them
+                "refuses": list(getattr(stage, "refuses", ())),  # combinations it refuses (`refused`)
                 "simulated_only": simulated_only(stage),
             }
     return out

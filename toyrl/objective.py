@@ -30,7 +30,7 @@ named by its canonical text. Named variants (the article's four, the trainers' p
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +39,23 @@ from numpy.typing import ArrayLike, NDArray
 
 from toyrl.config import InvalidInput
 from toyrl.policy import Batch, FloatArray
-from toyrl.stages import REGISTRY, parameters, stage_name, std_eps_of, weights
+from toyrl.stages import (
+    KL,
+    REGISTRY,
+    Advantage,
+    Normaliser,
+    Objective,
+    Reward,
+    Sampler,
+    Schedule,
+    Selector,
+    advantages_of,
+    check_declared,
+    parameters,
+    stage_name,
+    std_eps_of,
+    weights,
+)
 from toyrl.values import parse_as
 
 # Spec key of each stage kind ("aggregation" is the normaliser's, the trainers' word for it).
@@ -76,14 +92,14 @@ class Variant:
     """A loss variant: one stage of each kind, a name, and what it stands for (neither is identity)."""
 
     name: str
-    advantage: Any = field(default_factory=lambda: _stage("advantage", DEFAULTS["advantage"]))
-    normaliser: Any = field(default_factory=lambda: _stage("normaliser", DEFAULTS["normaliser"]))
-    selector: Any = field(default_factory=lambda: _stage("selector", DEFAULTS["selector"]))
-    objective: Any = field(default_factory=lambda: _stage("objective", DEFAULTS["objective"]))
-    kl: Any = field(default_factory=lambda: _stage("kl", DEFAULTS["kl"]))
-    schedule: Any = field(default_factory=lambda: _stage("schedule", DEFAULTS["schedule"]))
-    reward: Any = field(default_factory=lambda: _stage("reward", DEFAULTS["reward"]))
-    sampler: Any = field(default_factory=lambda: _stage("sampler", DEFAULTS["sampler"]))
+    advantage: Advantage = field(default_factory=lambda: _stage("advantage", DEFAULTS["advantage"]))
+    normaliser: Normaliser = field(default_factory=lambda: _stage("normaliser", DEFAULTS["normaliser"]))
+    selector: Selector = field(default_factory=lambda: _stage("selector", DEFAULTS["selector"]))
+    objective: Objective = field(default_factory=lambda: _stage("objective", DEFAULTS["objective"]))
+    kl: KL = field(default_factory=lambda: _stage("kl", DEFAULTS["kl"]))
+    schedule: Schedule = field(default_factory=lambda: _stage("schedule", DEFAULTS["schedule"]))
+    reward: Reward = field(default_factory=lambda: _stage("reward", DEFAULTS["reward"]))
+    sampler: Sampler = field(default_factory=lambda: _stage("sampler", DEFAULTS["sampler"]))
     summary: str = ""
     stands_for: str = ""  # the trainer setting a preset stands for
 
@@ -101,7 +117,7 @@ class Variant:
     @property
     def updates(self) -> int:
         """Optimiser updates per sampled batch (epochs x mini-batches)."""
-        return int(getattr(self.schedule, "updates", self.num_iterations))
+        return self.schedule.updates
 
     def names(self) -> dict[str, str]:
         """The registered name of each stage, by kind."""
@@ -161,6 +177,8 @@ def from_spec(name: str, spec: dict[str, Any], summary: str = "", stands_for: st
     built = {
         kind: replace(stage, **changes[kind]) if changes[kind] else stage for kind, stage in stages.items()
     }
+    for stage in built.values():  # a plugin stage's declared parameters too, without a __post_init__
+        check_declared(stage)
     return Variant(name, summary=summary, stands_for=stands_for, **built)
 
 
@@ -287,10 +305,7 @@ def variant_weights(
     batch_rewards, batch_tokens = np.atleast_2d(r), np.atleast_2d(tokens)
     ended = np.broadcast_to(np.asarray(stopped, dtype=bool), batch_rewards.shape)
     eps = std_eps_of(variant.advantage, std_eps)
-    if getattr(variant.advantage, "uses_tokens", False):
-        advantage = variant.advantage.advantages(batch_rewards, eps, batch_tokens)
-    else:
-        advantage = variant.advantage.advantages(batch_rewards, eps)
+    advantage = advantages_of(variant.advantage, batch_rewards, eps, batch_tokens)
     # the selectors read which responses stopped (and the batch's shape), not their approach or length
     prompts = np.arange(batch_rewards.shape[0])
     batch = Batch(prompts, batch_rewards > 0, batch_tokens.astype(np.int64), ended)
@@ -299,7 +314,7 @@ def variant_weights(
     return weights(advantage, denominator, included).reshape(r.shape)
 
 
-def rows_by(keys: Sequence[Hashable]) -> dict[Any, NDArray[np.intp]]:
+def rows_by(keys: Sequence[Any]) -> dict[Any, NDArray[np.intp]]:
     """The row indices of each distinct key (a run's stage, say), in order of first appearance: runs
     that share a stage are computed together."""
     rows: dict[Any, list[int]] = {}

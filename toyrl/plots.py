@@ -46,8 +46,8 @@ from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from toyrl.files import write_atomic
 from toyrl.looks import EXTRA_COLOURS, VARIANT_COLOURS
-from toyrl.results import write_atomic
 
 STYLES = ("paper", "slides")
 

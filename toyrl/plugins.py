@@ -3,8 +3,9 @@
 A plugin is one Python file that registers stages as toyrl registers its own, with
 `toyrl.stages.register(kind, name)` on a frozen dataclass (docs/plugins.md walks through one).
 `load_plugin` runs it and files each stage it registered as `custom:NAME`, so a spec names it
-`advantage=custom:NAME` and no plugin can shadow a built-in stage or another plugin's. Its
-kinds are the five a training step calls through their interface (R runs, B prompts, G members):
+`advantage=custom:NAME` and no plugin can shadow a built-in stage or another plugin's. A stage
+may be of any kind; its kind's `Protocol` (`toyrl.stages.PROTOCOLS`, each opening its kind's
+module) is its interface (R runs, B prompts, G members, C logits):
 
 | kind       | interface                                                                     |
 | ---------- | ----------------------------------------------------------------------------- |
@@ -16,18 +17,26 @@ kinds are the five a training step calls through their interface (R runs, B prom
 |            | -> (D [R, B, G], n [R] or one number)                                         |
 | objective  | `coefficients(update, beta)` -> (`Coefficients` of [R, B, G] arrays, clipped  |
 |            | tokens [R]); its parameters are its own fields (a chunk's runs share one)     |
+| kl         | `beta`; `loss(ratio, log_ref_ratio)` -> [2, R, C] or None; `token_advantages( |
+|            | advantage, old, ref, batch, counts)` -> `TokenAdvantage` [3, R, B, G] or None |
+| schedule   | `updates`, `mini_batches`, `micro_batches`, `orders`, `ranks`, `token_budget`, |
+|            | `prompt_tokens`, `max_grad_norm`, `laid_out`; `check(config)`                 |
+| sampler    | `batch(batch, theta, config, refill)` -> (`Batch` [R, B, G], tokens [R]);      |
+|            | `worst_draws(config)`, `refills(config)` -> int                               |
 
-(toyrl.train reads the kl, the schedule and the sampler by their own classes: a plugin cannot
-replace those.) Each stage is probed when its plugin loads (`probe`): its outputs must have the
-contract's shape and finite values, and each run's output must depend on that run's input alone,
-or the plugin is refused with one line naming the stage and the problem. Then every call of a
-plugin stage's methods, the exact hooks and stages made with a spec's parameters included, is held
-to the cheap part of the contract (`GUARDS`: type, shape, finite and positive values): a breach,
-or an exception, stops the command with one line naming the plugin, the stage, the method and what
-was wrong (`PluginError`). A plugin's prints go to stderr (stdout may be JSON) and numpy's error
-state is restored after its import and each call. A stage without its
-kind's exact hooks (`EXACT_HOOKS`) that does not say why (`simulated_only`) is marked simulated
-only: `toyrl.expected` then refuses it with that reason instead of failing on the missing hook.
+A stage that lacks a member of its kind's Protocol, or whose method does not take the Protocol's
+arguments, is refused when its plugin loads. Then each stage is probed (`probe`): its outputs
+must have the contract's shape and finite values, and each run's output must depend on that
+run's input alone, or the plugin is refused with one line naming the stage and the problem.
+Then every call of a plugin stage's methods, the exact hooks and stages made with a spec's
+parameters included, is held to the cheap part of the contract (`GUARDS`: type, shape, finite
+and positive values): a breach, or an exception, stops the command with one line naming the
+plugin, the stage, the method and what was wrong (`PluginError`). A plugin's prints go to
+stderr (stdout may be JSON) and numpy's error state is restored after its import and each call.
+A stage without its kind's exact hooks (`EXACT_HOOKS`) that does not say why (`simulated_only`)
+is marked simulated only, as is a sampler, KL term or schedule that does not say
+(`NO_EXACT_FORM`): `toyrl.expected` then refuses it with that reason instead of failing on the
+missing hook or computing the article's update for it.
 
 Worker processes (joblib's loky, Dask) receive variants pickled: a plugin stage pickles as its
 file's path, source and field values, and unpickling it loads that source (once per process)
@@ -54,16 +63,24 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from toyrl import noise
+from toyrl import kernels, noise
 from toyrl.config import Config, InvalidInput
 from toyrl.inputs import PLUGIN, Unreadable, read_bytes
 from toyrl.objective import Variant
 from toyrl.policy import Batch, Coefficients, FloatArray, OwnLogits, sample_batch
-from toyrl.stages import KINDS, REGISTRY, correct, simulated_only, std_eps_of
+from toyrl.stages import (
+    KINDS,
+    PROTOCOLS,
+    REGISTRY,
+    TokenAdvantage,
+    advantages_of,
+    correct,
+    simulated_only,
+    std_eps_of,
+)
 from toyrl.train import Epoch, Part, Plan, initial_theta, run_streams
 
 PREFIX = "custom:"
-PLUGIN_KINDS = ("reward", "selector", "advantage", "normaliser", "objective")
 # The attributes `toyrl.expected` asks a stage of each kind for (an objective needs none: the exact
 # update is one on-policy update, which no objective changes).
 EXACT_HOOKS = {
@@ -72,6 +89,14 @@ EXACT_HOOKS = {
     "advantage": ("conditional",),
     "normaliser": ("response_denominator", "averaged"),
     "objective": (),
+}
+# The kinds whose exact form is the built-in one alone: the exact update draws the article's
+# batch, with no KL term and one update a batch, so a plugin stage of these kinds is simulated
+# only unless it says otherwise (its own `simulated_only`, '' where it changes nothing).
+NO_EXACT_FORM = {
+    "kl": "the exact update has no KL term",
+    "schedule": "the exact update is one on-policy update a batch",
+    "sampler": "the exact update draws the article's batch",
 }
 
 
@@ -252,11 +277,6 @@ def _install(plugin: Plugin, kind: str, name: str, stage: Any, evict: bool) -> N
     """Register `stage` as custom:`name` of `kind`, after checking what a registry needs of it;
     mark it simulated only if it lacks an exact hook and does not say why."""
     where = f"plugin {plugin.path}: {kind} {PREFIX}{name}"
-    if kind not in PLUGIN_KINDS:
-        raise InvalidInput(
-            f"plugin {plugin.path}: registers a {kind} ({name!r}); a plugin's stages are of the "
-            f"kinds {', '.join(PLUGIN_KINDS)}"
-        )
     if not (name.isidentifier() and name.isascii()):
         raise InvalidInput(f"{where}: a stage's name is letters, digits and underscores (got {name!r})")
     params = getattr(type(stage), "__dataclass_params__", None)
@@ -270,19 +290,58 @@ def _install(plugin: Plugin, kind: str, name: str, stage: Any, evict: bool) -> N
     elif taken is not None or PREFIX + name in REGISTRY[kind]:
         by = f" by plugin {taken.path}" if taken is not None else ""
         raise InvalidInput(f"{where}: that name is registered already{by}")
-    missing = [hook for hook in EXACT_HOOKS[kind] if not hasattr(stage, hook)]
+    problem = protocol_problem(kind, stage)
+    if problem:
+        raise InvalidInput(f"{where}: {problem}")
+    if kind in NO_EXACT_FORM and not hasattr(stage, "simulated_only"):
+        stage_class: Any = type(stage)  # a class attribute, as the built-in stages declare it
+        stage_class.simulated_only = f"{kind} {PREFIX}{name}: {NO_EXACT_FORM[kind]}"
+    missing = [hook for hook in EXACT_HOOKS.get(kind, ()) if not hasattr(stage, hook)]
     if missing and hasattr(stage, "simulated_only") and not simulated_only(stage):
         raise InvalidInput(
             f"{where}: has no {', '.join(missing)} (its exact hook) but an empty simulated_only: "
             "give the hook, or say in simulated_only why there is none"
         )
     if missing and not hasattr(stage, "simulated_only"):
-        stage_class: Any = type(stage)  # a class attribute, as the built-in stages declare it
+        stage_class = type(stage)
         stage_class.simulated_only = (
             f"{kind} {PREFIX}{name} has no exact hook: it lacks {' and '.join(missing)}"
         )
     REGISTRY[kind][PREFIX + name] = stage
     copyreg.pickle(type(stage), functools.partial(_reduce, plugin.module))
+
+
+def protocol_members(protocol: type) -> dict[str, Any]:
+    """The members a Protocol declares: its methods and properties, by name."""
+    return {name: value for name, value in vars(protocol).items() if not name.startswith("_")}
+
+
+def protocol_problem(kind: str, stage: Any) -> str:
+    """What keeps `stage` from being a `kind` by its Protocol ('' if nothing): a member missing, a
+    property that is a method, or a method that does not take the Protocol's arguments."""
+    protocol = PROTOCOLS[kind]
+    contract = f"(the {protocol.__name__} protocol of toyrl.stages.{kind})"
+    for name, member in protocol_members(protocol).items():
+        if not hasattr(stage, name):
+            return f"has no {name} {contract}"
+        value = getattr(stage, name)
+        if isinstance(member, property):
+            if inspect.ismethod(value):
+                return f"has {name} as a method, not a value {contract}"
+            continue
+        wanted = list(inspect.signature(member).parameters)[1:]  # without self
+        if name == "advantages" and getattr(stage, "uses_tokens", False):
+            wanted.append("tokens")  # `toyrl.stages.advantages_of`
+        arguments = ", ".join(wanted)
+        if not callable(value):
+            return f"has {name} as a {type(value).__name__}, not a method taking ({arguments}) {contract}"
+        try:
+            inspect.signature(value).bind(*wanted)
+        except TypeError:
+            return f"has {name}{inspect.signature(value)}: it must take ({arguments}) {contract}"
+        except ValueError:  # no signature to read (a builtin): called as it is
+            continue
+    return ""
 
 
 def _reduce(module: str, stage: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -340,6 +399,7 @@ class Output:
     contract: str
     boolean: bool = False
     positive: NDArray[np.bool_] | None = None  # where the values must also be > 0 (None: nowhere)
+    runs_axis: int = 0  # the axis of the runs
 
 
 def probe(kind: str, stage: Any) -> str:
@@ -357,7 +417,7 @@ def _probed(kind: str, stage: Any) -> str:
     outputs_of = PROBES[kind]
     given = f"for {INPUTS[kind]} of shape {batch.right.shape}"
     try:
-        outputs = outputs_of(stage, batch, theta, moved)
+        outputs = outputs_of(stage, batch, theta, moved, np.arange(RUNS))
     except Exception as error:
         return f"raises {_describe(error)} {given}"
     for output in outputs:
@@ -369,11 +429,11 @@ def _probed(kind: str, stage: Any) -> str:
         *((rows, "a run's output changes with another run's input") for rows in REPLACED),
     ):
         try:
-            again = outputs_of(stage, batch.rows(rows), theta[rows], moved[rows])
+            again = outputs_of(stage, batch.rows(rows), theta[rows], moved[rows], rows)
         except Exception as error:
             return f"raises {_describe(error)} {given}, its runs reordered"
         for output, other in zip(outputs, again, strict=True):
-            expected = np.asarray(output.value)[rows]
+            expected = np.take(np.asarray(output.value), rows, axis=output.runs_axis)
             if np.shape(other.value) != expected.shape or not np.allclose(
                 expected, other.value, rtol=1e-9, atol=1e-12, equal_nan=True
             ):
@@ -387,6 +447,9 @@ INPUTS = {
     "advantage": "rewards",
     "normaliser": "tokens",
     "objective": "an update",
+    "kl": "policies",
+    "schedule": "a batch",
+    "sampler": "a batch",
 }
 
 
@@ -417,28 +480,25 @@ def _checked(output: Output, given: str) -> str:
     return f"returns {value}{where} {given} (the contract: {need})"
 
 
-def _reward(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+def _reward(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     contract = "[runs, prompts, group], one reward a response"
     return [Output("", stage.rewards(batch, PROBE_CONFIG), batch.right.shape, contract)]
 
 
-def _selector(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+def _selector(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     contract = "bool [runs, prompts, group], True where a response is in the loss"
     return [Output("", stage.included(batch), batch.right.shape, contract, boolean=True)]
 
 
-def _advantage(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+def _advantage(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     """The advantages of the batch's 0/1 rewards (with its token counts, for `uses_tokens`)."""
     rewards = correct(batch, PROBE_CONFIG)
     std_eps = std_eps_of(stage, PROBE_CONFIG)
-    if getattr(stage, "uses_tokens", False):
-        advantage = stage.advantages(rewards, std_eps, batch.token_count(PROBE_CONFIG.approach_tokens))
-    else:
-        advantage = stage.advantages(rewards, std_eps)
+    advantage = advantages_of(stage, rewards, std_eps, batch.token_count(PROBE_CONFIG.approach_tokens))
     return [Output("", advantage, rewards.shape, "the rewards' shape [runs, prompts, group]")]
 
 
-def _normaliser(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+def _normaliser(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     """D and n on the whole batch, truncated responses out of the loss, then on a mini-batch (the
     first prompts' groups) unless the stage refuses mini-batches (InvalidInput: its own message)."""
     tokens = batch.token_count(PROBE_CONFIG.approach_tokens)
@@ -471,7 +531,7 @@ def _normaliser(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) 
     return outputs
 
 
-def _objective(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -> list[Output]:
+def _objective(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     """The coefficients of a later update (at `moved`: ratios away from 1) with centred advantages,
     Dr. GRPO's normaliser and truncated responses masked, the update built as `toyrl.train` does."""
     runs = len(theta)
@@ -502,12 +562,105 @@ def _objective(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray) -
     ]
 
 
-PROBES: dict[str, Callable[[Any, Batch, FloatArray, FloatArray], list[Output]]] = {
+def _kl(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
+    """The loss term's coefficients at `moved`, the batch sampled at theta (the old policy) and the
+    reference theta shifted by 0.5; and the per-token advantages it gives."""
+    own = OwnLogits.of(batch, theta.shape[-1])
+    old, ref, table = own.table(theta), own.table(theta + 0.5), own.table(moved)
+    ratio = kernels.exp(table.log_both - old.log_both)
+    outputs = [
+        Output(
+            "beta",
+            np.broadcast_to(np.asarray(stage.beta, dtype=np.float64), (len(theta),)),
+            (len(theta),),
+            "beta, a number",
+        )
+    ]
+    loss = stage.loss(ratio, ref.log_both - table.log_both)
+    if loss is not None:
+        outputs.append(
+            Output("loss coefficients", loss, ratio.shape, "[2, runs, logits] or None", runs_axis=1)
+        )
+    counts = np.stack([np.ones(batch.length.shape), batch.length - batch.stopped, batch.stopped * 1.0])
+    advantage = correct(batch, PROBE_CONFIG) - 0.5
+    tokens = stage.token_advantages(advantage, old, ref, own.batch, counts)  # at the batch's own logits
+    if tokens is not None:
+        if not isinstance(tokens, TokenAdvantage):
+            raise TypeError(
+                f"token_advantages returned a {type(tokens).__name__}, not a TokenAdvantage or None"
+            )
+        contract = "TokenAdvantage of [3, runs, prompts, group] arrays or None"
+        outputs += [
+            Output(f"token_advantages {f.name}", getattr(tokens, f.name), counts.shape, contract, runs_axis=1)
+            for f in fields(tokens)
+        ]
+    return outputs
+
+
+def _schedule(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
+    """Its settings: whole numbers in their ranges, and a configuration it accepts or refuses
+    with its own one line (InvalidInput)."""
+    for name, low in SCHEDULE_COUNTS.items():
+        value = getattr(stage, name)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise TypeError(f"{name} is {value!r}: a whole number at least {low}")
+    if stage.max_grad_norm is not None and not stage.max_grad_norm > 0:
+        raise TypeError(f"max_grad_norm is {stage.max_grad_norm!r}: a positive number or None")
+    if not isinstance(stage.laid_out, bool | np.bool_):
+        raise TypeError(f"laid_out is {stage.laid_out!r}: true or false")
+    with contextlib.suppress(InvalidInput):
+        stage.check(PROBE_CONFIG)
+    return []
+
+
+SCHEDULE_COUNTS = {  # each schedule setting that counts something, and its least value
+    "updates": 1,
+    "mini_batches": 1,
+    "micro_batches": 1,
+    "ranks": 1,
+    "orders": 0,
+    "token_budget": 0,
+    "prompt_tokens": 0,
+}
+
+
+def _sampler(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
+    """The batch it trains on from the probe batch, each run with its own refill stream (seeded by
+    the run, so that reordering the runs reorders their streams), and the bounds of its draws."""
+    config = PROBE_CONFIG
+    for method in ("worst_draws", "refills"):
+        value = getattr(stage, method)(config)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise TypeError(f"{method}(config) returned {value!r}, not a whole number >= 0")
+    refill = [np.random.default_rng(100 + int(run)) for run in rows]
+    out = stage.batch(batch, theta, config, refill)
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Batch)):
+        raise TypeError(f"batch returned a {type(out).__name__}, not (toyrl.policy.Batch, tokens)")
+    drawn, tokens = out
+    shape, runs = batch.right.shape, len(theta)
+    positive = np.ones(shape, dtype=bool)
+    return [
+        Output("prompt_index", drawn.prompt_index, shape[:2], "prompt indices [runs, prompts]"),
+        Output("right", drawn.right, shape, "bool [runs, prompts, group]", boolean=True),
+        Output(
+            "length", drawn.length, shape, "lengths [runs, prompts, group], at least 1", positive=positive
+        ),
+        Output("stopped", drawn.stopped, shape, "bool [runs, prompts, group]", boolean=True),
+        Output(
+            "tokens", tokens, (runs,), "tokens generated [runs], positive", positive=np.ones(runs, dtype=bool)
+        ),
+    ]
+
+
+PROBES: dict[str, Callable[[Any, Batch, FloatArray, FloatArray, Any], list[Output]]] = {
     "reward": _reward,
     "selector": _selector,
     "advantage": _advantage,
     "normaliser": _normaliser,
     "objective": _objective,
+    "kl": _kl,
+    "schedule": _schedule,
+    "sampler": _sampler,
 }
 
 
@@ -604,12 +757,59 @@ def _response_denominator(out: Any, tokens: Any, *rest: Any) -> str:
     return _values(out, shape, f"for tokens of shape {shape}", positive=np.ones(shape, dtype=bool))
 
 
+def _loss(out: Any, ratio: Any, *rest: Any) -> str:
+    if out is None:
+        return ""
+    return _values(out, _shape_of(ratio), f"for ratios of shape {_shape_of(ratio)}")
+
+
+def _token_advantages(out: Any, advantage: Any, old: Any, ref: Any, batch: Any, counts: Any) -> str:
+    if out is None:
+        return ""
+    given = f"for counts of shape {_shape_of(counts)}"
+    if not isinstance(out, TokenAdvantage):
+        return f"returned a {type(out).__name__}, not a toyrl.stages.TokenAdvantage or None, {given}"
+    for f in fields(out):
+        problem = _values(getattr(out, f.name), _shape_of(counts), f"in {f.name} {given}")
+        if problem:
+            return problem
+    return ""
+
+
+def _count(out: Any, *rest: Any) -> str:
+    if isinstance(out, bool) or not isinstance(out, int | np.integer) or out < 0:
+        return f"returned {out!r}, not a whole number >= 0"
+    return ""
+
+
+def _nothing(out: Any, *rest: Any) -> str:
+    return ""  # a check: it refuses by raising InvalidInput
+
+
+def _batch(out: Any, batch: Batch, *rest: Any) -> str:
+    shape = batch.right.shape
+    given = f"for a batch of shape {shape}"
+    if not (isinstance(out, tuple | list) and len(out) == 2 and isinstance(out[0], Batch)):
+        return f"returned a {type(out).__name__}, not (toyrl.policy.Batch, tokens), {given}"
+    drawn, tokens = out
+    return (
+        _values(drawn.prompt_index, shape[:2], f"in prompt_index {given}")
+        or _values(drawn.right, shape, f"in right {given}", boolean=True)
+        or _values(drawn.length, shape, f"in length {given}", positive=np.ones(shape, dtype=bool))
+        or _values(drawn.stopped, shape, f"in stopped {given}", boolean=True)
+        or _values(tokens, shape[:1], f"in tokens {given}", positive=np.ones(shape[:1], dtype=bool))
+    )
+
+
 GUARDS: dict[str, dict[str, Callable[..., str]]] = {
     "reward": {"rewards": _rewards, "window": _window},
     "selector": {"included": _included},
     "advantage": {"advantages": _advantages, "conditional": _conditional},
     "normaliser": {"denominators": _denominators, "response_denominator": _response_denominator},
     "objective": {"coefficients": _coefficients},
+    "kl": {"loss": _loss, "token_advantages": _token_advantages},
+    "schedule": {"check": _nothing},
+    "sampler": {"batch": _batch, "worst_draws": _count, "refills": _count, "check": _nothing},
 }
 
 

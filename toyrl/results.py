@@ -1,28 +1,23 @@
 """Results on disk: a tidy CSV with a JSON sidecar that says how it was made, and the summary table.
 
 Both files are first written whole to temporary files in the same folder, then renamed into place
-(`write_together`), so a reader never sees a half-written file and a failed write leaves the old
-pair. toyrl's numbers are the same bits on every machine (docs/reproducibility.md), so a
-regeneration is compared with saved results cell for cell (`compare_results`), and the sidecar
+(`toyrl.files.write_together`), so a reader never sees a half-written file and a failed write
+leaves the old pair. toyrl's numbers are the same bits on every machine (docs/reproducibility.md),
+so a regeneration is compared with saved results cell for cell (`compare_results`), and the sidecar
 records the arithmetic that made them (`ARITHMETIC`): a file of an older toyrl, whose numbers
 depended on the CPU, is refused with one line.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import fcntl
 import hashlib
 import io
 import json
 import os
-import signal
 import sys
-import tempfile
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, overload
@@ -31,6 +26,7 @@ import numpy as np
 
 from toyrl import __version__
 from toyrl.config import Config, InvalidInput, shown
+from toyrl.files import write_together
 from toyrl.inputs import RESULTS, SIDECAR, Unreadable, json_problem, open_regular, read_bytes
 from toyrl.objective import Variant, from_spec
 from toyrl.policy import FloatArray
@@ -82,74 +78,6 @@ SUMMARY_COLUMNS = [
 def sidecar_path(csv_path: Path) -> Path:
     """The JSON file that describes a results CSV: same name, `.json`."""
     return csv_path.with_suffix(".json")
-
-
-def check_output_path(path: Path, option: str = "--out") -> None:
-    """Fail before any work if the results cannot be written to `path` (a `.csv` in a writable folder)."""
-    if path.suffix != ".csv":
-        raise InvalidInput(f"{option} must be a path ending in .csv (got '{path}')")
-    folder = path.parent
-    if not folder.is_dir():
-        reason = "is not a folder" if folder.exists() else "does not exist"
-        raise InvalidInput(f"{option}: folder '{folder}' {reason}")
-    # Temporary and lock files beside it add up to 20 characters to the name.
-    longest = os.pathconf(folder, "PC_NAME_MAX") - 20
-    if len(os.fsencode(path.name)) > longest:
-        raise InvalidInput(
-            f"{option}: the file name '{path.name[:40]}...' is too long (at most {longest} bytes)"
-        )
-    check_writable(folder, option)
-    if path.is_dir():
-        raise InvalidInput(f"{option}: '{path}' is a folder, not a file")
-
-
-def check_writable(folder: Path, option: str) -> None:
-    """InvalidInput unless a file can be created in `folder` (probed: permission bits do not bind root)."""
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InvalidInput(f"{option}: folder '{folder}' is not writable")
-    try:
-        handle, probe = tempfile.mkstemp(dir=folder, prefix=".toyrl-probe-")
-    except OSError as error:
-        raise InvalidInput(f"{option}: folder '{folder}' is not writable ({error.strerror})") from None
-    os.close(handle)
-    os.unlink(probe)
-
-
-@contextlib.contextmanager
-def claim(path: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive claim on `path` (a results file or a sweep folder) while writing it.
-
-    The claim is an advisory lock on a hidden `.NAME.lock` beside `path`, taken without waiting:
-    a second toyrl writing to the same place fails at once with a one-line InvalidInput instead of
-    silently replacing the first one's results. The lock file is removed on the way out; a claim
-    taken on a lock file that another process has just removed is retried on the new one.
-    """
-    lock_path = path.parent / f".{path.name}.lock"
-    while True:
-        try:
-            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(handle)
-            raise InvalidInput(
-                f"another toyrl command is writing {what} {path}; "
-                "wait for it to finish, or choose another path"
-            ) from None
-        try:
-            same = os.fstat(handle).st_ino == os.stat(lock_path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(handle)  # the lock file was removed by its last holder meanwhile: claim the new one
-    try:
-        yield
-    finally:
-        Path(lock_path).unlink(missing_ok=True)
-        os.close(handle)
 
 
 def metadata(
@@ -204,120 +132,6 @@ def _installed_version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def write_atomic(path: Path, data: Content) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename.
-
-    A failure to write (permissions, a read-only or full file system) is InvalidInput naming the
-    path; the temporary file is removed, and `path` keeps its old content.
-    """
-    write_together([(path, data)])
-
-
-# A file's new content: the text or bytes, or a function that writes them to a binary stream
-# (so that a large table is written in pieces, never held as one string).
-Content = str | bytes | Callable[[BinaryIO], None]
-
-
-def write_together(files: Sequence[tuple[Path, Content]]) -> None:
-    """Replace several files so that a failure at any point leaves the old ones as they were.
-
-    Every new content is first written whole to a temporary file in the file's folder and synced (a
-    full disk or a read-only file fails here, before anything is replaced); only then are the files
-    renamed into place, in order. If a rename fails, the files already replaced get their old
-    content back (from hard links made beforehand). Only a kill between two renames can leave a mix;
-    a sidecar's digest tells. Ctrl-C and SIGTERM are held while temporary files are created, noted
-    and renamed, so none is left behind; writing the content itself stays interruptible.
-    """
-    temporaries: list[Path] = []
-    backups: list[tuple[Path, Path | None]] = []
-    try:
-        for path, data in files:
-            with _interruptions_deferred():
-                temporaries.append(_new_temporary(path))
-            _fill(temporaries[-1], path, data)
-        with _interruptions_deferred():
-            for (path, _), temporary in zip(files, temporaries, strict=True):
-                backups.append((path, _replace(temporary, path, keep_old=len(files) > 1)))
-    except BaseException:
-        with _interruptions_deferred():
-            for path, backup in backups:
-                if backup is not None:
-                    os.replace(backup, path)
-        raise
-    finally:
-        with _interruptions_deferred():
-            for leftover in [*temporaries, *(backup for _, backup in backups if backup is not None)]:
-                leftover.unlink(missing_ok=True)
-
-
-def _new_temporary(path: Path) -> Path:
-    """An empty temporary file beside `path`, with the mode a new file would get (not mkstemp's 0600,
-    which would hide results from other users)."""
-    try:
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as error:
-        raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
-    os.close(handle)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)
-    return Path(temporary)
-
-
-def _fill(temporary: Path, path: Path, data: Content) -> None:
-    """Write `data` into `temporary` and sync it; a failure to write is InvalidInput naming `path`."""
-    try:
-        with open(temporary, "wb") as stream:
-            if callable(data):
-                data(stream)
-            else:
-                stream.write(data.encode("utf-8") if isinstance(data, str) else data)
-            stream.flush()
-            os.fsync(stream.fileno())
-    except OSError as error:
-        raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
-
-
-def _replace(temporary: Path, path: Path, keep_old: bool) -> Path | None:
-    """Rename `temporary` over `path`; with `keep_old`, first hard-link the old file to a backup
-    (returned, or None) so that a later failure can put it back."""
-    backup = None
-    if keep_old and path.exists():
-        backup = path.parent / f"{temporary.name}.old"
-        try:
-            os.link(path, backup)
-        except OSError:
-            backup = None
-    try:
-        os.replace(temporary, path)
-    except OSError as error:
-        if backup is not None:
-            backup.unlink(missing_ok=True)
-        raise InvalidInput(f"cannot write {path}: {error.strerror or error}") from None
-    return backup
-
-
-@contextlib.contextmanager
-def _interruptions_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM until the block is done, then act on them (main thread only, where
-    signal handlers live; elsewhere the block runs as it is)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {
-        number: signal.signal(number, lambda signum, frame: received.append(signum))
-        for number in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        if received:
-            signal.raise_signal(received[0])
 
 
 # The arithmetic results are made with: every number a function of IEEE-754 basic operations and
@@ -805,112 +619,6 @@ def summary_rows(frame: pd.DataFrame | Columns) -> list[list[str]]:
             cells.append(f"{mean:.{digits}f}" + ("" if np.isnan(sd) else f" ± {sd:.{digits}f}"))
         rows.append(cells)
     return rows
-
-
-def format_table(
-    rows: Sequence[Sequence[str]], indent: str = "", left_first: bool = True, width: int | None = None
-) -> str:
-    """Rows of cells (the first the header) as an aligned text table with a rule under the header:
-    numbers right-aligned, the first column left-aligned when `left_first`.
-
-    With `width` (the terminal's columns), a table too wide for it has its header cells wrapped
-    onto several lines; if its cells are still too wide, it is cut into several tables of
-    consecutive columns, one under the other, each repeating the first column. Cells are never
-    cut: a single cell wider than `width` stays whole.
-    """
-    header, body = list(rows[0]), [list(row) for row in rows[1:]]
-    cells = [max((len(row[i]) for row in body), default=0) for i in range(len(header))]
-    natural = [max(len(title), cell) for title, cell in zip(header, cells, strict=True)]
-    if width is None or _table_width(natural, indent) <= width:
-        return _aligned(header, body, natural, indent, left_first)
-    smallest = [max([cell, *map(len, title.split())]) for title, cell in zip(header, cells, strict=True)]
-    if _table_width(smallest, indent) <= width or len(header) <= 2:
-        return _aligned(
-            header,
-            body,
-            _widen(header, smallest, natural, width - _table_width(smallest, indent)),
-            indent,
-            left_first,
-        )
-    blocks: list[list[int]] = []
-    for column in range(1, len(header)):
-        block = blocks[-1] if blocks else None
-        if block is None or _table_width([smallest[i] for i in [0, *block, column]], indent) > width:
-            blocks.append([column])
-        else:
-            block.append(column)
-    # As many tables, with the columns shared out as evenly as they fit (not a full one and a rest).
-    columns = list(range(1, len(header)))
-    even = [list(part) for part in np.array_split(columns, len(blocks))]
-    if all(_table_width([smallest[i] for i in [0, *block]], indent) <= width for block in even):
-        blocks = [[int(i) for i in block] for block in even]
-    return "\n\n".join(
-        format_table([[row[i] for i in [0, *block]] for row in rows], indent, left_first, width)
-        for block in blocks
-    )
-
-
-def _table_width(widths: Sequence[int], indent: str) -> int:
-    return len(indent) + sum(widths) + 2 * (len(widths) - 1)
-
-
-def _widen(header: Sequence[str], smallest: list[int], natural: list[int], spare: int) -> list[int]:
-    """Column widths from `smallest` up towards `natural`, using `spare` columns where they save the
-    most header lines first."""
-    import textwrap
-
-    widths = list(smallest)
-
-    def lines(i: int, w: int) -> int:
-        return len(textwrap.wrap(header[i], w, break_long_words=False)) or 1
-
-    while spare > 0:
-        tallest = max(range(len(widths)), key=lambda i: (lines(i, widths[i]), -i))
-        if lines(tallest, widths[tallest]) == 1:
-            break
-        # The least widening that takes a line off the tallest header, if the spare columns allow.
-        target = next(
-            (
-                w
-                for w in range(widths[tallest] + 1, natural[tallest] + 1)
-                if lines(tallest, w) < lines(tallest, widths[tallest])
-            ),
-            None,
-        )
-        if target is None or target - widths[tallest] > spare:
-            break
-        spare -= target - widths[tallest]
-        widths[tallest] = target
-    return widths
-
-
-def _aligned(
-    header: Sequence[str], body: Sequence[Sequence[str]], widths: Sequence[int], indent: str, left_first: bool
-) -> str:
-    import textwrap
-
-    def line(cells: Sequence[str]) -> str:
-        return (
-            indent
-            + "  ".join(
-                text.ljust(width) if i == 0 and left_first else text.rjust(width)
-                for i, (text, width) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-        )
-
-    titles = [
-        [title] if len(title) <= width else textwrap.wrap(title, width, break_long_words=False)
-        for title, width in zip(header, widths, strict=True)
-    ]
-    height = max(len(lines) for lines in titles)
-    titles = [[""] * (height - len(lines)) + lines for lines in titles]  # the last line on the rule
-    heading = [line([lines[k] for lines in titles]) for k in range(height)]
-    return "\n".join([*heading, indent + "  ".join("-" * w for w in widths), *map(line, body)])
-
-
-def format_summary(frame: pd.DataFrame | Columns, width: int | None = None) -> str:
-    """The last step's summary of a results table as an aligned text table for the terminal."""
-    return format_table([SUMMARY_HEADER, *summary_rows(frame)], width=width)
 
 
 def final_table_markdown(frame: pd.DataFrame, article: bool) -> str:

@@ -13,7 +13,7 @@ A sweep lives in one folder:
   by run file, so collecting a sweep holds one run in memory (and every run's last row), whatever
   the sweep's size.
 
-One sweep at a time writes a folder (`toyrl.results.claim`), and whatever can be checked (the size,
+One sweep at a time writes a folder (`toyrl.files.claim`), and whatever can be checked (the size,
 the folder, its manifest, the Dask cluster) is checked before anything is written.
 
 Runs that share a grid point (same configuration) advance together as one array, as in
@@ -50,16 +50,17 @@ from toyrl.experiment import (
     check_runs,
     check_seeds,
     die_with_parent,
+    frame_of,
     quiet_resource_tracker,
     runs_per_chunk,
+    simulate_columns,
     simulate_in_worker,
-    simulate_runs,
     worker_count,
 )
+from toyrl.files import check_writable, claim, write_atomic
 from toyrl.inputs import MANIFEST, RESULTS, Unreadable, json_problem, open_regular, read_bytes
 from toyrl.objective import Variant
 from toyrl.plugins import plugins_used
-from toyrl.results import check_writable, claim, write_atomic
 from toyrl.train import COLUMNS
 from toyrl.values import parse_as
 
@@ -362,7 +363,7 @@ def _running(
         with _dask_client(scheduler, workers) as client:
             yield _on_dask(client, todo, scheduler)
     elif workers == 1:
-        yield ((i, simulate_runs(point.config, runs)) for i, (point, runs) in enumerate(todo))
+        yield ((i, frame_of(simulate_columns(point.config, runs))) for i, (point, runs) in enumerate(todo))
     else:
         with (
             quiet_resource_tracker(),

@@ -48,15 +48,15 @@ from toyrl.policy import (
     sample_batch,
 )
 from toyrl.stages import (
-    K3,
+    KL,
     SEQUENCE_OBJECTIVES,
-    K1Reward,
     LongestResponse,
-    OneDraw,
+    Objective,
+    Sampler,
     TokenAdvantage,
     Update,
+    advantages_of,
     correct,
-    generated,
     std_eps_of,
     weights,
 )
@@ -115,7 +115,7 @@ def chunk_key(variant: Variant) -> tuple[Any, ...]:
     and the objective count only where they act (None elsewhere): a run without a KL term that
     takes one update a batch is never handed to its objective (its update is the on-policy one, in
     closed form), so such runs share a chunk whatever objective they name."""
-    kl = variant.kl if getattr(variant.kl, "beta", 0) > 0 else None
+    kl = variant.kl if variant.kl.beta > 0 else None
     objective = variant.objective if kl is not None or variant.updates > 1 else None
     return (variant.sampler, objective, kl, variant.schedule)
 
@@ -128,12 +128,13 @@ def chunks_of(variants: Sequence[Variant]) -> list[Rows]:
 
 @dataclass(frozen=True)
 class Plan:
-    """One chunk of runs: the sampler, objective, KL term and schedule they share, with the
-    schedule's and the KL term's settings, and the runs grouped by reward, selector, advantage and
-    normaliser (each group's stage computed together)."""
+    """One chunk of runs: the sampler, objective and KL term they share, the settings of their
+    schedule, and the runs grouped by reward, selector, advantage and normaliser (each group's
+    stage computed together)."""
 
-    sampler: Any
-    objective: Any  # None where the runs name several (their objectives never act: `chunk_key`)
+    sampler: Sampler
+    objective: Objective | None  # None where the runs name several (they never act: `chunk_key`)
+    kl: KL | None  # None: no KL term (beta 0)
     updates: int  # optimiser updates per batch: epochs x mini-batches
     mini_batches: int
     micro_batches: int
@@ -142,9 +143,6 @@ class Plan:
     prompt_tokens: int  # ... and each prompt's tokens, counted in a sequence's length
     orders: int  # random orders of the responses drawn per batch
     max_grad_norm: float  # each update's gradient clipped to this norm (inf: not clipped)
-    beta: float  # the k3 term's coefficient in the loss
-    kl_reward: K1Reward | None  # the k1 term in the reward (None: none)
-    kl_ratio_weighted: bool  # the KL term times the ratio (TRL's use_bias_correction_kl)
     rewards_by: tuple[tuple[Any, Rows], ...]
     selectors_by: tuple[tuple[Any, Rows], ...]
     advantages_by: tuple[tuple[Any, Rows], ...]
@@ -161,17 +159,15 @@ class Plan:
         return cls(
             sampler=sampler,
             objective=objectives.pop() if len(objectives) == 1 else None,
-            updates=variants[0].updates,
-            mini_batches=getattr(schedule, "mini_batches", 1),
-            micro_batches=getattr(schedule, "micro_batches", 1),
-            ranks=getattr(schedule, "ranks", 1),
-            token_budget=getattr(schedule, "token_budget", 0),
-            prompt_tokens=getattr(schedule, "prompt_tokens", 0),
-            orders=getattr(schedule, "orders", 0),
-            max_grad_norm=getattr(schedule, "max_grad_norm", None) or np.inf,
-            beta=float(kl.beta) if isinstance(kl, K3) else 0.0,
-            kl_reward=kl if isinstance(kl, K1Reward) else None,
-            kl_ratio_weighted=bool(getattr(kl, "ratio_weighted", False)),
+            kl=kl,
+            updates=schedule.updates,
+            mini_batches=schedule.mini_batches,
+            micro_batches=schedule.micro_batches,
+            ranks=schedule.ranks,
+            token_budget=schedule.token_budget,
+            prompt_tokens=schedule.prompt_tokens,
+            orders=schedule.orders,
+            max_grad_norm=schedule.max_grad_norm or np.inf,
             rewards_by=_groups([v.reward for v in variants]),
             selectors_by=_groups([v.selector for v in variants]),
             advantages_by=_groups([v.advantage for v in variants]),
@@ -270,10 +266,7 @@ class Plan:
         """The batch the runs train on (the sampler's, from the batch drawn with the step's noise;
         `refill` is each run's refill stream, for samplers that draw more) and the tokens it
         generated [R]."""
-        if isinstance(self.sampler, OneDraw):
-            return batch, generated(batch)
-        assert refill is not None, "a sampler that draws more needs the runs' refill streams"
-        return self.sampler.batch(batch, theta, config, refill)
+        return self.sampler.batch(batch, theta, config, () if refill is None else refill)
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
         return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
@@ -286,11 +279,7 @@ class Plan:
         responses by their tokens (`uses_tokens`)."""
 
         def advantage(stage: Any) -> FloatArray:
-            if getattr(stage, "uses_tokens", False):
-                if tokens is None:
-                    raise ValueError(f"advantage stage {type(stage).__name__} needs the responses' tokens")
-                return stage.advantages(rewards, std_eps_of(stage, config), tokens)
-            return stage.advantages(rewards, std_eps_of(stage, config))
+            return advantages_of(stage, rewards, std_eps_of(stage, config), tokens)
 
         return _per_run(self.advantages_by, advantage, rewards.shape)
 
@@ -349,7 +338,7 @@ def check_variant(variant: Variant, config: Config) -> None:
         check = getattr(variant.stage(kind), "check", None)
         if check is not None:
             check(config)
-    if getattr(variant.schedule, "laid_out", False) and getattr(variant.normaliser, "per_micro_batch", False):
+    if variant.schedule.laid_out and getattr(variant.normaliser, "per_micro_batch", False):
         if not isinstance(variant.normaliser, LongestResponse):
             raise InvalidInput(
                 f"ranks and token_budget lay micro-batches out by length (verl's V1 layout): with "
@@ -554,17 +543,18 @@ class Epoch:
         advantage: FloatArray,
         old: TokenTable,
         ref: TokenTable | None,
-        kl_reward: K1Reward | None = None,
+        kl: KL | None = None,
     ) -> Epoch:
         """The epoch of a batch (`own`) sampled from the policy whose table is `old`; `ref` the KL
-        term's reference policy's (None: no KL term); both at the batch's own logits."""
+        term's reference policy's (None: no KL term); both at the batch's own logits. A KL term in
+        the reward (`kl`) gives its per-token advantages here, once a batch."""
         batch = own.batch
         counts = np.empty((3, *batch.length.shape))  # tokens of each kind: 1, L - 1[stopped], 1[stopped]
         counts[0], counts[1], counts[2] = 1.0, batch.length - batch.stopped, batch.stopped
         tokens = None
-        if kl_reward is not None:
+        if kl is not None:
             assert ref is not None
-            tokens = kl_reward.token_advantages(advantage, old, ref, batch, counts)
+            tokens = kl.token_advantages(advantage, old, ref, batch, counts)
         return cls(own, advantage, counts, old, ref, tokens)
 
     def coefficients(
@@ -573,16 +563,13 @@ class Epoch:
         """(coefficients of every token kind, tokens clipped [R], the token table) at the policy
         theta [R, P + 2], on the responses of `part`."""
         table = self.own.table(theta)
-        kl = plan.beta > 0
-        kl_positive = kl_negative = None
-        ratio_positive, ratio_negative = kernels.exp(table.log_both - self.old.log_both)
-        if kl:
+        ratio = kernels.exp(table.log_both - self.old.log_both)
+        loss = None  # the KL term's coefficient of each logit's outcomes (None: none in the loss)
+        if plan.kl is not None:
             assert self.ref is not None
-            if plan.kl_ratio_weighted:  # d(rho k3) / d log pi = rho log(pi_ref / pi), per logit and outcome
-                kl_positive = ratio_positive * (self.ref.log_positive - table.log_positive)
-                kl_negative = ratio_negative * (self.ref.log_negative - table.log_negative)
-            else:
-                kl_positive, kl_negative = kernels.exp(self.ref.log_both - table.log_both) - 1
+            loss = plan.kl.loss(ratio, self.ref.log_both - table.log_both)
+        ratio_positive, ratio_negative = ratio
+        kl_positive, kl_negative = (None, None) if loss is None else loss
         update = Update(
             self.own.batch,
             self.advantage,
@@ -595,7 +582,9 @@ class Epoch:
             kl_negative,
             self.token_advantage,
         )
-        coefficients, clipped = plan.objective.coefficients(update, plan.beta if kl else None)
+        assert plan.objective is not None, "the runs of a chunk whose objective acts share one (`chunk_key`)"
+        beta = None if loss is None or plan.kl is None else plan.kl.beta
+        coefficients, clipped = plan.objective.coefficients(update, beta)
         return coefficients, clipped, table
 
     def gradient(self, theta: FloatArray, plan: Plan, part: Part) -> tuple[FloatArray, FloatArray]:
@@ -656,11 +645,11 @@ def train_step(
         return Part.of(batch, selected & parts[0], *plan.denominators(batch, selected, config, parts))
 
     first = part(0)
-    kl = plan.beta > 0 or plan.kl_reward is not None
+    kl = plan.kl is not None
     if kl or (apply and plan.updates > 1):
         own = OwnLogits.of(batch, theta.shape[-1])  # later tables: of the batch's B + 2 logits only
         ref = own.table(theta_ref) if kl else None
-        epoch = Epoch.of(own, advantage, own.table(theta), ref, plan.kl_reward)
+        epoch = Epoch.of(own, advantage, own.table(theta), ref, plan.kl)
     if kl:  # the first update at ratio 1, in the general form
         grad, _ = epoch.gradient(theta, plan, first)
     else:  # ratio 1: every token of a response has weight w = A / D, the ramble's scores in closed form
@@ -756,9 +745,19 @@ def simulate(
     sharing a sampler, objective, KL term and schedule (`chunks_of`) together, the chunks in step.
 
     `on_step(step, theta)` is called with every policy state theta_t [R, P + 2] (do not modify it).
+    InvalidInput first unless every run's variant fits the configuration (`check_variant`).
     """
     for variant, _ in runs:
         check_variant(variant, config)
+    return train_runs(config, runs, on_step)
+
+
+def train_runs(
+    config: Config,
+    runs: Sequence[tuple[Variant, int]],
+    on_step: Callable[[int, FloatArray], None] | None = None,
+) -> Trajectory:
+    """`simulate` for runs already checked at the edge (`toyrl.experiment.check_experiment`)."""
     streams = [run_streams(seed) for _, seed in runs]
     theta = np.stack([initial_theta(config, init) for init, *_ in streams])
     theta_ref = theta.copy()  # the KL term's reference: the initial policy

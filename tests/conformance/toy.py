@@ -211,7 +211,7 @@ def token_weights(
     reference = toy.theta_old if theta_ref is None else theta_ref
     ref = own.table(reference) if variant.kl.beta > 0 else None
     part = Part.of(own.batch, included, denominator, n)
-    epoch = Epoch.of(own, advantage, own.table(toy.theta_old), ref, plan.kl_reward)
+    epoch = Epoch.of(own, advantage, own.table(toy.theta_old), ref, plan.kl)
     at = toy.theta_old if theta is None else theta
     coefficients, _, _ = epoch.coefficients(at, plan, part)
     per_kind = np.stack([coefficients.approach, coefficients.non_stop, coefficients.stop]).reshape(3, -1)

@@ -272,18 +272,33 @@
   // A value as Python's repr shows it in toyrl's errors ('text', True, None, numbers as they are).
   const pythonRepr = (v) => (typeof v === "string" ? `'${v}'` : v === true ? "True" : v === false ? "False" : v === null ? "None" : JSON.stringify(v));
 
+  const OPERATORS = {
+    "==": (a, b) => a === b,
+    "!=": (a, b) => a !== b,
+    ">": (a, b) => a > b,
+    "<=": (a, b) => a <= b,
+  };
+  // A value in a refusal's words as Python's str shows it (True/False/None; numbers as %g does).
+  const shownValue = (v) => (v === true ? "True" : v === false ? "False" : v === null ? "None" : String(v));
+
   function checkParameters(stages) {
     for (const [kind, stage] of Object.entries(stages)) {
       for (const [key, rule] of Object.entries(REGISTRY[kind][stage.name].declared)) {
         if (stage[key] !== undefined && !fits(stage[key], rule)) fail(`${key} ${rule.requirement} (got ${pythonRepr(stage[key])})`);
       }
     }
-    // what one parameter's rule cannot say (toyrl.stages' __post_init__ and check_variant)
-    const schedule = stages.schedule, objective = stages.objective;
-    if (objective.name === "cispo" && objective.epsilon != null && objective.epsilon > 1) fail(`epsilon must be in (0, 1] for objective=cispo (got ${objective.epsilon})`);
-    if ((schedule.token_budget ?? 0) && (schedule.micro_batches ?? 1) > 1) fail("token_budget and micro_batches are two ways to cut micro-batches: choose one");
-    if ((schedule.ranks ?? 1) > 1 && (schedule.shuffle ?? "none") !== "none") fail(`ranks > 1 takes the mini-batches in the ranks' order: not with shuffle=${schedule.shuffle}`);
-    if ((schedule.prompt_tokens ?? 0) && !((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0))) fail("prompt_tokens counts in the ranks' balance and the token budget: set ranks > 1 or token_budget");
+    // the combinations a stage refuses, declared once in Python (toyrl.stages.refused)
+    for (const [kind, stage] of Object.entries(stages)) {
+      const entry = REGISTRY[kind][stage.name];
+      const value = (field) => stage[field] ?? entry.parameters[field] ?? entry.fixed[field];
+      for (const rule of entry.refuses) {
+        if (rule.when.every(([field, op, v]) => OPERATORS[op](value(field), v))) {
+          fail(rule.message.replace(/\{(\w+)\}/g, (_, field) => shownValue(value(field))));
+        }
+      }
+    }
+    // what one stage's rules cannot say (toyrl.train.check_variant)
+    const schedule = stages.schedule;
     if (((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0)) && stages.normaliser.per_micro_batch && stages.normaliser.name !== "seq_mean_token_sum_longest") fail(`ranks and token_budget lay micro-batches out by length (verl's V1 layout): with per_micro_batch only for aggregation=seq_mean_token_sum_longest (got ${stages.normaliser.name})`);
   }
 

@@ -277,8 +277,8 @@ def run_check(
     reference = dr_grpo_in(variant)
     same = variant.spec() == reference.spec()
     variants = [reference] if same else [variant, reference]
-    check_experiment(config, variants, seeds, n_jobs)
-    frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress)
+    workers = check_experiment(config, variants, seeds, n_jobs)
+    frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress, workers=workers)
     preset = _preset(variant.spec(), resolved.trainer.distribution)
     loss_preset = None if preset else _preset(_loss(variant.spec()), resolved.trainer.distribution)
     return Check(

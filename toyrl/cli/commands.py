@@ -1,234 +1,48 @@
-"""The `toyrl` command. Every error a user can fix is one line on stderr and exit status 2.
+"""The commands of `toyrl`, registered on its typer `app`: run, reproduce, plot, explore, bias,
+sweep, variants, check and examples, with the helpers they share.
 
-Start-up is kept short: this module imports only the standard library, typer and
-`toyrl.config`, so `toyrl --help` loads neither numpy nor pandas; each command imports what it
-uses when it runs (`toyrl run` never imports pandas, matplotlib or joblib on one worker).
-Help is plain text (typer's rich markup is off: it would read `[g]` and `[dask]` as markup).
-
-Output for people fits the terminal: tables and notes wrap to `COLUMNS` (or the terminal's width,
-at least 80), and are left whole when written to a file or a pipe. Progress of the long steps goes
-to stderr (`--quiet` silences it), results to stdout.
+Each command imports what it uses when it runs (`toyrl run` never imports pandas, matplotlib or
+joblib on one worker), so that --help loads neither numpy nor pandas.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
-import os
-import re
-import signal
-import sys
-import textwrap
-import threading
 import time
-import typing
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import fields
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
 
 from toyrl import __version__
-from toyrl.config import MAX_SEED, MAX_SEEDS, Config, ConfigError, InvalidInput, field_help
-from toyrl.values import parse_float, parse_int
+from toyrl.cli.options import (
+    JSON_HELP,
+    N_JOBS_HELP,
+    QUIET_HELP,
+    _check_seeds,
+    _Command,
+    _OneLineErrors,
+    with_config_options,
+    with_plugins,
+)
+from toyrl.cli.terminal import (
+    Progress,
+    _echo_lines,
+    _took,
+    duration,
+    format_summary,
+    format_table,
+    number,
+    output_width,
+    wrap,
+    wrap_list,
+)
+from toyrl.config import Config, ConfigError, InvalidInput
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from toyrl.experiment import Columns
-
-
-class _PlainOptions:
-    """A command (or the group) whose options of plain types, --help included, are read without
-    pydantic (`_PlainValue`)."""
-
-    params: list[Any]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            _PlainValue.install(param)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)  # type: ignore[misc]
-        if option is not None:
-            _PlainValue.install(option)
-        return option
-
-
-class _OneLineErrors(_PlainOptions, TyperGroup):
-    """Usage errors as `toyrl: error: ...` on one line (exit 2), not a usage box or a traceback."""
-
-    def main(self, args: Any = None, prog_name: Any = None, *_: Any, **extra: Any) -> Any:
-        extra["standalone_mode"] = False  # errors come back here instead of being printed
-        warnings.showwarning = _one_line_warning
-        try:
-            status = super().main(args, prog_name, **extra)
-        except (typer.TyperException, InvalidInput) as error:
-            message = _message(error)
-            if not message:  # `toyrl` alone: the help was shown, nothing went wrong
-                sys.exit(0)
-            typer.echo(f"toyrl: error: {message}", err=True)
-            sys.exit(2)
-        except typer.Abort:
-            typer.echo("toyrl: interrupted", err=True)
-            sys.exit(130)
-        except OSError as error:  # the file system or a connection refused what the command needed
-            typer.echo(f"toyrl: error: {_system_message(error)}", err=True)
-            sys.exit(2)
-        except MemoryError:
-            typer.echo(
-                "toyrl: error: out of memory; use fewer variants, seeds, steps or responses per step "
-                "(--batch-prompts, --group-size), or fewer --n-jobs",
-                err=True,
-            )
-            sys.exit(2)
-        except Exception as error:
-            # Ctrl-C inside a C extension's import surfaces as an ImportError caused by it.
-            if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
-                typer.echo("toyrl: interrupted", err=True)
-                sys.exit(130)
-            raise
-        if isinstance(status, int) and status:  # an Exit raised inside: 130 is Ctrl-C
-            if status == 130:
-                typer.echo("toyrl: interrupted", err=True)
-            sys.exit(status)
-        return status
-
-
-class _Command(_PlainOptions, TyperCommand):
-    """A command whose --help lists its own options first, then the configuration's."""
-
-    def format_options(self, ctx: Any, formatter: Any) -> None:
-        sections: dict[str, list[tuple[str, str]]] = {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            if param.param_type_name == "argument":
-                name = param.metavar or (param.name or "").upper()
-                sections.setdefault("Arguments", []).append((name, record[1]))
-            else:
-                panel = getattr(param, "rich_help_panel", None) or "Options"
-                sections.setdefault(panel, []).append(record)
-        for title in sorted(sections, key=lambda name: name == CONFIGURATION):
-            with formatter.section(title):
-                _definitions(formatter, sections[title])
-
-
-CONFIGURATION = "Configuration (toyrl.config.Config; defaults: the article's toy run)"
-
-
-def _definitions(formatter: Any, rows: list[tuple[str, str]], widest: int = 30) -> None:
-    """click's definition list (option, help), without splitting words at hyphens or in the middle:
-    --no-count-approach-token and std-scaled stay whole."""
-    first = min(max(len(name) for name, _ in rows), widest) + 2
-    indent = " " * formatter.current_indent
-    text_width = max(formatter.width - first - 2 - formatter.current_indent, 20)
-    for name, text in rows:
-        lines = textwrap.wrap(text, text_width, break_long_words=False, break_on_hyphens=False) or [""]
-        if len(name) + 2 <= first:
-            formatter.write(f"{indent}{name.ljust(first)}{lines[0]}\n")
-        else:
-            formatter.write(f"{indent}{name}\n{indent}{' ' * first}{lines[0]}\n")
-        for line in lines[1:]:
-            formatter.write(f"{indent}{' ' * first}{line}\n")
-
-
-class _PlainValue:
-    """Reads an option's text as an int, a float, a str or a Path (or a list of them), as typer
-    does, but without building pydantic validators: importing pydantic and building one per option
-    would take a sizeable part of a short command's time.
-
-    Installed in place of typer's lazily built coercion (`_runtime_param`) only for options whose
-    type is one of those (or a flag) and which have no parser, choices, range or file type;
-    anything else, or a typer whose internals differ, keeps typer's own. Integers are read as
-    pydantic reads them ("6", " +6 ", "1_000", "6.0"; not "6.5" or "1e6"), floats as Python does
-    (inf and nan included: the configuration's checks refuse them).
-    """
-
-    KINDS: ClassVar[dict[Any, str]] = {
-        int: "an integer",
-        float: "a number",
-        str: "text",
-        Path: "a path",
-        bool: "true or false",
-    }
-
-    def __init__(self, kind: Any) -> None:
-        self.kind = kind
-
-    @classmethod
-    def install(cls, param: Any) -> None:
-        descriptor = getattr(param, "type_descriptor", None)
-        if descriptor is None or getattr(param, "_runtime_param", False) is not None:
-            return
-        info = descriptor.parameter_info
-        annotation = descriptor.annotation
-        element = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else annotation
-        plain = (
-            element in cls.KINDS
-            and descriptor.file_annotation is None
-            and getattr(info, "parser", None) is None
-            and getattr(info, "click_type", None) is None
-            and getattr(info, "min", None) is None
-            and getattr(info, "max", None) is None
-            and descriptor.choices is None
-        )
-        if plain:
-            param._runtime_param = cls(element)
-
-    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-        many = param.multiple or param.nargs == -1
-        if value is None:
-            return () if many else None
-        if many:
-            if isinstance(value, str):
-                raise typer.BadParameter("Value must be an iterable.", ctx=ctx, param=param)
-            return [self.one(item, param, ctx) for item in value]
-        return self.one(value, param, ctx)
-
-    def one(self, value: Any, param: Any, ctx: Any) -> Any:
-        kind = self.kind
-        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
-            return value
-        text = str(value)
-        if kind in (int, float):  # toyrl's one reading of integers and numbers
-            try:
-                return (parse_int if kind is int else parse_float)(text, text)
-            except InvalidInput:
-                pass
-        elif kind is not bool:  # a flag's value is True or False already
-            return kind(text)
-        raise typer.BadParameter(f"{text!r} is not {self.KINDS[kind]}.", ctx=ctx, param=param)
-
-
-def _system_message(error: OSError) -> str:
-    """An operating-system error as 'path: reason', the way the shell says it."""
-    reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
-    return f"{error.filename}: {reason}" if error.filename else reason
-
-
-def _one_line_warning(message: Warning | str, *_: Any, **__: Any) -> None:
-    typer.echo(f"toyrl: warning: {message}", err=True)
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C: unwind, so that temporary files are removed and nothing half-written stays."""
-    raise KeyboardInterrupt
-
-
-def _message(error: Exception) -> str:
-    """One line naming the problem; a configuration field is named as its option (--group-size)."""
-    if isinstance(error, ConfigError):
-        return f"--{error.field.replace('_', '-')} {error.detail}"
-    format_message = getattr(error, "format_message", None)
-    text = format_message() if callable(format_message) else str(error)
-    return " ".join(str(text).split())
 
 
 app = typer.Typer(
@@ -267,368 +81,6 @@ def run_experiment(*args: Any, **kwargs: Any) -> Any:
     return run(*args, **kwargs)
 
 
-# ---------------------------------------------------------------------------------------------------
-# Output that fits the terminal
-
-
-MIN_WIDTH = 80
-
-
-def output_width() -> int | None:
-    """Columns that lines for people must fit in: COLUMNS when set, else the terminal's when stdout
-    is one (never fewer than MIN_WIDTH); None when stdout is a file or a pipe, which get whole lines."""
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit():
-        return max(MIN_WIDTH, int(columns))
-    try:
-        if not sys.stdout.isatty():
-            return None
-        return max(MIN_WIDTH, os.get_terminal_size(sys.stdout.fileno()).columns)
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def wrap(text: str, width: int | None, indent: str = "", hanging: str | None = None) -> str:
-    """`text` filled to `width` (None: one line), its first line indented by `indent`, the others by
-    `hanging` (default: `indent`). Words are never split, nor "x = y" and "Dr. GRPO" parted, so a single word
-    longer than the width (a path) stays whole."""
-    if width is None or len(indent) + len(text) <= width:
-        return indent + text
-    filled = textwrap.fill(
-        text.replace(" = ", "\0=\0").replace("Dr. GRPO", "Dr.\0GRPO"),  # "G = 8" stays on one line
-        width=width,
-        initial_indent=indent,
-        subsequent_indent=indent if hanging is None else hanging,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    return filled.replace("\0", " ")
-
-
-def wrap_list(text: str, width: int | None, indent: str, hanging: str, separator: str = ",") -> str:
-    """A list without spaces (a spec, key=value,...) broken after its separators to fit `width`."""
-    if width is None or len(indent) + len(text) <= width:
-        return indent + text
-    pieces = re.findall(rf"[^{separator}]+{separator}?", text)
-    lines, line = [], indent
-    for piece in pieces:
-        if line.strip() and len(line) + len(piece) > width:
-            lines.append(line)
-            line = hanging
-        line += piece
-    return "\n".join([*lines, line])
-
-
-def number(value: object) -> str:
-    """A table cell: floats to 6 significant digits, and 0 for anything within 1e-15 of zero (the
-    rounding residue of an exact zero, e.g. Dr. GRPO's E[g] along phi_wrong)."""
-    if isinstance(value, float):
-        return "0" if abs(value) < 1e-15 else f"{value:.6g}"
-    return str(value)
-
-
-def _echo_lines(lines: Sequence[str], width: int | None) -> None:
-    """Lines of a report wrapped to `width`: a '  - item' line hangs under its text, any other under
-    its own indent and four more spaces (the short rows of a table fit as they are)."""
-    for line in lines:
-        bullet = re.match(r" *- ", line)
-        indent = len(line) - len(line.lstrip(" "))
-        hanging = " " * (bullet.end() if bullet else indent + 4)
-        typer.echo(wrap(line, width, hanging=hanging))
-
-
-def _table(
-    rows: Sequence[Sequence[str]], width: int | None, indent: str = "", left_first: bool = True
-) -> str:
-    from toyrl.results import format_table
-
-    return format_table(rows, indent=indent, left_first=left_first, width=width)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Progress of the long steps, on stderr
-
-
-PROGRESS_AFTER = 1.0  # seconds into a step before its first progress line: quicker steps print none
-PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal (the line is redrawn) ...
-PROGRESS_EVERY_LOGGED = 10.0  # ... and written to a file or a pipe (one line each)
-
-
-def duration(seconds: float) -> str:
-    """Seconds as people say them: 0.42 s, 7.3 s, 42 s, 12 min, 1.5 h."""
-    if seconds < 1:
-        return f"{seconds:.2f} s"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-class _Phase:
-    """One long step of a command: `done` of `total` `unit` (None: its size is unknown), of which
-    `base` were done before the command started."""
-
-    def __init__(self, what: str, total: float | None, unit: str) -> None:
-        self.what, self.total, self.unit = what, total, unit
-        self.done, self.base = 0.0, 0.0
-        self.started = time.perf_counter()
-        self.last: float | None = None  # when its status was last shown
-        self.shown = False
-
-    def status(self, now: float) -> str:
-        elapsed = now - self.started
-        if self.total is None:
-            return f"{self.what}... {duration(elapsed)} so far"
-        measured = self.done - self.base
-        if self.done >= self.total > 0:  # what remains of the step is not counted in `unit`
-            counted = f"all {self.total:,.0f} {self.unit}" if self.unit else "all"
-            return f"{self.what}: {counted} done, finishing ({duration(elapsed)} so far)"
-        if measured <= 0:
-            return f"{self.what}: estimating... ({duration(elapsed)} so far)"
-        percent = int(100 * self.done / self.total) if self.total else 100
-        left = elapsed / measured * (self.total - self.done)
-        eta = "under 1 s left" if left < 1 else f"about {duration(left)} left"
-        size = f" of {self.total:,.0f} {self.unit}" if self.unit else ""
-        return f"{self.what}: {percent}%{size}, {duration(elapsed)}, {eta}"
-
-
-class Progress:
-    """The long steps of one command, reported on stderr while they run.
-
-    A step (`begin`) prints nothing if it ends within PROGRESS_AFTER seconds; otherwise a status
-    line appears and is refreshed (redrawn in place on a terminal): the share done, the time so
-    far and the time left at the rate measured so far, or "estimating..." until there is a
-    measurement, or only the time so far for a step whose size is unknown. A step that was shown
-    ends with a line saying how long it took; `took` keeps every step's time for the summary.
-    Nothing is printed when `quiet`.
-    """
-
-    def __init__(self, command: str, quiet: bool = False) -> None:
-        self.command, self.quiet = command, quiet
-        self.terminal = not quiet and _is_terminal(sys.stderr)
-        self.took: dict[str, float] = {}
-        self._phase: _Phase | None = None
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._drawn = False  # a status line is on the terminal, without its newline
-
-    def __enter__(self) -> Progress:
-        if not self.quiet:
-            self._thread = threading.Thread(target=self._watch, name="toyrl-progress", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
-        if error is None:
-            self.end()
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        with self._lock:
-            if self._drawn:  # interrupted mid-step: the error goes on a line of its own
-                self._write("\r\x1b[K", newline=False)
-                self._drawn = False
-
-    def begin(self, what: str, total: float | None = None, unit: str = "") -> None:
-        """Start a step (ending the one before): `total` of `unit` to do, or None if unknown."""
-        self.end()
-        with self._lock:
-            self._phase = _Phase(what, total, unit)
-
-    def update(self, done: float, total: float | None = None, base: float = 0.0) -> None:
-        """`done` of the step's `total` (which may be given here); `base`: done before this command
-        started (a resumed sweep), which does not count towards the measured rate."""
-        phase = self._phase
-        if phase is not None:
-            phase.done, phase.base = done, base
-            if total is not None:
-                phase.total = total
-
-    def end(self) -> None:
-        with self._lock:
-            phase, self._phase = self._phase, None
-            if phase is None:
-                return
-            took = time.perf_counter() - phase.started
-            self.took[phase.what] = self.took.get(phase.what, 0.0) + took
-            if phase.shown:
-                self._show(f"{phase.what}: done in {duration(took)}", final=True)
-
-    def saving(self, out: Path) -> Callable[[str, int, int], None]:
-        """The progress callback of `toyrl.results.save_results` for results written to `out`."""
-
-        def report(stage: str, done: int, total: int) -> None:
-            what = f"{stage} {out.name}"
-            if self._phase is None or self._phase.what != what:
-                self.begin(what, total, "rows")
-            self.update(done, total)
-
-        return report
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.1):
-            with self._lock:
-                phase, now = self._phase, time.perf_counter()
-                if phase is None or now - phase.started < PROGRESS_AFTER:
-                    continue
-                every = PROGRESS_EVERY if self.terminal else PROGRESS_EVERY_LOGGED
-                if phase.last is None or now - phase.last >= every:
-                    phase.last = now
-                    phase.shown = True
-                    self._show(phase.status(now), final=False)
-
-    def _show(self, text: str, final: bool) -> None:
-        line = f"{self.command}: {text}"
-        if not self.terminal:
-            self._write(line, newline=True)
-        elif len(line) < _terminal_columns(sys.stderr):  # redrawn in place
-            self._write(f"\r{line}\x1b[K", newline=final)
-            self._drawn = not final
-        else:  # a line that would wrap cannot be redrawn: it stays, on a line of its own
-            self._write(f"\r\x1b[K{line}", newline=True)
-            self._drawn = False
-
-    def _write(self, text: str, newline: bool) -> None:
-        try:
-            typer.echo(text, err=True, nl=newline)
-        except (OSError, ValueError):  # stderr closed: progress is not worth failing for
-            pass
-
-
-def _terminal_columns(stream: Any) -> int:
-    try:
-        return os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, ValueError, OSError):
-        return MIN_WIDTH
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def _took(progress: Progress, *steps: tuple[str, str]) -> str:
-    """'simulating 0.62 s, writing toyrl-run.csv 0.11 s': the steps that ran, with their times."""
-    return ", ".join(
-        f"{label} {duration(progress.took[key])}" for key, label in steps if key in progress.took
-    )
-
-
-# ---------------------------------------------------------------------------------------------------
-# Options
-
-
-def _shown_default(name: str, value: object) -> str:
-    """A configuration default as people think of it: 1/300, not 0.0033333333333333335; the cap
-    for a length_norm of 0."""
-    if name == "length_norm" and value == 0:
-        return "0 (the cap)"
-    if isinstance(value, bool):
-        return f"--{name.replace('_', '-')}" if value else f"--no-{name.replace('_', '-')}"
-    if isinstance(value, float):
-        if len(repr(value)) > 8 and value > 0 and value == 1 / round(1 / value):
-            return f"1/{round(1 / value)}"
-        return f"{value:g}"
-    return str(value)
-
-
-def with_config_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Give a command one option per `Config` field (default and help from the dataclass).
-
-    The command receives the validated `config: Config` in place of those options.
-    """
-    signature = inspect.signature(command, eval_str=True)
-    parameters = [p for p in signature.parameters.values() if p.name != "config"]
-    annotations = {p.name: p.annotation for p in parameters}
-    for spec in fields(Config):
-        kind = type(spec.default)
-        annotation = Annotated[
-            kind,  # type: ignore[valid-type]
-            typer.Option(
-                help=f"{field_help(spec.name)}  [default: {_shown_default(spec.name, spec.default)}]",
-                show_default=False,
-                metavar={int: "INTEGER", float: "NUMBER"}.get(kind),
-                rich_help_panel=CONFIGURATION,
-            ),
-        ]
-        annotations[spec.name] = annotation
-        parameters.append(
-            inspect.Parameter(
-                spec.name, inspect.Parameter.KEYWORD_ONLY, default=spec.default, annotation=annotation
-            )
-        )
-
-    def wrapper(**options: Any) -> None:
-        values = {spec.name: options.pop(spec.name) for spec in fields(Config)}
-        command(config=Config(**values), **options)
-
-    wrapper.__name__ = command.__name__
-    wrapper.__doc__ = command.__doc__
-    wrapper.__annotations__ = annotations
-    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    return wrapper
-
-
-def with_plugins(command: Callable[..., None]) -> Callable[..., None]:
-    """Give a command a repeatable `--plugin PATH` option: each file is loaded
-    (`toyrl.plugins.load_plugin`) before the command runs, so that its variants may name the
-    plugin's stages (`advantage=custom:NAME`)."""
-    signature = inspect.signature(command, eval_str=True)
-    annotation = Annotated[
-        list[Path] | None,
-        typer.Option(
-            metavar="PATH",
-            help="A plugin: a Python file registering stages, reachable as custom:NAME (repeatable; "
-            "docs/plugins.md).",
-        ),
-    ]
-    option = inspect.Parameter("plugin", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
-
-    def wrapper(plugin: list[Path] | None = None, **options: Any) -> None:
-        if plugin:
-            from toyrl.plugins import load_plugin
-
-            for path in plugin:
-                load_plugin(path)
-        command(**options)
-
-    wrapper.__name__ = command.__name__
-    wrapper.__doc__ = command.__doc__
-    wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {
-        "plugin": annotation
-    }
-    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*signature.parameters.values(), option]
-    )
-    return wrapper
-
-
-QUIET_HELP = "Print nothing but errors (no progress, no summary)."
-N_JOBS_HELP = "Worker processes (at most the cores and the runs); -1 uses every core."
-
-
-def _check_seeds(seeds: int, seed_start: int) -> None:
-    """ConfigError unless every seed S .. S+N-1, the last one too, fits the results' int64 column."""
-    if not 1 <= seeds <= MAX_SEEDS:
-        raise ConfigError("seeds", f"must be an integer in 1..{MAX_SEEDS:,}", seeds)
-    if not 0 <= seed_start <= MAX_SEED - (seeds - 1):
-        raise ConfigError(
-            "seed_start",
-            f"must be an integer in 0..{MAX_SEED - (seeds - 1):,} with --seeds {seeds}: the last seed, "
-            f"S+N-1, must fit in int64 (at most {MAX_SEED:,})",
-            seed_start,
-        )
-
-
-JSON_HELP = "Machine-readable output: strict JSON, where a number that is not finite (inf, NaN) is null."
-
-
 def _json(data: Any) -> str:
     """`data` as the JSON of --json: strict (no Infinity or NaN, which JSON has not), each float
     that is not finite written as null."""
@@ -647,10 +99,6 @@ def _json(data: Any) -> str:
 
 def _workers(workers: int) -> str:
     return f"{workers} worker{'s' if workers > 1 else ''}"
-
-
-# ---------------------------------------------------------------------------------------------------
-# Commands
 
 
 @app.command(cls=_Command, short_help="Train variants x seeds; write the results CSV and its .json.")
@@ -689,7 +137,8 @@ def run(
 ) -> None:
     """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
     from toyrl.experiment import check_experiment
-    from toyrl.results import check_output_path, check_overwrite, claim, metadata, save_results, table_rows
+    from toyrl.files import check_output_path, claim
+    from toyrl.results import check_overwrite, metadata, save_results, table_rows
     from toyrl.variants import parse_variants
 
     if exact:
@@ -722,6 +171,7 @@ def run(
             progress=progress.update,
             mean_field=mean_field,
             as_columns=True,
+            workers=workers,
         )
         progress.end()
         table, kept = save_results(table, out, meta, progress=progress.saving(out))
@@ -737,14 +187,8 @@ def run(
         summary = f"toyrl run: {runs:,} runs x {config.steps + 1:,} steps on {_workers(workers)}, "
         typer.echo(wrap(summary + f"{rows:,} rows: {steps}", width, hanging="    "), err=True)
         typer.echo(wrap(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:", width))
-        typer.echo(_summary(table, width))
+        typer.echo(format_summary(table, width=width))
         typer.echo(wrap(_saved(out, kept), width, hanging="    "))
-
-
-def _summary(table: pd.DataFrame | Columns, width: int | None) -> str:
-    from toyrl.results import format_summary
-
-    return format_summary(table, width=width)
 
 
 def _announce_cost(
@@ -778,7 +222,7 @@ ARTICLE_SEEDS = 6  # article, "Toy run": "6 seeds"
 
 def _folder(path: Path, option: str) -> Path:
     """An output folder, made if missing (its parent must exist); InvalidInput if it cannot be used."""
-    from toyrl.results import check_writable
+    from toyrl.files import check_writable
 
     if path.exists() and not path.is_dir():
         raise InvalidInput(f"{option}: '{path}' is a file, not a folder")
@@ -806,7 +250,8 @@ def _render(
     style: str = "paper",
 ) -> list[Path]:
     """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`."""
-    from toyrl.results import final_table_markdown, write_atomic
+    from toyrl.files import write_atomic
+    from toyrl.results import final_table_markdown
 
     progress.begin("rendering the figures")
     from toyrl.plots import render_all  # matplotlib is imported only by commands that draw
@@ -858,7 +303,8 @@ def reproduce(
     ] = False,
 ) -> None:
     """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
-    from toyrl.results import check_output_path, check_overwrite, claim, metadata, save_results
+    from toyrl.files import check_output_path, claim
+    from toyrl.results import check_overwrite, metadata, save_results
     from toyrl.variants import article_variants
 
     started = time.perf_counter()
@@ -910,7 +356,7 @@ def reproduce(
         typer.echo(wrap(f"results: {_saved(out, kept)}", width, hanging="    "))
         typer.echo(_listing("figures:", written, width))
         typer.echo(wrap(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:", width))
-        typer.echo(_summary(frame, width))
+        typer.echo(format_summary(frame, width=width))
 
 
 @app.command(cls=_Command, short_help="Redraw every figure from a results CSV.")
@@ -958,7 +404,7 @@ def plot(
 def _explorer(frame: pd.DataFrame, config: Config, description: str, out: Path) -> None:
     """The page with the results' mean curves; a note on stderr if some are not finite (drawn as gaps)."""
     from toyrl.explore import build_explorer, run_data
-    from toyrl.results import write_atomic
+    from toyrl.files import write_atomic
 
     recorded = run_data(frame, config.cap, description)
     write_atomic(out, build_explorer(recorded))
@@ -985,7 +431,8 @@ def explore(
     ] = None,
 ) -> None:
     """Write one self-contained HTML page that trains the toy live: token weights, difficulty bias, runs."""
-    from toyrl.results import load_results, write_atomic
+    from toyrl.files import write_atomic
+    from toyrl.results import load_results
 
     if out.suffix != ".html":
         raise InvalidInput(f"--out must be a path ending in .html (got '{out}')")
@@ -1105,7 +552,8 @@ def bias(
     width = output_width()
     typer.echo(wrap(f"E[g] against grad J at {where}:", width, hanging="    "))
     header = [title for title, _ in BIAS_COLUMNS]
-    typer.echo(_table([header, *[[number(row[key]) for _, key in BIAS_COLUMNS] for row in rows]], width))
+    body = [[number(row[key]) for _, key in BIAS_COLUMNS] for row in rows]
+    typer.echo(format_table([header, *body], width=width))
     typer.echo(
         wrap(
             "grad J's phi_wrong component is 0: a wrong approach earns nothing at any length. phi_wrong "
@@ -1379,17 +827,7 @@ def examples(
         typer.echo(wrap(example.title, width, hanging="  "))
         typer.echo(wrap(f"({example.source})", width, indent="  ", hanging="   "))
         typer.echo("")
-        typer.echo(_table(rows, width, indent="  ", left_first=False))
+        typer.echo(format_table(rows, indent="  ", left_first=False, width=width))
         typer.echo("")
         for conclusion in example.conclusions:
             typer.echo(wrap(conclusion, width, indent="  - ", hanging="    "))
-
-
-def main() -> None:
-    """Console-script entry point."""
-    signal.signal(signal.SIGTERM, _terminate)
-    app()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,23 @@
+"""The `toyrl` command. Every error a user can fix is one line on stderr and exit status 2.
+
+`commands` holds the commands, registered on the typer `app`; `options`, how their options are
+read and their errors reported; `terminal`, output that fits the terminal and the progress of
+long steps. Start-up is kept short: the package imports only the standard library, typer and
+`toyrl.config`, so `toyrl --help` loads neither numpy nor pandas; each command imports what it
+uses when it runs.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from toyrl.cli.commands import app
+from toyrl.cli.options import _terminate
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    signal.signal(signal.SIGTERM, _terminate)
+    app()

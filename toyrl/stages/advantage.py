@@ -1,0 +1,276 @@
+"""Advantage: each response's advantage from its group's (or batch's) rewards.
+
+`advantages(rewards, std_eps)`: [..., B, G] from rewards of that shape; a zero-variance group or
+batch gets zero advantage, even at std_eps = 0. A stage with `uses_tokens` is given a third
+argument, the responses' token counts |o| [..., B, G]. Exact hook `conditional(r, others, G,
+std_eps)`: the advantage of a response with reward r whose group has `others` successes among the
+other G - 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
+
+import numpy as np
+
+from toyrl.config import Config
+from toyrl.policy import FloatArray
+from toyrl.stages.registry import check_declared, declared, register
+
+
+@runtime_checkable
+class Advantage(Protocol):
+    """Advantages [..., B, G] of rewards [..., B, G] (and, with `uses_tokens`, of token counts)."""
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray: ...
+
+
+def advantages_of(
+    stage: Advantage, rewards: FloatArray, std_eps: float, tokens: FloatArray | None
+) -> FloatArray:
+    """The stage's advantages of `rewards`, given the responses' token counts `tokens` (|o|, of the
+    rewards' shape) if it `uses_tokens`."""
+    if getattr(stage, "uses_tokens", False):
+        if tokens is None:
+            raise ValueError(f"advantage stage {type(stage).__name__} needs the responses' tokens")
+        return cast(Any, stage).advantages(rewards, std_eps, tokens)
+    return stage.advantages(rewards, std_eps)
+
+
+def _std_eps() -> Any:
+    return declared(None, 0.0, 1.0, high_open=True, optional=True)  # None: the configuration's std_eps
+
+
+def _scaled(centred: FloatArray, scale: FloatArray, std_eps: float) -> FloatArray:
+    if std_eps > 0:  # every scale is positive
+        return centred / scale
+    return np.divide(
+        centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0
+    )
+
+
+def _centred(rewards: FloatArray) -> FloatArray:
+    group = rewards.shape[-1]
+    return (
+        rewards - np.add.reduce(rewards, axis=-1, keepdims=True) / group
+    )  # numpy's mean, without its wrapper
+
+
+@register("advantage", "group_std_sample", ddof=1)  # decorators apply bottom-up: group_std first
+@register("advantage", "group_std", ddof=0)
+@dataclass(frozen=True)
+class GroupStd:
+    """(r_i - group mean) / (group std + std_eps): GRPO's. ddof 0, the population std (the article's
+    worked example and toy); ddof 1, the sample std (torch's default: TRL, verl, oat)."""
+
+    ddof: int = 0
+    std_eps: float | None = _std_eps()  # None: the configuration's std_eps
+    fixed: ClassVar[tuple[str, ...]] = ("ddof",)
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        group = rewards.shape[-1]
+        centred = _centred(rewards)
+        # numpy's std, spelled out from the centred rewards (same operations, same bits, less overhead)
+        squares = np.add.reduce(centred * centred, axis=-1, keepdims=True)
+        return _scaled(centred, np.sqrt(squares / (group - self.ddof)) + std_eps, std_eps)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        k = r + others
+        std = np.sqrt(k / group * (1 - k / group))
+        if self.ddof == 1:
+            std = std * np.sqrt(group / (group - 1))
+        scale = std + std_eps
+        return np.divide(r - k / group, scale, out=np.zeros(scale.shape), where=scale > 0)
+
+
+@register("advantage", "batch_std")
+@dataclass(frozen=True)
+class BatchStd:
+    """(r_i - group mean) / (sample std of all the batch's rewards + std_eps): TRL's scale_rewards='batch'."""
+
+    std_eps: float | None = _std_eps()
+    simulated_only: ClassVar[str] = "the batch's std couples its groups"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        return _scaled(
+            _centred(rewards), rewards.std(axis=(-2, -1), keepdims=True, ddof=1) + std_eps, std_eps
+        )
+
+
+@register("advantage", "none")
+@dataclass(frozen=True)
+class Centred:
+    """r_i - group mean: Dr. GRPO's (no std)."""
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        return _centred(rewards)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        return r - (r + others) / group
+
+
+@register("advantage", "rloo")
+@dataclass(frozen=True)
+class LeaveOneOut:
+    """r_i minus the mean of the group's other G - 1 rewards (RLOO).
+
+    Tutorial, section 4.1: r_i - mean(r) = ((G - 1) / G) (r_i - mean_{j != i} r_j), so the group
+    mean scales the expected gradient by (G - 1) / G; leaving r_i out of its own baseline removes it.
+    """
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        group = rewards.shape[-1]
+        return rewards - (rewards.sum(axis=-1, keepdims=True) - rewards) / (group - 1)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        return r - others / (group - 1)
+
+
+@register("advantage", "batch_whiten")
+@dataclass(frozen=True)
+class BatchWhiten:
+    """a_i = r_i - group mean, then (a_i - mean(a)) / (sample std(a) + std_eps) over the batch
+    (OpenRLHF's reinforce_baseline)."""
+
+    std_eps: float | None = _std_eps()
+    simulated_only: ClassVar[str] = "batch whitening couples the groups of a batch"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        centred = _centred(rewards)
+        centred = centred - centred.mean(axis=(-2, -1), keepdims=True)
+        return _scaled(centred, centred.std(axis=(-2, -1), keepdims=True, ddof=1) + std_eps, std_eps)
+
+
+@register(
+    "advantage", "reinforce_pp", ddof=1, var_eps=1e-8, var_floor=0.0, float32_bessel=True, centred=False
+)
+@register("advantage", "token_whiten_sample", ddof=1, var_eps=1e-8, var_floor=0.0, float32_bessel=True)
+@register("advantage", "token_whiten", ddof=0, var_eps=0.0, var_floor=1e-8)  # bottom-up: this one first
+@dataclass(frozen=True)
+class TokenWhiten:
+    """a_i = r_i - group mean, then whitened over the batch's *tokens* (REINFORCE++-baseline): each
+    response weighs |o_i| (its tokens, every response's), mean m = sum |o| a / sum |o|, variance
+    v = sum |o| (a - m)^2 / (sum |o| - ddof), A_i = (a_i - m) / sqrt(max(v + var_eps, var_floor)).
+
+    `token_whiten`: OpenRLHF's reinforce_baseline (population variance, var.clamp(min=1e-8).rsqrt());
+    `token_whiten_sample`: verl's reinforce_plus_plus_baseline (masked_whiten: Bessel-corrected over
+    tokens, rsqrt(var + 1e-8)), whose masked_var takes the Bessel factor n / (n - 1) from integer
+    token counts, a division torch makes in float32: v = [sum |o| (a - m)^2 / n] fl32(n / (n - 1))
+    (`float32_bessel`; the float32 rounding moves A by up to about 2e-8 relative). `reinforce_pp`:
+    REINFORCE++ (Hu 2025; verl's reinforce_plus_plus at gamma 1, each token's return its response's
+    reward), the same whitening of the rewards themselves, with no group mean (`centred` False).
+    Longer responses weigh more in the batch's statistics."""
+
+    ddof: int = 0
+    var_eps: float = 0.0
+    var_floor: float = 1e-8
+    float32_bessel: bool = False
+    centred: bool = True
+    fixed: ClassVar[tuple[str, ...]] = ("ddof", "var_eps", "var_floor", "float32_bessel", "centred")
+    uses_tokens: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "token-weighted whitening couples the groups of a batch"
+
+    def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray | None = None) -> FloatArray:
+        assert tokens is not None, "uses_tokens: given the token counts (`toyrl.train.Plan.advantages`)"
+        centred = _centred(rewards) if self.centred else rewards
+        total = tokens.sum(axis=(-2, -1), keepdims=True)
+        mean = (centred * tokens).sum(axis=(-2, -1), keepdims=True) / total
+        shifted = centred - mean
+        squares = (shifted * shifted * tokens).sum(axis=(-2, -1), keepdims=True)
+        if self.float32_bessel:
+            bessel = (total.astype(np.float32) / (total - 1).astype(np.float32)).astype(np.float64)
+            variance = squares / total * bessel
+        else:
+            variance = squares / (total - self.ddof)
+        return shifted / np.sqrt(np.maximum(variance + self.var_eps, self.var_floor))
+
+
+@register("advantage", "opo")
+@dataclass(frozen=True)
+class LengthWeightedBaseline:
+    """OPO's optimal baseline (Hao et al. 2025, "On-Policy RL with Optimal Reward Baseline", arXiv
+    2505.23585, eq. 7; verl's `opo` estimator): A_i = r_i - b, b = sum_j |o_j| r_j / sum_j |o_j|
+    over the group, each reward weighed by its response's tokens, so a long wrong answer pulls the
+    baseline down the most."""
+
+    uses_tokens: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "OPO's baseline weighs the group's rewards by their lengths"
+
+    def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray | None = None) -> FloatArray:
+        assert tokens is not None, "uses_tokens: given the token counts (`toyrl.train.Plan.advantages`)"
+        baseline = (tokens * rewards).sum(axis=-1, keepdims=True) / tokens.sum(axis=-1, keepdims=True)
+        return rewards - baseline
+
+
+@register("advantage", "gpg")
+@dataclass(frozen=True)
+class RescaledCentred:
+    """GPG's advantage (Chu et al. 2025, eq. 9; verl's `gpg` estimator at f_norm 1):
+    A_i = alpha (r_i - group mean), alpha = N / M, N the batch's responses and M how many of them
+    have a nonzero reward (at least 1): with 0/1 rewards, the inverse of the batch's accuracy,
+    which scales the gradient up when few answers are right. verl computes N / M in float32 (an
+    int over an int64 tensor), here in float64: up to about 6e-8 relative apart where N / M is not
+    a float32 number (the conformance suite records it)."""
+
+    simulated_only: ClassVar[str] = "GPG's scale N / M counts the whole batch's nonzero rewards"
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        responses = rewards.shape[-2] * rewards.shape[-1]
+        nonzero = np.maximum(np.count_nonzero(rewards, axis=(-2, -1)), 1)[..., None, None]
+        return responses / nonzero * _centred(rewards)
+
+
+@register("advantage", "passk")
+@dataclass(frozen=True)
+class BestOverSecond:
+    """verl's grpo_passk (compute_grpo_passk_outcome_advantage, after Chen et al. 2025, "Pass@k
+    Training", arXiv 2503.19595): only the best response of a group has an advantage, its margin
+    over the second best, A = (r_max - r_second) / (group sample std + std_eps) on the first
+    response with r_max (`std_scaled`: verl's norm_adv_by_std_in_grpo; else the margin alone), 0 on
+    every other one. Tied best rewards give the group 0. With 0 / 1 rewards, the one correct
+    response of a group with exactly one earns 1 / (std + eps), std = sqrt(1 / G): a credit for
+    solving what the group's others did not."""
+
+    std_eps: float | None = _std_eps()
+    std_scaled: bool = True
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        group = rewards.shape[-1]
+        ranked = np.sort(rewards, axis=-1)
+        margin = ranked[..., -1:] - ranked[..., -2:-1]
+        if self.std_scaled:  # GroupStd's sample std, the same operations
+            centred = _centred(rewards)
+            squares = np.add.reduce(centred * centred, axis=-1, keepdims=True)
+            margin = _scaled(margin, np.sqrt(squares / (group - 1)) + std_eps, std_eps)
+        best = np.arange(group) == np.argmax(rewards, axis=-1)[..., None]
+        return np.where(best, margin, 0.0)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        alone = np.where(others == 0, r, 0.0)  # the group's one success: a margin of 1
+        if not self.std_scaled:
+            return alone
+        k = r + others  # GroupStd's sample std, the same operations
+        scale = np.sqrt(k / group * (1 - k / group)) * np.sqrt(group / (group - 1)) + std_eps
+        return np.divide(alone, scale, out=np.zeros(scale.shape), where=scale > 0)
+
+
+def std_eps_of(advantage: Any, config: Config | float) -> float:
+    """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`
+    (or the number given for it)."""
+    own = getattr(advantage, "std_eps", None)
+    if own is not None:
+        return float(own)
+    return config.std_eps if isinstance(config, Config) else float(config)

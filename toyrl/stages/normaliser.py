@@ -1,0 +1,186 @@
+"""Normaliser: the aggregation of token losses, D_i and n of w_i = A_i / D_i.
+
+`denominators(tokens, included, length_norm, members)`: (D [..., B, G], n [...] or one number),
+the loss of the responses `members` (one update's mini-batch or micro-batch; None: the whole
+batch) being -(1/n) sum_i w_i sum_t (token objective). Optional flags (False when absent):
+`per_micro_batch`, the trainer computes the loss on each micro-batch of an optimiser step and
+averages those (gradient accumulation, `toyrl.train.Plan.denominators`), not on the step's whole
+mini-batch; `batch_tokens`, D is the whole sampled batch's. Exact hooks:
+`response_denominator(tokens, length_norm)`, D of one response from its own token count, for
+aggregations whose D is, and `averaged`, whether n counts the responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toyrl import kernels
+from toyrl.policy import FloatArray
+from toyrl.stages.registry import check_declared, declared, refused, register
+
+
+@runtime_checkable
+class Normaliser(Protocol):
+    """(D [..., B, G], n [...] or one number) of the responses `members` (None: all)."""
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray | float]: ...
+
+
+def _members(tokens: FloatArray, members: NDArray[np.bool_] | None) -> FloatArray:
+    """How many responses `members` holds per run [...] (None: all of them)."""
+    if members is None:
+        return np.full(tokens.shape[:-2], float(tokens.shape[-2] * tokens.shape[-1]))
+    return members.sum(axis=(-2, -1)).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class PerResponse:
+    """D_i from the response alone: its token count (`by_tokens`), L_norm (`by_length_norm`) or 1;
+    n = N, the batch's responses (`averaged`), or 1 (a sum over responses)."""
+
+    by_tokens: bool = False
+    by_length_norm: bool = False
+    averaged: bool = True
+    per_micro_batch: bool = False
+    fixed: ClassVar[tuple[str, ...]] = ("by_tokens", "by_length_norm", "averaged")
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
+        if self.by_tokens:
+            return tokens
+        if self.by_length_norm:
+            return np.full(tokens.shape, length_norm)
+        return np.ones(tokens.shape)
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        n = _members(tokens, members) if self.averaged else np.ones(tokens.shape[:-2])
+        return self.response_denominator(tokens, length_norm), n
+
+
+register("normaliser", "seq_mean_token_mean", by_tokens=True)(PerResponse)
+
+
+@register("normaliser", "token_mean")
+@dataclass(frozen=True)
+class TokenMean:
+    """D_i = the total token count of the batch's (or mini-batch's) responses in the loss, n = 1:
+    DAPO's token-level mean. With `per_micro_batch`, each micro-batch's own total (TRL's bnpo); with
+    `batch_tokens`, the whole sampled batch's total over the number of mini-batches, the same for
+    every mini-batch (TRL's dapo: num_items_in_batch counts the generation batch's tokens)."""
+
+    per_micro_batch: bool = False
+    batch_tokens: bool = False
+    simulated_only: ClassVar[str] = "the batch's token total couples its responses"
+
+    refuses: ClassVar[tuple[dict[str, Any], ...]] = (
+        refused(
+            "per_micro_batch and batch_tokens are two scopes: choose one",
+            ("per_micro_batch", "==", True),
+            ("batch_tokens", "==", True),
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        counted = included if members is None else included & members
+        total = np.where(counted, tokens, 0).sum(axis=(-2, -1), keepdims=True)
+        return np.broadcast_to(total, tokens.shape), np.ones(tokens.shape[:-2])
+
+
+@register("normaliser", "length_power")
+@dataclass(frozen=True)
+class LengthPower:
+    """D_i = |o_i|^(1 - alpha) L_norm^alpha, n = N: per-token weights w_i = A_i / D_i, proportional
+    to |o_i|^(alpha - 1), the parametric family from GRPO's per-response mean (alpha = 0, D_i =
+    |o_i|: `seq_mean_token_mean`) to Dr. GRPO's constant (alpha = 1, D_i = L_norm:
+    `seq_mean_token_sum_norm`), both to the bit. alpha in [0, 1]: beyond 1 longer responses would
+    weigh more per token than shorter ones, below 0 less than GRPO's."""
+
+    alpha: float = declared(0.5, 0.0, 1.0)
+    averaged: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
+        return kernels.power(tokens, 1 - self.alpha) * kernels.power(length_norm, self.alpha)
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        return self.response_denominator(tokens, length_norm), _members(tokens, members)
+
+
+@register("normaliser", "seq_mean_token_sum_longest")
+@dataclass(frozen=True)
+class LongestResponse:
+    """D_i = the token count of the longest response the loss is taken over (every response of i's
+    micro-batch with `per_micro_batch`, else of its mini-batch or the batch), n = N: a response's
+    token sum over the padded width of its micro-batch. verl 0.9.1's seq-mean-token-sum-norm with
+    loss_scale_factor unset (its default) in its V1 trainer (also its default): responses are kept
+    unpadded until ppo_loss pads each micro-batch to its own longest one, and agg_loss divides by
+    that width (verl/workers/utils/losses.py, verl/trainer/ppo/core_algos.py). One response per
+    micro-batch makes it D_i = |o_i|, the per-response mean; one micro-batch, a divisor shared by
+    the batch that moves with its longest response."""
+
+    per_micro_batch: bool = False
+    averaged: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "the longest response couples the responses of its micro-batch"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        inside = tokens if members is None else np.where(members, tokens, 0.0)
+        longest = inside.max(axis=(-2, -1), keepdims=True)
+        return np.broadcast_to(longest, tokens.shape), _members(tokens, members)
+
+
+register("normaliser", "seq_mean_token_sum")(PerResponse)
+register("normaliser", "seq_mean_token_sum_norm", by_length_norm=True)(PerResponse)
+register("normaliser", "token_sum_norm", by_length_norm=True, averaged=False)(PerResponse)
+register("normaliser", "token_sum", averaged=False)(PerResponse)
+
+
+def weights(advantage: FloatArray, denominator: FloatArray, included: NDArray[np.bool_]) -> FloatArray:
+    """w = A / D where a response is in the loss, else 0: the per-token weight of an on-policy update."""
+    if included.all():  # every denominator is then positive (token counts are >= 1)
+        return advantage / denominator
+    ratio = np.divide(advantage, denominator, out=np.zeros(advantage.shape), where=denominator > 0)
+    return np.where(included, ratio, 0.0)

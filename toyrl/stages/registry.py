@@ -1,0 +1,225 @@
+"""The registry of stages, and each stage parameter's valid values, declared once.
+
+`register(kind, name)` files an instance of a frozen dataclass under `name` in `REGISTRY[kind]`;
+the type checker holds the class to its kind's Protocol (`toyrl.stages.<kind>`), and a plugin's
+stage is held to it when it loads (`toyrl.plugins`). `declared` gives a field its valid values,
+which `check_declared` (each stage's __post_init__), the words of its error and the page read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import field, fields
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+from toyrl.config import InvalidInput
+
+if TYPE_CHECKING:
+    from toyrl.stages.advantage import Advantage
+    from toyrl.stages.kl import KL
+    from toyrl.stages.normaliser import Normaliser
+    from toyrl.stages.objective import Objective
+    from toyrl.stages.reward import Reward
+    from toyrl.stages.sampler import Sampler
+    from toyrl.stages.schedule import Schedule
+    from toyrl.stages.selector import Selector
+
+KINDS = ("reward", "selector", "advantage", "normaliser", "objective", "kl", "schedule", "sampler")
+REGISTRY: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
+
+Stage = TypeVar("Stage")
+
+
+def declared(
+    default: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+    integer: bool = False,
+    choices: Sequence[str] = (),
+) -> Any:
+    """A stage parameter with its valid values, declared once: `check_declared` (each stage's
+    __post_init__), the words of its error and the page (`toyrl.explore`, `declarations`) read
+    them. An integer (an int default, or `integer`), a number in [low, high] (either end open), one
+    of `choices`, each with None too where `optional`; a bool default is a flag without this."""
+    if choices:
+        kind = "choice"
+    elif integer or (isinstance(default, int) and not isinstance(default, bool)):
+        kind = "integer"
+    else:
+        kind = "number"
+    rule = {"kind": kind, "low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    return field(
+        default=default, metadata={"declared": rule | {"optional": optional, "choices": list(choices)}}
+    )
+
+
+def _shown(x: float) -> str:
+    """A bound in words: 0.2, 1000, 1e6 (not 1e+06)."""
+    text = f"{x:g}"
+    mantissa, _, exponent = text.partition("e+")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+def _requirement(rule: dict[str, Any]) -> str:
+    kind = rule["kind"]
+    if kind == "boolean":
+        return "must be true or false"
+    if kind == "choice":
+        text = f"must be one of {', '.join(rule['choices'])}"
+    elif kind == "integer":
+        text = f"must be an integer in {rule['low']:,}..{rule['high']:,}"
+    else:
+        opening, closing = "(" if rule["low_open"] else "[", ")" if rule["high_open"] else "]"
+        text = f"must be a number in {opening}{_shown(rule['low'])}, {_shown(rule['high'])}{closing}"
+    return text + (" or None" if rule["optional"] else "")
+
+
+def declarations(stage_class: type) -> dict[str, dict[str, Any]]:
+    """Each declared parameter of a stage class (`declared`, and every flag: a bool default) and its
+    rule: kind, bounds, optional, choices, and `requirement`, the words of its error."""
+    out = {}
+    for f in fields(stage_class):
+        rule = f.metadata.get("declared")
+        if rule is None and not isinstance(f.default, bool):
+            continue
+        rule = dict(rule) if rule is not None else {"kind": "boolean", "optional": False}
+        out[f.name] = rule | {"requirement": _requirement(rule)}
+    return out
+
+
+def _fits(value: object, rule: dict[str, Any]) -> bool:
+    if value is None:
+        return bool(rule["optional"])
+    if rule["kind"] == "boolean":
+        return isinstance(value, bool)
+    if rule["kind"] == "choice":
+        return value in rule["choices"]
+    if isinstance(value, bool) or not isinstance(value, int if rule["kind"] == "integer" else int | float):
+        return False
+    above = value > rule["low"] if rule["low_open"] else value >= rule["low"]
+    below = value < rule["high"] if rule["high_open"] else value <= rule["high"]
+    return bool(above and below)
+
+
+Condition = tuple[str, str, Any]  # (field, one of OPERATORS, value)
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: bool(a == b),
+    "!=": lambda a, b: bool(a != b),
+    ">": lambda a, b: bool(a > b),
+    "<=": lambda a, b: bool(a <= b),
+}
+
+
+def refused(message: str, *when: Condition) -> dict[str, Any]:
+    """A combination of a stage's parameters that it refuses, declared once as data: when every
+    condition (field, operator, value) holds, `check_declared` raises `message`, whose {field}
+    names a field's value (a number as %g shows it). A stage lists them in its `refuses`; the page
+    (`toyrl.explore`) evaluates the same data, so both refuse with the same line."""
+    for _, operator, _ in when:
+        assert operator in OPERATORS, operator
+    return {"when": [list(condition) for condition in when], "message": message}
+
+
+def _shown_value(value: Any) -> str:
+    return _shown(value) if isinstance(value, float) else str(value)
+
+
+def check_declared(stage: Any) -> None:
+    """InvalidInput, one line naming the parameter and its valid values, unless every declared
+    parameter of the stage (`declarations`) holds a valid value and no combination it `refuses`
+    holds."""
+    for name, rule in declarations(type(stage)).items():
+        value = getattr(stage, name)
+        if not _fits(value, rule):
+            raise InvalidInput(f"{name} {rule['requirement']} (got {value!r})")
+    for rule in getattr(stage, "refuses", ()):
+        if all(OPERATORS[op](getattr(stage, name), value) for name, op, value in rule["when"]):
+            values = {f.name: _shown_value(getattr(stage, f.name)) for f in fields(stage)}
+            raise InvalidInput(rule["message"].format(**values))
+
+
+RewardT = TypeVar("RewardT", bound="Reward")
+SelectorT = TypeVar("SelectorT", bound="Selector")
+AdvantageT = TypeVar("AdvantageT", bound="Advantage")
+NormaliserT = TypeVar("NormaliserT", bound="Normaliser")
+ObjectiveT = TypeVar("ObjectiveT", bound="Objective")
+KLT = TypeVar("KLT", bound="KL")
+ScheduleT = TypeVar("ScheduleT", bound="Schedule")
+SamplerT = TypeVar("SamplerT", bound="Sampler")
+
+
+# One overload a kind: the type checker holds a registered class to its kind's Protocol.
+@overload
+def register(
+    kind: Literal["reward"], name: str, **defaults: Any
+) -> Callable[[type[RewardT]], type[RewardT]]: ...
+@overload
+def register(
+    kind: Literal["selector"], name: str, **defaults: Any
+) -> Callable[[type[SelectorT]], type[SelectorT]]: ...
+@overload
+def register(
+    kind: Literal["advantage"], name: str, **defaults: Any
+) -> Callable[[type[AdvantageT]], type[AdvantageT]]: ...
+@overload
+def register(
+    kind: Literal["normaliser"], name: str, **defaults: Any
+) -> Callable[[type[NormaliserT]], type[NormaliserT]]: ...
+@overload
+def register(
+    kind: Literal["objective"], name: str, **defaults: Any
+) -> Callable[[type[ObjectiveT]], type[ObjectiveT]]: ...
+@overload
+def register(kind: Literal["kl"], name: str, **defaults: Any) -> Callable[[type[KLT]], type[KLT]]: ...
+@overload
+def register(
+    kind: Literal["schedule"], name: str, **defaults: Any
+) -> Callable[[type[ScheduleT]], type[ScheduleT]]: ...
+@overload
+def register(
+    kind: Literal["sampler"], name: str, **defaults: Any
+) -> Callable[[type[SamplerT]], type[SamplerT]]: ...
+@overload
+def register(kind: str, name: str, **defaults: Any) -> Callable[[type[Stage]], type[Stage]]: ...
+def register(kind: str, name: str, **defaults: Any) -> Callable[[type[Stage]], type[Stage]]:
+    """Class decorator: register an instance of the class (built with `defaults`) as `name` of `kind`.
+
+    One class may be registered under several names with other defaults (`group_std` and
+    `group_std_sample` are one class with ddof 0 and 1); `stage_name` finds the name back.
+    """
+    if kind not in REGISTRY:
+        raise ValueError(f"no stage kind {kind!r}: the kinds are {', '.join(KINDS)}")
+
+    def add(cls: type[Stage]) -> type[Stage]:
+        if name in REGISTRY[kind]:
+            raise ValueError(f"a {kind} named {name!r} is registered already")
+        REGISTRY[kind][name] = cls(**defaults)
+        return cls
+
+    return add
+
+
+def parameters(stage: Any) -> dict[str, Any]:
+    """A stage's tunable parameters (fields not fixed by its registered name) and their values."""
+    fixed = getattr(stage, "fixed", ())
+    return {f.name: getattr(stage, f.name) for f in fields(stage) if f.name not in fixed}
+
+
+def stage_name(kind: str, stage: Any) -> str:
+    """The registered name of a stage: the entry of its class whose fixed fields it shares."""
+    fixed = getattr(stage, "fixed", ())
+    for name, registered in REGISTRY[kind].items():
+        if type(registered) is type(stage) and all(
+            getattr(registered, f) == getattr(stage, f) for f in fixed
+        ):
+            return name
+    raise ValueError(f"{type(stage).__name__} is not a registered {kind}")
+
+
+def simulated_only(stage: Any) -> str:
+    """Why a stage has no exact expected-update form ('' if it has one)."""
+    return str(getattr(stage, "simulated_only", ""))
