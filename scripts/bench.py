@@ -226,7 +226,9 @@ def main() -> None:
     parser.add_argument(
         "--skip-baseline", action="store_true", help="skip the token-level baseline (three runs of ~30 s)"
     )
-    parser.add_argument("--out", type=Path, help="also write the table to this file (the README quotes it)")
+    parser.add_argument(
+        "--out", type=Path, help="also write the table to this file (docs/performance.md quotes it)"
+    )
     parser.add_argument(
         "--startup-only", action="store_true", help="measure start-up only (toyrl --help, toyrl run)"
     )

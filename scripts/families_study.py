@@ -15,7 +15,7 @@ Dr. GRPO's) at the article's settings (`Config()`), seeds 0..N-1, and writes:
   (and `per_seed`, every seed's value, so a test can regenerate some seeds and compare); the
   cosine of E[g] to grad J at the initial policies and, where the first update's E[g] is exact,
   at every checkpoint along training;
-- `results/families.md`: the table README and docs/variants.md quote;
+- `results/families.md`: the table docs/researchers.md and docs/variants.md quote;
 - `figures/families.png|svg` and `figures/length_power.png|svg` (`toyrl.plots`).
 
 E[g] is the expected *first* update of a batch (ratio 1: the objective's clip or gate does not act

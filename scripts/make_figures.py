@@ -5,7 +5,8 @@
 
 A starting point for custom figures: every plot function takes the tidy frame, an optional
 `ax`/`axes` and a `style`, and returns the figure, so panels can be combined or restyled here.
-The cap and min_length come from the results' sidecar; the bias figure, which replays the runs,
+The cap and min_length come from the results' sidecar, which `load_results` hands to the frame
+(`frame.attrs["toyrl"]`) for the plot functions to read; the bias figure, which replays the runs,
 is `toyrl plot`'s.
 """
 
@@ -24,12 +25,9 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="folder for the figures (made if missing)")
     parser.add_argument("--style", choices=STYLES, default="paper", help="paper (9 in wide) or slides (16:9)")
     args = parser.parse_args()
-    frame, meta = load_results(args.results)
+    frame, _ = load_results(args.results)
     args.out.mkdir(parents=True, exist_ok=True)
-    config = meta["config"] if meta else {}
-    written = render_all(
-        frame, args.out, cap=config.get("cap"), min_length=config.get("min_length"), style=args.style
-    )
+    written = render_all(frame, args.out, style=args.style)
     for path in written:
         print(path)
 

@@ -32,8 +32,9 @@ What is regenerated (commands run from a temporary folder, the checkout's script
 
 - both modes: `toyrl reproduce` (results/article.*, the figures it draws, final_numbers.md,
   explorer.html), `scripts/regression_fixture.py` (tests/fixtures/), and in full
-  `scripts/presets_study.py`, `scripts/trainer_defaults_study.py`, `scripts/seed_study.py` and
-  `scripts/verl_width_study.py` (each a few seconds to half a minute on 2 cores);
+  `scripts/presets_study.py`, `scripts/trainer_defaults_study.py`, `scripts/seed_study.py`,
+  `scripts/verl_width_study.py` and `scripts/gpg_study.py` with its figure (each a few seconds
+  to half a minute on 2 cores);
 - quick mode (the default, for CI: about 4 minutes for the whole matrix on 2 cores with pip
   installing from its cache, two environments at a time; 6 minutes with `--jobs 1`):
   `scripts/init_sensitivity.py --seeds 6`, whose `six_*` columns and calibration
@@ -689,6 +690,15 @@ def study(
     return Piece(key, title, argv, "results:results", expected, modes)
 
 
+CLONE_DOCS = [
+    "README.md",
+    "docs/bias.md",
+    "docs/variants.md",
+    "docs/trainers.md",
+    "docs/design.md",
+    "docs/reproducibility.md",
+    "docs/explorer.md",
+]  # toyrl.explore.DOCS's paths (the checkout's toyrl is not imported here: each venv has its own)
 FAMILY_FIGURES = "figures/families.png figures/families.svg figures/length_power.png figures/length_power.svg"
 SEEDS_TEXT = ", ".join(map(str, FAMILY_SEEDS))
 PIECES = [
@@ -698,6 +708,8 @@ PIECES = [
         "{toyrl} reproduce --results-dir {out}/results --figures-dir {out}/figures --quiet",
         "results:results figures:figures",
         "results/article.csv results/article.json figures/final_numbers.md figures/explorer.html",
+        # A clone's files the page looks for beside figures/: inside one, its links to them are relative.
+        inputs=f"pyproject.toml toyrl/explore.py {' '.join(CLONE_DOCS)}",
     ),
     Piece(
         "fixture",
@@ -715,6 +727,13 @@ PIECES = [
     ),
     study("seed_study", "seed_study.py", "seed study", "seed_study.json seed_study_curves.csv seed_study.md"),
     study("verl_width", "verl_width_study.py", "verl width study", "verl_width.json verl_width.md"),
+    Piece(
+        "gpg_scale",
+        "GPG scale study",
+        "{python} {scripts}/gpg_study.py --out-dir {out}/results --figures {out}/figures --n-jobs {jobs}",
+        "results:results figures:figures",
+        "results/gpg_scale.json results/gpg_scale.md figures/gpg_scale.png figures/gpg_scale.svg",
+    ),
     study(
         "init_sensitivity",
         "init_sensitivity.py",
@@ -808,6 +827,7 @@ def run_piece(
         (out / folder).mkdir(parents=True, exist_ok=True)
     inputs = piece.inputs.split()
     for name in inputs:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(snapshot / name, out / name)
     helper = out / "families_seeds.py"
     if "{helper}" in piece.argv:

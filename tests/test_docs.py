@@ -1,12 +1,13 @@
 """The README and docs quote no number by hand: each one is rendered from a file a command generates.
 
-Each fragment below is a phrase of the README with `{file.key:format}` in place of its numbers;
+Each fragment below is a phrase of the README or of a docs page (DOC_FRAGMENTS, by page) with `{file.key:format}` in place of its numbers;
 `s.` keys come from results/seed_study.json (`python scripts/seed_study.py`), `i.` keys from
 results/init_sensitivity.json (`python scripts/init_sensitivity.py`), `p.` keys from
 results/presets.json (`python scripts/presets_study.py`), `t.` keys from results/trainer_defaults.json
 (`python scripts/trainer_defaults_study.py`), `f.` keys from results/families.json
 (`python scripts/families_study.py`), `w.` keys from results/verl_width.json
-(`python scripts/verl_width_study.py`). A fragment whose rendering is
+(`python scripts/verl_width_study.py`), `g.` keys from results/gpg_scale.json
+(`python scripts/gpg_study.py`). A fragment whose rendering is
 not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
 """
 
@@ -36,6 +37,8 @@ def claims() -> dict[str, Any]:
     defaults = json.loads((ROOT / "results" / "trainer_defaults.json").read_text())
     families = json.loads((ROOT / "results" / "families.json").read_text())
     width = json.loads((ROOT / "results" / "verl_width.json").read_text())
+    gpg = json.loads((ROOT / "results" / "gpg_scale.json").read_text())
+    gpg["meta"] |= {"seed_count": len(gpg["meta"]["seeds"]), "last_seed": max(gpg["meta"]["seeds"])}
     return (
         flatten(study, "s")
         | flatten(sensitivity, "i")
@@ -43,6 +46,7 @@ def claims() -> dict[str, Any]:
         | flatten(defaults, "t")
         | flatten(families, "f")
         | flatten(width, "w")
+        | flatten(gpg, "g")
     )
 
 
@@ -54,137 +58,170 @@ def normalised(path: Path) -> str:
     return " ".join(path.read_text(encoding="utf-8").split())
 
 
-README_FRAGMENTS = [
-    "incorrect responses grow to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
-    "tokens of a 1,500-token cap and its accuracy stalls at {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
-    "its incorrect responses end at {s.headline.six.dr_grpo.final.length_incorrect.mean:.0f}",
-    "tokens, and its accuracy at {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
-    "Over seeds 0–5 GRPO reaches {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
-    "± {s.headline.six.grpo.final.accuracy_pct.se:.1f}",
-    "% and length-only {s.headline.six.length_only.final.accuracy_pct.mean:.1f}",
-    "± {s.headline.six.length_only.final.accuracy_pct.se:.1f}",
-    "Over 100 seeds the means are {s.headline.all.grpo.final.accuracy_pct.mean:.2f}",
-    "± {s.headline.all.grpo.final.accuracy_pct.se:.2f}",
-    "% and {s.headline.all.length_only.final.accuracy_pct.mean:.2f}",
-    "± {s.headline.all.length_only.final.accuracy_pct.se:.2f}",
-    "are still about one 6-seed SE ({s.headline.six.grpo.final.accuracy_pct.se:.1f}",
-    "seeds GRPO − length-only is {s.pairing.all.grpo_minus_length_only.accuracy_pct.paired_mean:+.3f}",
-    "± {s.pairing.all.grpo_minus_length_only.accuracy_pct.paired_se:.3f}",
-    "independent runs would give an SE of {s.pairing.all.grpo_minus_length_only.accuracy_pct.unpaired_se:.3f}",
-    "at the article's six seeds ({s.pairing.six.grpo_minus_length_only.accuracy_pct.paired_mean:+.2f}",
-    "± {s.pairing.six.grpo_minus_length_only.accuracy_pct.paired_se:.2f}",
-    "length-only's final accuracies correlate {s.pairing.all.corr.grpo_length_only.accuracy_pct:.2f}",
-    "GRPO** raises accuracy from {s.headline.six.initial.accuracy_pct.mean:.1f}",
-    "% to {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
-    "start: E[L | incorrect] goes from {s.dr_grpo_curves.six.initial_incorrect:.0f}",
-    "to {s.dr_grpo_curves.six.final_incorrect:.0f}",
-    "tokens ({s.dr_grpo_curves.all.final_incorrect:.0f}",
-    "incorrect length first rises to {s.dr_grpo_curves.six.max_incorrect_0_50:.0f}",
-    "(step {s.dr_grpo_curves.six.max_incorrect_step:.0f}",
-    "; over 100 seeds {s.dr_grpo_curves.all.max_incorrect_overall:.0f}",
-    "at step {s.dr_grpo_curves.all.max_incorrect_overall_step:.0f}",
-    "correct length only from step {s.dr_grpo_curves.six.stays_below_from_step:.0f}",
-    "on (seeds 0–5; from step {s.dr_grpo_curves.all.stays_below_from_step:.0f}",
-    "and at step 400 it is below in {s.dr_grpo_curves.six.final_fraction_incorrect_below:.0%}",
-    "of the six seeds and {s.dr_grpo_curves.all.final_fraction_incorrect_below:.0%}",
-    "GRPO incorrect responses run to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
-    "a wrong approach. GRPO gives {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.mean:,.0f}",
-    "± {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.se:.0f}",
-    "(z = {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.z:+.1f}",
-    "against 1,410) and length-only {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.mean:,.0f}",
-    "± {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.se:.0f}",
-    "(z = {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.z:+.1f}",
-    "responses, does not match: GRPO gives {s.article.l_plus_1.sampled_six.grpo.length_incorrect.mean:,.0f}",
-    "± {s.article.l_plus_1.sampled_six.grpo.length_incorrect.se:.0f}",
-    "(z = {s.article.l_plus_1.sampled_six.grpo.length_incorrect.z:+.1f}",
-    "the wrong-approach length is {s.article.l_plus_1.sampled_all.grpo.length_wrong_approach.diff:+.0f}",
-    "tokens off (z = {s.article.l_plus_1.sampled_all.grpo.length_wrong_approach.z:+.1f}",
-    "), the incorrect length {s.article.l_plus_1.sampled_all.grpo.length_incorrect.diff:+.0f}",
-    "flips: GRPO's E[L | incorrect] is {s.article.l_plus_1.meanfield_six.grpo.length_incorrect.mean:,.0f}",
-    "and its E[L | wrong approach] {s.article.l_plus_1.meanfield_six.grpo.length_wrong_approach.mean:,.0f}",
-    "wrong-approach length falls to {s.article.l.sampled_six.grpo.length_wrong_approach.mean:,.0f}",
-    "0–5), and GRPO's accuracy to {s.article.l.sampled_six.grpo.accuracy_pct.mean:.1f}",
-    "moves its final accuracy by {s.convention.all.grpo.accuracy_pct.paired_mean:+.2f}",
-    "± {s.convention.all.grpo.accuracy_pct.paired_se:.2f}",
-    "its E[L | wrong approach] by {s.convention.all.grpo.length_wrong_approach.paired_mean:+.1f}",
-    "± {s.convention.all.grpo.length_wrong_approach.paired_se:.1f}",
-    "27.4 % over 100 seeds is about {i.calibration.L.crossing_mean:.1f}",
-    "instead of {i.calibration.L + 1.crossing_mean:.1f}",
-    "ratio (G−1)/(G·L_norm). At all {s.bias.dr_grpo.states:.0f}",
-    "cosine deviates from 1 by at most {s.bias.dr_grpo.max_cosine_deviation:.0e}",
-    "policy GRPO's cosine to ∇J is {s.bias.init.grpo.cosine.six.min:.3f}",
-    "–{s.bias.init.grpo.cosine.six.max:.3f}",
-    "over seeds 0–5 ({s.bias.init.grpo.cosine.all.mean:.3f}",
-    "± {s.bias.init.grpo.cosine.all.se:.3f}",
-    "cosine with the φ_wrong axis is {s.bias.init.grpo.phi_wrong_cosine.six.min:.2f}",
-    "to {s.bias.init.grpo.phi_wrong_cosine.six.max:.2f}",
-    "(seed 0: {s.bias.init.grpo.phi_wrong_cosine.six.seed0:.3f}",
-    "answers longer. That axis holds {s.bias.init.grpo.phi_wrong_share.six.min:.2f}",
-    "–{s.bias.init.grpo.phi_wrong_share.six.max:.2f}",
-    "of E[ĝ]'s squared norm (seed 0: {s.bias.init.grpo.phi_wrong_share.six.seed0:.2f}",
-    "; over 100 seeds {s.bias.init.grpo.phi_wrong_share.all.mean:.2f}",
-    "± {s.bias.init.grpo.phi_wrong_share.all.se:.2f}",
-    "points against ∇J, with cosine {s.bias.step100.grpo.cosine.six.mean:.2f}",
-    "(mean over seeds 0–5, range {s.bias.step100.grpo.cosine.six.min:.2f}",
-    "to {s.bias.step100.grpo.cosine.six.max:.2f}",
-    "toy. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
-    "tokens, against Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
-    "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
-    "loss drifts like GRPO**, to {p.final.length_only.length_incorrect.mean:,.0f}",
-    "and with it wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
-    "sends wrong answers to the cap: {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
-    "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f}",
-    "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
-    "responses and {w.sizes.4.difference_length_incorrect.mean:.0f}",
-    "± {w.sizes.4.difference_length_incorrect.se:.0f} with 4, and with `use_dynamic_bsz`",
-    "{w.budgets.16384.difference_length_incorrect.mean:.0f} ± {w.budgets.16384.difference_length_incorrect.se:.0f} at",
-    "its default budget of 16,384 tokens and {w.budgets.4096.difference_length_incorrect.mean:.0f}",
-    "± {w.budgets.4096.difference_length_incorrect.se:.0f} at 4,096",
-    "over {w.meta.seed_count:d} paired seeds",
-    "Dr. GRPO by {t.cases.trl_default.difference_length_incorrect.mean:.0f}",
-    "± {t.cases.trl_default.difference_length_incorrect.se:.0f} tokens with TRL's defaults,",
-    "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
-    "± {t.cases.verl_grpo.difference_length_incorrect.se:.0f} with verl's GRPO defaults",
-    "{t.cases.openrlhf_group_norm.difference_length_incorrect.mean:.0f}",
-    "± {t.cases.openrlhf_group_norm.difference_length_incorrect.se:.0f} with OpenRLHF's `group_norm`",
-    "{t.cases.openrlhf_dr_grpo.difference_length_incorrect.mean:.0f}",
-    "± {t.cases.openrlhf_dr_grpo.difference_length_incorrect.se:.0f} with its `dr_grpo` estimator",
-    '`critic_type="grpo"` ends {t.cases.oat_grpo.difference_length_incorrect.mean:.0f}',
-    "± {t.cases.oat_grpo.difference_length_incorrect.se:.0f} tokens longer",
-    "dynamic sampling (`dapo`), wrong answers end at {p.final.dapo.length_incorrect.mean:.0f}",
-    "tokens, below Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
-    "at {p.final.dapo.accuracy_pct.mean:.1f} % accuracy",
-    "GRPO \u2212 Dr. GRPO is {s.pairing.six.grpo_minus_dr_grpo.accuracy_pct.paired_mean:+.1f}",
-    "probability down from 1/700 to 1 in {s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
-    "under Dr. GRPO it ends at 1 in {s.stops.six.dr_grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
-    # The length-aware families (results/families.json, scripts/families_study.py).
-    "mean, wrong answers end at {f.variants.gspo.length_incorrect.mean:.0f}",
-    "tokens under GSPO and {f.variants.sapo.length_incorrect.mean:.0f}",
-    "under SAPO, against {f.variants.seq_mean_mb4.length_incorrect.mean:.0f}",
-    "are PPO's to the bit, at {f.variants.cispo.length_incorrect.mean:.0f}",
-    "0 to 1, wrong answers end at {f.variants.alpha_0.0.length_incorrect.mean:.0f}",
-    "down to {f.variants.alpha_1.0.length_incorrect.mean:.0f}",
-    "tokens, accuracy rises from {f.variants.alpha_0.0.accuracy_pct.mean:.1f}",
-    "% to {f.variants.alpha_1.0.accuracy_pct.mean:.1f}",
-    "along training, goes from {f.variants.alpha_0.0.cosine_along_mean.mean:.2f}",
-    "to {f.variants.alpha_1.0.cosine_along_mean.mean:.2f}",
-    "wrong answers still end at {f.variants.alpha_0.9.length_incorrect.mean:.0f}",
-    "wrong answers end at {f.variants.gfpo.length_incorrect.mean:.0f}",
-    "tokens, at {f.variants.gfpo.accuracy_pct.mean:.1f}",
-    "E[g] has cosine {f.variants.gfpo.cosine_initial.mean:.2f}",
-    "and it samples {f.variants.gfpo.tokens_per_step.mean:,.0f}",
-    "a step against Dr. GRPO's {f.variants.dr_grpo.tokens_per_step.mean:,.0f}",
-    "correct short answers too: {f.variants.gfpo_token_efficiency.length_incorrect.mean:.0f}",
-    "wrong answers shortest**, at {f.variants.dapo_overlong.length_incorrect.mean:.0f}",
-    "below its correct ones ({f.variants.dapo_overlong.length_correct.mean:.0f}",
-    "cosine to ∇J of accuracy is {f.variants.dapo_overlong.cosine_initial.mean:.2f}",
-    "the token mean puts it ({f.variants.dynamic_sampling.length_incorrect.mean:.0f}",
-    "against {f.variants.token_mean.length_incorrect.mean:.0f}",
-    "and costs {f.variants.dynamic_sampling.tokens_per_step.mean:,.0f}",
-    "tokens a step against {f.variants.token_mean.tokens_per_step.mean:,.0f}",
-    "the plain token mean**, to {f.variants.opo.length_incorrect.mean:.0f}",
-    "the mean of {f.meta.mc_draws:,} sampled first updates",
-]
+DOC_FRAGMENTS = {
+    "README.md": [
+        "incorrect responses grow to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
+        "tokens of a 1,500-token cap and its accuracy stalls at {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
+        "its incorrect responses end at {s.headline.six.dr_grpo.final.length_incorrect.mean:.0f}",
+        "tokens, and its accuracy at {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
+        "policy GRPO's cosine to ∇J is {s.bias.init.grpo.cosine.six.min:.3f}",
+        "–{s.bias.init.grpo.cosine.six.max:.3f}",
+        "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f}",
+        "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
+        "over {w.meta.seed_count:d} paired seeds",
+        "the cap ({p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f} of 1,500 tokens)",
+    ],
+    "docs/results.md": [
+        "Over seeds 0–5 GRPO reaches {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
+        "± {s.headline.six.grpo.final.accuracy_pct.se:.1f}",
+        "% and length-only {s.headline.six.length_only.final.accuracy_pct.mean:.1f}",
+        "± {s.headline.six.length_only.final.accuracy_pct.se:.1f}",
+        "Over 100 seeds the means are {s.headline.all.grpo.final.accuracy_pct.mean:.2f}",
+        "± {s.headline.all.grpo.final.accuracy_pct.se:.2f}",
+        "% and {s.headline.all.length_only.final.accuracy_pct.mean:.2f}",
+        "± {s.headline.all.length_only.final.accuracy_pct.se:.2f}",
+        "are still about one 6-seed SE ({s.headline.six.grpo.final.accuracy_pct.se:.1f}",
+        "seeds GRPO − length-only is {s.pairing.all.grpo_minus_length_only.accuracy_pct.paired_mean:+.3f}",
+        "± {s.pairing.all.grpo_minus_length_only.accuracy_pct.paired_se:.3f}",
+        "independent runs would give an SE of {s.pairing.all.grpo_minus_length_only.accuracy_pct.unpaired_se:.3f}",
+        "at the article's six seeds ({s.pairing.six.grpo_minus_length_only.accuracy_pct.paired_mean:+.2f}",
+        "± {s.pairing.six.grpo_minus_length_only.accuracy_pct.paired_se:.2f}",
+        "length-only's final accuracies correlate {s.pairing.all.corr.grpo_length_only.accuracy_pct:.2f}",
+        "GRPO** raises accuracy from {s.headline.six.initial.accuracy_pct.mean:.1f}",
+        "% to {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
+        "start: E[L | incorrect] goes from {s.dr_grpo_curves.six.initial_incorrect:.0f}",
+        "to {s.dr_grpo_curves.six.final_incorrect:.0f}",
+        "tokens ({s.dr_grpo_curves.all.final_incorrect:.0f}",
+        "incorrect length first rises to {s.dr_grpo_curves.six.max_incorrect_0_50:.0f}",
+        "(step {s.dr_grpo_curves.six.max_incorrect_step:.0f}",
+        "; over 100 seeds {s.dr_grpo_curves.all.max_incorrect_overall:.0f}",
+        "at step {s.dr_grpo_curves.all.max_incorrect_overall_step:.0f}",
+        "correct length only from step {s.dr_grpo_curves.six.stays_below_from_step:.0f}",
+        "on (seeds 0–5; from step {s.dr_grpo_curves.all.stays_below_from_step:.0f}",
+        "and at step 400 it is below in {s.dr_grpo_curves.six.final_fraction_incorrect_below:.0%}",
+        "of the six seeds and {s.dr_grpo_curves.all.final_fraction_incorrect_below:.0%}",
+        "GRPO incorrect responses run to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
+        "a wrong approach. GRPO gives {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.mean:,.0f}",
+        "± {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.se:.0f}",
+        "(z = {s.article.l_plus_1.sampled_six.grpo.length_wrong_approach.z:+.1f}",
+        "against 1,410) and length-only {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.mean:,.0f}",
+        "± {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.se:.0f}",
+        "(z = {s.article.l_plus_1.sampled_six.length_only.length_wrong_approach.z:+.1f}",
+        "responses, does not match: GRPO gives {s.article.l_plus_1.sampled_six.grpo.length_incorrect.mean:,.0f}",
+        "± {s.article.l_plus_1.sampled_six.grpo.length_incorrect.se:.0f}",
+        "(z = {s.article.l_plus_1.sampled_six.grpo.length_incorrect.z:+.1f}",
+        "the wrong-approach length is {s.article.l_plus_1.sampled_all.grpo.length_wrong_approach.diff:+.0f}",
+        "tokens off (z = {s.article.l_plus_1.sampled_all.grpo.length_wrong_approach.z:+.1f}",
+        "), the incorrect length {s.article.l_plus_1.sampled_all.grpo.length_incorrect.diff:+.0f}",
+        "flips: GRPO's E[L | incorrect] is {s.article.l_plus_1.meanfield_six.grpo.length_incorrect.mean:,.0f}",
+        "and its E[L | wrong approach] {s.article.l_plus_1.meanfield_six.grpo.length_wrong_approach.mean:,.0f}",
+        "wrong-approach length falls to {s.article.l.sampled_six.grpo.length_wrong_approach.mean:,.0f}",
+        "0–5), and GRPO's accuracy to {s.article.l.sampled_six.grpo.accuracy_pct.mean:.1f}",
+        "moves its final accuracy by {s.convention.all.grpo.accuracy_pct.paired_mean:+.2f}",
+        "± {s.convention.all.grpo.accuracy_pct.paired_se:.2f}",
+        "its E[L | wrong approach] by {s.convention.all.grpo.length_wrong_approach.paired_mean:+.1f}",
+        "± {s.convention.all.grpo.length_wrong_approach.paired_se:.1f}",
+        "27.4 % over 100 seeds is about {i.calibration.L.crossing_mean:.1f}",
+        "instead of {i.calibration.L + 1.crossing_mean:.1f}",
+        "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
+        "{t.cases.openrlhf_group_norm.difference_length_incorrect.mean:.0f}",
+        "{t.cases.openrlhf_dr_grpo.difference_length_incorrect.mean:.0f}",
+        "GRPO − Dr. GRPO is {s.pairing.six.grpo_minus_dr_grpo.accuracy_pct.paired_mean:+.1f}",
+        "probability down from 1/700 to 1 in {s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
+        "under Dr. GRPO it ends at 1 in {s.stops.six.dr_grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
+        "% to {f.variants.alpha_1.0.accuracy_pct.mean:.1f}",
+    ],
+    "docs/practitioners.md": [
+        "toy. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
+        "tokens, against Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
+        "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
+        "loss drifts like GRPO**, to {p.final.length_only.length_incorrect.mean:,.0f}",
+        "and with it wrong answers end at {p.final.openrlhf_dr_grpo.length_incorrect.mean:.0f}",
+        "sends wrong answers to the cap: {p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f}",
+        "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f}",
+        "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
+        "responses and {w.sizes.4.difference_length_incorrect.mean:.0f}",
+        "± {w.sizes.4.difference_length_incorrect.se:.0f} with 4, and with `use_dynamic_bsz`",
+        "{w.budgets.16384.difference_length_incorrect.mean:.0f} ± {w.budgets.16384.difference_length_incorrect.se:.0f} at",
+        "its default budget of 16,384 tokens and {w.budgets.4096.difference_length_incorrect.mean:.0f}",
+        "± {w.budgets.4096.difference_length_incorrect.se:.0f} at 4,096",
+        "over {w.meta.seed_count:d} paired seeds",
+        "Dr. GRPO by {t.cases.trl_default.difference_length_incorrect.mean:.0f}",
+        "± {t.cases.trl_default.difference_length_incorrect.se:.0f} tokens with TRL's defaults,",
+        "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
+        "± {t.cases.verl_grpo.difference_length_incorrect.se:.0f} with verl's GRPO defaults",
+        "{t.cases.openrlhf_group_norm.difference_length_incorrect.mean:.0f}",
+        "± {t.cases.openrlhf_group_norm.difference_length_incorrect.se:.0f} with OpenRLHF's `group_norm`",
+        "{t.cases.openrlhf_dr_grpo.difference_length_incorrect.mean:.0f}",
+        "± {t.cases.openrlhf_dr_grpo.difference_length_incorrect.se:.0f} with its `dr_grpo` estimator",
+        '`critic_type="grpo"` ends {t.cases.oat_grpo.difference_length_incorrect.mean:.0f}',
+        "± {t.cases.oat_grpo.difference_length_incorrect.se:.0f} tokens longer",
+        "dynamic sampling (`dapo`), wrong answers end at {p.final.dapo.length_incorrect.mean:.0f}",
+        "tokens, below Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
+        "at {p.final.dapo.accuracy_pct.mean:.1f} % accuracy",
+    ],
+    "docs/researchers.md": [
+        "% to {s.headline.six.dr_grpo.final.accuracy_pct.mean:.1f}",
+        "ratio (G−1)/(G·L_norm). At all {s.bias.dr_grpo.states:.0f}",
+        "cosine deviates from 1 by at most {s.bias.dr_grpo.max_cosine_deviation:.0e}",
+        "policy GRPO's cosine to ∇J is {s.bias.init.grpo.cosine.six.min:.3f}",
+        "–{s.bias.init.grpo.cosine.six.max:.3f}",
+        "over seeds 0–5 ({s.bias.init.grpo.cosine.all.mean:.3f}",
+        "± {s.bias.init.grpo.cosine.all.se:.3f}",
+        "cosine with the φ_wrong axis is {s.bias.init.grpo.phi_wrong_cosine.six.min:.2f}",
+        "to {s.bias.init.grpo.phi_wrong_cosine.six.max:.2f}",
+        "(seed 0: {s.bias.init.grpo.phi_wrong_cosine.six.seed0:.3f}",
+        "answers longer. That axis holds {s.bias.init.grpo.phi_wrong_share.six.min:.2f}",
+        "–{s.bias.init.grpo.phi_wrong_share.six.max:.2f}",
+        "of E[ĝ]'s squared norm (seed 0: {s.bias.init.grpo.phi_wrong_share.six.seed0:.2f}",
+        "; over 100 seeds {s.bias.init.grpo.phi_wrong_share.all.mean:.2f}",
+        "± {s.bias.init.grpo.phi_wrong_share.all.se:.2f}",
+        "points against ∇J, with cosine {s.bias.step100.grpo.cosine.six.mean:.2f}",
+        "(mean over seeds 0–5, range {s.bias.step100.grpo.cosine.six.min:.2f}",
+        "to {s.bias.step100.grpo.cosine.six.max:.2f}",
+        "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
+        "{t.cases.openrlhf_dr_grpo.difference_length_incorrect.mean:.0f}",
+        "mean, wrong answers end at {f.variants.gspo.length_incorrect.mean:.0f}",
+        "tokens under GSPO and {f.variants.sapo.length_incorrect.mean:.0f}",
+        "under SAPO, against {f.variants.seq_mean_mb4.length_incorrect.mean:.0f}",
+        "are PPO's to the bit, at {f.variants.cispo.length_incorrect.mean:.0f}",
+        "0 to 1, wrong answers end at {f.variants.alpha_0.0.length_incorrect.mean:.0f}",
+        "down to {f.variants.alpha_1.0.length_incorrect.mean:.0f}",
+        "tokens, accuracy rises from {f.variants.alpha_0.0.accuracy_pct.mean:.1f}",
+        "% to {f.variants.alpha_1.0.accuracy_pct.mean:.1f}",
+        "along training, goes from {f.variants.alpha_0.0.cosine_along_mean.mean:.2f}",
+        "to {f.variants.alpha_1.0.cosine_along_mean.mean:.2f}",
+        "wrong answers still end at {f.variants.alpha_0.9.length_incorrect.mean:.0f}",
+        "wrong answers end at {f.variants.gfpo.length_incorrect.mean:.0f}",
+        "tokens, at {f.variants.gfpo.accuracy_pct.mean:.1f}",
+        "E[g] has cosine {f.variants.gfpo.cosine_initial.mean:.2f}",
+        "and it samples {f.variants.gfpo.tokens_per_step.mean:,.0f}",
+        "a step against Dr. GRPO's {f.variants.dr_grpo.tokens_per_step.mean:,.0f}",
+        "correct short answers too: {f.variants.gfpo_token_efficiency.length_incorrect.mean:.0f}",
+        "wrong answers shortest**, at {f.variants.dapo_overlong.length_incorrect.mean:.0f}",
+        "below its correct ones ({f.variants.dapo_overlong.length_correct.mean:.0f}",
+        "cosine to ∇J of accuracy is {f.variants.dapo_overlong.cosine_initial.mean:.2f}",
+        "the token mean puts it ({f.variants.dynamic_sampling.length_incorrect.mean:.0f}",
+        "against {f.variants.token_mean.length_incorrect.mean:.0f}",
+        "and costs {f.variants.dynamic_sampling.tokens_per_step.mean:,.0f}",
+        "tokens a step against {f.variants.token_mean.tokens_per_step.mean:,.0f}",
+        "the plain token mean**, to {f.variants.opo.length_incorrect.mean:.0f}",
+        "the mean of {f.meta.mc_draws:,} sampled first updates",
+    ],
+    "docs/explorer.md": [
+        "GRPO's fall from 1/700 to 1/{s.stops.six.grpo.stop_prob_wrong.inverse_of_mean:,.0f}",
+    ],
+    "docs/researchers.md#gpg": [
+        "by {g.paired.constant_minus_dr_grpo.mean:+.3f} ± {g.paired.constant_minus_dr_grpo.se:.3f} points",
+        "averaged over seeds 0–{g.meta.last_seed:d} it falls from {g.scale.start:.2f} at step 0 to {g.scale.end:.2f} at step 399",
+        "GPG's final accuracy is {g.paired.gpg_minus_without_scale.mean:.2f} ± {g.paired.gpg_minus_without_scale.se:.2f} points",
+        "({g.arms.gpg.final_accuracy_pct.mean:.2f} % against {g.arms.without_scale.final_accuracy_pct.mean:.2f} %",
+        "paired over the {g.meta.seed_count:d} seeds",
+    ],
+    "docs/performance.md": [
+        "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
+    ],
+}
 
 VARIANTS_DOC_FRAGMENTS = [
     "here. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
@@ -352,10 +389,14 @@ TRAINERS_DOC_FRAGMENTS = [
 ]
 
 
-@pytest.mark.parametrize("fragment", README_FRAGMENTS)
-def test_every_number_the_readme_quotes_comes_from_a_generated_file(fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("page", "fragment"), [(page, fragment) for page, items in DOC_FRAGMENTS.items() for fragment in items]
+)
+def test_every_number_the_readme_and_the_guides_quote_comes_from_a_generated_file(
+    page: str, fragment: str
+) -> None:
     rendered = render(fragment, claims())
-    assert rendered in normalised(ROOT / "README.md"), rendered
+    assert rendered in normalised(ROOT / page.split("#")[0]), rendered
 
 
 @pytest.mark.parametrize("fragment", BIAS_DOC_FRAGMENTS)
@@ -453,15 +494,15 @@ def example_numbers() -> dict[str, Any]:
 
 @pytest.mark.parametrize("fragment", EXAMPLE_FRAGMENTS)
 def test_every_number_of_the_teaching_table_is_what_toyrl_examples_computes(fragment: str) -> None:
-    rendered = render(fragment, example_numbers()).replace("-0", "−0")  # the README's true minus sign
-    assert rendered in normalised(ROOT / "README.md"), rendered
+    rendered = render(fragment, example_numbers()).replace("-0", "−0")  # the page's true minus sign
+    assert rendered in normalised(ROOT / "docs" / "teachers.md"), rendered
 
 
 @pytest.mark.parametrize("name", ["bench.txt", "bench_core.txt"])
-def test_the_readme_shows_the_committed_benchmark(name: str) -> None:
+def test_docs_performance_shows_the_committed_benchmark(name: str) -> None:
     """Timings are this machine's, so they are not regenerated here; the text must be the file's."""
     bench = (ROOT / "results" / name).read_text(encoding="utf-8").strip()
-    assert f"```\n{bench}\n```" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"```\n{bench}\n```" in (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
 
 
 def test_the_readme_shows_the_measured_test_times_within_five_minutes() -> None:
@@ -475,8 +516,8 @@ def test_the_readme_shows_the_measured_test_times_within_five_minutes() -> None:
     assert minutes <= 5.0, fast
 
 
-def test_the_readme_includes_the_generated_tables() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_results_includes_the_generated_tables() -> None:
+    readme = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     study = (ROOT / "results" / "seed_study.md").read_text(encoding="utf-8")
     headline = study.split("## Headline figures\n\n", 1)[1].split("\n\n", 1)[0].strip()
     assert headline in readme
@@ -493,3 +534,37 @@ def test_the_readme_test_command_is_the_one_ci_runs_and_pins_a_cpu_torch() -> No
     assert commands[1] in ci.splitlines()
     # The project's own files install everything the tests need: nothing resolves a bare torch.
     assert "pytest-timeout" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_the_readme_is_short_with_the_set_up_first() -> None:
+    """At most 300 lines, the set-up's heading before line 40, then a first `toyrl run`."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, len(lines)
+    assert lines.index("## Set-up") < 40
+    assert lines.index("## Set-up") < lines.index("## A first run")
+
+
+def test_the_readme_first_run_prints_what_the_readme_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's first `toyrl run`, run here: its standard output is the block the README shows."""
+    from typer.testing import CliRunner
+
+    from toyrl.cli import app
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## A first run", 1)[1].split("\n## ", 1)[0]
+    command, shown = re.findall(r"```(?:bash)?\n(.+?)\n```", section, flags=re.DOTALL)[:2]
+    words = command.split()
+    assert words[:2] == ["toyrl", "run"]
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, words[1:], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == shown.strip()
+
+
+def test_every_relative_link_of_the_readme_and_docs_leads_to_a_file() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to {target}"

@@ -249,7 +249,7 @@ def test_the_committed_page_is_the_one_reproduce_writes() -> None:
     root = Path(__file__).parents[1]
     frame, _ = load_results(root / "results" / "article.csv")
     description = f"the article's toy run, {len(ARTICLE)} variants x {frame['seed'].nunique()} seeds"
-    page = build_explorer(run_data(frame, Config().cap, description))
+    page = build_explorer(run_data(frame, Config().cap, description), root / "figures" / "explorer.html")
     committed = (root / "figures" / "explorer.html").read_bytes()
     assert hashlib.sha256(committed).hexdigest() == hashlib.sha256(page.encode()).hexdigest(), (
         "figures/explorer.html is stale: run toyrl reproduce"

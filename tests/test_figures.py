@@ -2,6 +2,7 @@
 SVG text, one look per variant, legends off the data, contrast, slide sizes), bad results files,
 committed results."""
 
+import itertools
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -24,7 +25,7 @@ from toyrl import plots
 from toyrl.bias import bias_over_training
 from toyrl.cli import app
 from toyrl.config import Config
-from toyrl.examples import difficulty_profiles, token_weight_curves
+from toyrl.examples import difficulty_profiles, length_example, token_weight_curves
 from toyrl.experiment import run_experiment
 from toyrl.plots import (
     BIAS_FIGURE_NAME,
@@ -37,7 +38,7 @@ from toyrl.plots import (
     render_bias,
     render_teaching,
 )
-from toyrl.results import final_table_markdown, load_results
+from toyrl.results import load_results
 from toyrl.variants import ARTICLE, VARIANTS
 
 from .files import assert_identical_files
@@ -48,6 +49,7 @@ SMALL = Config(steps=30)
 # Presets beyond the article's, and a spec whose name is long: what `toyrl plot` meets.
 PRESETS = [name for name in VARIANTS if name not in ARTICLE][:12]
 LONG_SPEC = "advantage=rloo,aggregation=seq_mean_token_sum_norm,num_iterations=2,epsilon=0.1"
+WORKED = plots.worked_length_norm()  # the article's worked example's L_norm
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -93,7 +95,7 @@ def every_figure(
         "branch_lengths": plots.plot_branch_lengths(article, cap=1500, style=style),
         "bias": plots.plot_bias(bias_table, style=style),
         "token_weights": plots.plot_token_weights(
-            lengths, token_weight_curves(lengths, length_norm=1500.0), 1500.0, style=style
+            lengths, token_weight_curves(lengths, length_norm=WORKED), WORKED, style=style
         ),
         "difficulty": plots.plot_difficulty(
             difficulty_profiles([8, 16, 64], np.linspace(0, 1, 101)), style=style
@@ -196,11 +198,13 @@ def test_svg_text_is_text_carrying_the_labels(written: tuple[Path, list[Path]]) 
             "1/1,000",
             "wrong approach: earns nothing",
         ],
-        "bias": ["cos(E[", "],∇J)", "],φwrong axis)", "below 0: makes wrong answers longer"],
+        "bias": ["cos(E[", "],∇J)", "],φwrong axis)", "below 0: wrong answers lengthen"],
         "token_weights": [
             "per-token weight (×10−3)",
             "GRPO −0.577 → −0.577 (the same)",
-            "Lnorm = cap = 1,500",
+            "Dr. GRPO +0.000375",
+            "Dr. GRPO −0.000125",
+            "Lnorm = 2,000, as in the article's worked example",
         ],
         "difficulty": ["update mass ∑i|Ai| / mass at p=1/2", "G = 8", "exact gradient ∝p(1−p)"],
     }
@@ -335,21 +339,37 @@ def test_the_bias_figure_plots_a_cosine_named_as_one(bias_table: pd.DataFrame) -
     plt.close(fig)
 
 
-def test_token_weights_use_the_cap_and_show_the_total_push() -> None:
+def test_token_weights_are_the_worked_example_s_and_show_the_total_push() -> None:
+    """The figure illustrates the article's worked example, L_norm as `toyrl examples length` takes it
+    (2,000, not the runs' cap), with the weights that command prints."""
+    example = length_example()
+    assert WORKED == 2000.0 and "Dr. GRPO (L_norm = 2000)" in " ".join(example.conclusions)
     lengths = np.linspace(1, 1500, 300)
-    curves = token_weight_curves(lengths, length_norm=1500.0)
-    fig = plots.plot_token_weights(lengths, curves, 1500.0)
+    curves = token_weight_curves(lengths, length_norm=WORKED)
+    fig = plots.plot_token_weights(lengths, curves, WORKED)
     weights, pushes = fig.axes
     assert (
         weights.get_xscale() == pushes.get_xscale() == weights.get_yscale() == pushes.get_yscale() == "linear"
     )
     line = {line.get_label(): line for line in pushes.lines}
     np.testing.assert_allclose(line["GRPO, wrong (pushed down)"].get_ydata(), -np.sqrt(3) / 3, rtol=1e-12)
-    np.testing.assert_allclose(line["Dr. GRPO, wrong (pushed down)"].get_ydata(), -0.25 * lengths / 1500)
+    np.testing.assert_allclose(line["Dr. GRPO, wrong (pushed down)"].get_ydata(), -0.25 * lengths / WORKED)
     notes = " ".join(text.get_text() for ax in fig.axes for text in ax.texts)
-    assert "GRPO +0.00866" in notes and "Dr. GRPO +0.00050" in notes  # 1.732 / 200 and 0.75 / 1500
-    assert "GRPO −0.577 → −0.577" in notes and "Dr. GRPO −0.033 → −0.133 (4×)" in notes
+    numbers = example.numbers
+    for name, key, digits in [
+        ("GRPO", "grpo_weight_correct", 5),
+        ("GRPO", "grpo_weight_wrong_800", 5),
+        ("Dr. GRPO", "dr_weight_correct", 6),
+        ("Dr. GRPO", "dr_weight_wrong", 6),
+    ]:
+        assert f"{name} {numbers[key]:+.{digits}f}".replace("-", "−") in notes, (key, notes)
+    assert "GRPO +0.00866" in notes and "Dr. GRPO +0.000375" in notes and "Dr. GRPO −0.000125" in notes
+    assert "GRPO −0.577 → −0.577" in notes and "Dr. GRPO −0.025 → −0.100 (4×)" in notes
+    assert "as in the article's worked example" in fig.get_suptitle()
     plt.close(fig)
+    other = plots.plot_token_weights(lengths, token_weight_curves(lengths, length_norm=1500.0), 1500.0)
+    assert "= 1,500)" in other.get_suptitle() and "worked example" not in other.get_suptitle()
+    plt.close(other)
 
 
 def test_labels_are_short_and_looks_distinct_for_any_number_of_variants() -> None:
@@ -441,6 +461,224 @@ def test_committed_results_were_made_by_the_current_defaults() -> None:
         assert (ROOT / "figures" / f"{name}.svg").stat().st_size > 10_000
 
 
-def test_readme_shows_the_committed_final_numbers() -> None:
-    frame, _ = load_results(ROOT / "results" / "article.csv")
-    assert final_table_markdown(frame, article=True) in (ROOT / "README.md").read_text()
+# --- what the frame carries, and what a panel holds ---------------------------------------------------
+
+
+def drawn_values(ax: plt.Axes) -> np.ndarray:
+    """Every y value an axes draws: its lines' data and its bands' vertices (in data coordinates)."""
+    values = [np.asarray(line.get_ydata(), dtype=float) for line in ax.lines]
+    values += [np.asarray(path.vertices)[:, 1] for band in ax.collections for path in band.get_paths()]
+    joined = np.concatenate(values) if values else np.array([])
+    return joined[np.isfinite(joined)]
+
+
+def assert_nothing_clipped(fig: Figure) -> None:
+    for ax in fig.axes:
+        if ax.get_visible() and ax.get_yscale() == "linear":
+            low, high = ax.get_ylim()
+            values = drawn_values(ax)
+            assert values.size and low <= values.min() and values.max() <= high, (ax.get_title(), low, high)
+
+
+@pytest.fixture(scope="module")
+def lopsided(article: pd.DataFrame) -> pd.DataFrame:
+    """The article's runs with GRPO's lengths tripled: its panels hold the longest curves, and
+    Dr. GRPO's, drawn last, much shorter ones."""
+    frame = article.copy()
+    grpo = frame["variant"] == "grpo"
+    for column in ("length_correct", "length_incorrect", "length_right_approach", "length_wrong_approach"):
+        frame.loc[grpo, column] *= 3
+    return frame
+
+
+@pytest.mark.parametrize("cap", [None, 1500])
+def test_shared_length_axes_hold_every_panel_s_curves(lopsided: pd.DataFrame, cap: int | None) -> None:
+    """No panel's limit is another's: GRPO's curves (first) stay in view beside Dr. GRPO's (last)."""
+    figures = [
+        plots.plot_length_by_correctness(lopsided, cap=cap),
+        plots.plot_length_2x2(lopsided, cap=cap),
+        plots.plot_branch_lengths(lopsided, cap=cap),
+    ]
+    grpo = lopsided[lopsided["variant"] == "grpo"].groupby("step")["length_incorrect"].mean()
+    for fig in figures:
+        assert_nothing_clipped(fig)
+        assert fig.axes[0].get_ylim()[1] >= max(grpo.max(), cap or 0)
+        plt.close(fig)
+
+
+def test_every_drawn_value_is_in_view_in_every_figure(drawn: tuple[str, dict[str, Figure]]) -> None:
+    _, figures = drawn
+    for name in (
+        HEADLINE_FIGURE_NAME,
+        "length_by_correctness",
+        "branch_lengths",
+        "many/length_by_correctness",
+    ):
+        assert_nothing_clipped(figures[name])
+
+
+def reference_levels(fig: Figure) -> set[float]:
+    """The levels of the dotted reference lines (cap, min_length) of a figure's panels."""
+    return {
+        float(np.asarray(line.get_ydata())[0])
+        for ax in fig.axes
+        for line in ax.lines
+        if str(line.get_label()).startswith("_") and to_hex(line.get_color()) == plots.MUTED.lower()
+    }
+
+
+def test_plots_read_the_cap_and_min_length_from_the_frame_and_given_ones_win(
+    article: pd.DataFrame, tmp_path: Path
+) -> None:
+    frame = article.copy()
+    frame.attrs["toyrl"] = {"config": {"cap": 1234, "min_length": 77}}
+    for draw in (plots.plot_length_by_correctness, plots.plot_length_2x2):
+        fig = draw(frame)
+        assert reference_levels(fig) == {1234.0, 77.0}, draw.__name__
+        plt.close(fig)
+        fig = draw(frame, cap=1500, min_length=100)
+        assert reference_levels(fig) == {1500.0, 100.0}, draw.__name__
+        plt.close(fig)
+        fig = draw(frame, min_length=5)
+        assert reference_levels(fig) == {1234.0, 5.0}, draw.__name__
+        plt.close(fig)
+    fig = plots.plot_branch_lengths(frame)
+    assert reference_levels(fig) == {1234.0}
+    plt.close(fig)
+    fig = plots.plot_branch_lengths(frame, cap=1500)
+    assert reference_levels(fig) == {1500.0}
+    plt.close(fig)
+    assert reference_levels(plots.plot_length_by_correctness(article)) == set()  # nothing carried
+    plt.close("all")
+    render_all(frame, tmp_path)
+    for name in ("length_by_correctness", HEADLINE_FIGURE_NAME):
+        svg = (tmp_path / f"{name}.svg").read_text()
+        assert "cap 1,234" in svg and "min_length 77" in svg and "cap 1,500" not in svg, name
+    render_all(frame, tmp_path, cap=1500)
+    assert "cap 1,500" in (tmp_path / "length_by_correctness.svg").read_text()
+
+
+def test_load_results_hands_the_sidecar_to_the_frame(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    args = ["run", "--variant", "grpo", "--seeds", "1", "--steps", "3", "--cap", "900", "--out", str(out)]
+    assert invoke(*args)[0] == 0
+    frame, meta = load_results(out)
+    assert meta is not None and frame.attrs["toyrl"] == meta
+    assert frame.attrs["toyrl"]["config"]["cap"] == 900 and "min_length" in frame.attrs["toyrl"]["config"]
+    assert frame[frame["step"] > 0].attrs["toyrl"] == meta  # carried through selections
+    fig = plots.plot_length_by_correctness(frame)
+    assert reference_levels(fig) == {900.0, float(Config().min_length)}
+    plt.close(fig)
+    out.with_suffix(".json").unlink()
+    bare, none = load_results(out)
+    assert none is None and "toyrl" not in bare.attrs
+
+
+def test_the_2x2_refuses_a_frame_without_the_article_s_four(article: pd.DataFrame) -> None:
+    part = article[article["variant"].isin(["grpo", "dr_grpo"])]
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match="lacks std_only, length_only") as error:
+        plots.plot_length_2x2(part)
+    assert "grpo, std_only, length_only, dr_grpo" in str(error.value)
+    assert plt.get_fignums() == before  # refused before drawing anything
+
+
+# --- text and legends a reader can use ------------------------------------------------------------
+
+
+def breaks_between_phrases(text: str) -> bool:
+    """Whether every line break of a title falls between phrases: after a comma, colon or
+    semicolon, before a parenthesis or a "×", inside an identifier after an underscore, or before a
+    variant's name (the 2 x 2's headers are the column's, then the panel's)."""
+    lines = text.split("\n")
+    return all(
+        before.endswith((",", ":", ";", "_"))
+        or after.startswith(("(", "×"))
+        or after in plots.VARIANT_LABELS.values()
+        for before, after in itertools.pairwise(lines)
+    )
+
+
+def titles(fig: Figure) -> list[str]:
+    return [fig.get_suptitle(), *(ax.get_title() for ax in fig.axes if ax.get_visible())]
+
+
+def test_titles_break_only_between_phrases(drawn: tuple[str, dict[str, Figure]]) -> None:
+    style, figures = drawn
+    if style == "paper":
+        data = json.loads((ROOT / "results" / "families.json").read_text())
+        figures = figures | {
+            "families": plots.plot_families(data),
+            "length_power": plots.plot_length_power(data),
+        }
+    for name, fig in figures.items():
+        for title in titles(fig):
+            assert breaks_between_phrases(title), (style, name, title)
+    assert not breaks_between_phrases("its stop probability, from\n1/300")  # the check can fail
+    assert plots._fit(r"its stop probability $\sigma(\varphi_{\mathrm{right}})$, from 1/300", 2.0, 9.0) == (
+        "its stop probability $\\sigma(\\varphi_{\\mathrm{right}})$,\nfrom 1/300"
+    )
+    assert plots._fit(
+        "Length by correctness: std scaling (rows) × length normalisation (columns)", 4.5, 11
+    ) == ("Length by correctness: std scaling (rows)\n× length normalisation (columns)")
+
+
+@pytest.fixture(scope="module")
+def study_figures() -> Iterator[dict[str, Figure]]:
+    data = json.loads((ROOT / "results" / "families.json").read_text())
+    figures = {"families": plots.plot_families(data), "length_power": plots.plot_length_power(data)}
+    for fig in figures.values():
+        fig.canvas.draw()
+    yield figures
+    for fig in figures.values():
+        plt.close(fig)
+
+
+def test_each_legend_is_under_its_own_panel(study_figures: dict[str, Figure]) -> None:
+    """A legend that keys one panel sits under that panel, not under the figure's middle."""
+    owners = {  # (figure, legend's first label) -> what the panel it keys plots
+        ("families", plots._outcome_label("correct")): ("xlabel", "$E[L]$"),
+        ("length_power", plots._outcome_label("correct")): ("ylabel", "$E[L]$"),
+        ("length_power", "cosine at the initial policy"): ("ylabel", "cos"),
+    }
+    seen = set()
+    for name, fig in study_figures.items():
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        assert not fig.legends, name
+        for box in fig.axes:
+            legend = box.get_legend()
+            if legend is None:
+                continue
+            label = legend.get_texts()[0].get_text()
+            axis, plotted = owners[name, label]
+            (panel,) = [
+                ax
+                for ax in fig.axes
+                if ax.axison and plotted in (ax.get_xlabel() if axis == "xlabel" else ax.get_ylabel())
+            ]
+            key, under = legend.get_window_extent(renderer), panel.get_window_extent(renderer)
+            assert under.x0 <= key.x0 and key.x1 <= under.x1, (name, label, key, under)
+            assert key.y1 <= under.y0 and fig.bbox.contains(key.x0, key.y0), (name, label)
+            seen.add((name, label))
+        for text in shown_texts(fig):
+            extent = text.get_window_extent(renderer)
+            assert fig.bbox.padded(1).contains(extent.x0, extent.y0), (name, text.get_text())
+            assert fig.bbox.padded(1).contains(extent.x1, extent.y1), (name, text.get_text())
+    assert seen == set(owners)
+
+
+def ticks_in_view(ax: plt.Axes) -> list[float]:
+    low, high = sorted(ax.get_ylim())
+    return [tick for tick in ax.get_yticks() if low <= tick <= high]
+
+
+def test_length_axes_have_readable_ticks_on_slides_too(drawn: tuple[str, dict[str, Figure]]) -> None:
+    style, figures = drawn
+    for name in (HEADLINE_FIGURE_NAME, "length_by_correctness", "branch_lengths"):
+        fig = figures[name]
+        panels = fig.axes[:2] if name == "branch_lengths" else [ax for ax in fig.axes if ax.get_visible()]
+        for ax in panels:
+            ticks = ticks_in_view(ax)
+            assert len(ticks) >= 4, (style, name, ticks)
+            labels = [label.get_text() for label in ax.get_yticklabels() if label.get_text()]
+            assert len(labels) >= 4 or ax is not panels[0], (style, name, labels)

@@ -360,3 +360,11 @@ def test_the_script_exits_2_with_one_line_before_making_anything() -> None:
         "portability: argument --envs: unknown environment 'nowhere' (known: native, baseline, avx2, "
         "oldest, newest) (see --help)\n"
     )
+
+
+def test_the_clone_files_the_reproduce_piece_copies_are_the_pages_documents() -> None:
+    """scripts/portability.py regenerates the page beside a clone's documents (so that its links are
+    the committed page's): the list it copies is toyrl.explore.DOCS's."""
+    from toyrl.explore import DOCS
+
+    assert load().CLONE_DOCS == [path for path, _ in DOCS]

@@ -10,6 +10,29 @@ to bottom, and the loop that records it) -> `expected` (exact expected updates, 
 -> `experiment` (many runs over workers, the results table) -> `results` (CSV with its
 configuration, written by `files`: whole or not at all) -> `plots` -> `cli` (the `toyrl` command:
 its `commands`, `options` and `terminal` output). docs/design.md shows how they fit.
+
+For notebooks and scripts (`toyrl.api`, docs/api.md): `toyrl.run` (the results table, its
+configuration attached), `toyrl.plot` (its figures), `toyrl.expected_update`, `toyrl.check`, and
+`toyrl.save` / `toyrl.load`.
 """
 
-__version__ = "0.4.0"
+__version__ = "0.4.0"  # before the imports: the modules below read it
+
+from typing import TYPE_CHECKING, Any
+
+from toyrl.api import check, expected_update, load, run, save
+from toyrl.config import Config
+
+if TYPE_CHECKING:
+    from toyrl import plot
+
+__all__ = ["Config", "check", "expected_update", "load", "plot", "run", "save"]
+
+
+def __getattr__(name: str) -> Any:
+    """`toyrl.plot`, imported on first use (it imports matplotlib, which most commands never need)."""
+    if name == "plot":
+        import importlib
+
+        return importlib.import_module("toyrl.plot")
+    raise AttributeError(f"module 'toyrl' has no attribute {name!r}")

@@ -3,7 +3,8 @@
 `bias_report` compares the two at given policy states; `replay_states` recovers the states of a
 saved run by re-simulating it from its configuration and seed (runs are deterministic, so nothing
 beyond the CSV and its sidecar needs saving), checking the replay against the saved exact metrics;
-`bias_over_training` follows the comparison along every run of a results table.
+`bias_over_training` follows the comparison along every run of a results table; `verdict` says
+what a report's numbers mean, in words (`toyrl bias` ends with it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from toyrl.policy import FloatArray
 from toyrl.variants import saved_variant
 
 RUNS_PER_REPLAY = 32  # runs replayed together by bias_over_training (its exact sums are [states, cap])
+ZERO = 1e-9  # `verdict`: a cosine within this of 0 (phi_wrong) or of 1 (grad J's direction) is exact
 
 
 def bias_report(
@@ -140,3 +142,72 @@ def bias_over_training(
         table.insert(2, "step", steps * len(chunk))
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
+
+
+def _names(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+
+def _cosine(value: float) -> str:
+    """A cosine to three decimals, or to as many as tell it apart from 1 (0.99983, not 1.000)."""
+    below_one = math.isfinite(value) and 0 <= value < 1
+    # The decimal exponent of 1 - value from its text, not log10 (the platform's, in the numbers' path).
+    digits = max(3, 1 - int(f"{1 - value:e}".split("e")[1])) if below_one else 3
+    return f"{value:.{digits}f}"
+
+
+def verdict(rows: Sequence[dict[str, float | str]], step: int | None = None) -> str:
+    """`bias_report`'s rows in words, two or three sentences: which variants' expected update (the
+    first, at an initial policy; or at training step `step`) points toward longer or shorter wrong
+    answers and by how much (its phi_wrong cosine and that axis's share of |E[g]|^2), which of those
+    point against grad J, which are along grad J (unbiased up to scale) and which are neither.
+    Worded from the numbers alone: a cosine within ZERO of 0 or of 1 is taken as exact."""
+    by_name = {str(row["variant"]): row for row in rows}
+
+    def value(name: str, key: str) -> float:
+        return float(by_name[name][key])
+
+    def cosines(names: Sequence[str], key: str = "cosine") -> str:
+        return _names([_cosine(value(n, key)) if key == "cosine" else f"{value(n, key):.3f}" for n in names])
+
+    update = "expected update" if step is not None else "expected first update"
+    at = f" at step {step}" if step is not None else ""
+    longer = [n for n in by_name if value(n, "phi_wrong_cosine") < -ZERO]
+    shorter = [n for n in by_name if value(n, "phi_wrong_cosine") > ZERO]
+    along = [n for n in by_name if n not in longer + shorter and value(n, "cosine") >= 1 - ZERO]
+    tilted = [n for n in by_name if n not in longer + shorter + along]
+    sentences = []
+    for names, direction in ((longer, "longer"), (shorter, "shorter")):
+        if not names:
+            continue
+        shares = _names([f"{value(n, 'phi_wrong_share'):.0%}" for n in names])
+        against = [n for n in names if value(n, "cosine") < 0]
+        sentences.append(
+            f"The {update} of {_names(names)}{at} points toward {direction} wrong answers, a direction "
+            f"grad J does not have: phi_wrong cosine {cosines(names, 'phi_wrong_cosine')}, {shares} of "
+            "|E[g]|^2"
+            + (
+                f", and against grad J itself (cosine {cosines(against)})"
+                if against == names
+                else f"; that of {_names(against)} also points against grad J (cosine {cosines(against)})"
+                if against
+                else ""
+            )
+            + "."
+        )
+    if not longer + shorter:
+        sentences.append(
+            f"No variant's {update}{at} moves the length of wrong answers (phi_wrong cosine 0 within 1e-9)."
+        )
+    parts = []
+    if along:
+        parts.append(f"of {_names(along)} is along grad J (cosine 1 within 1e-9), unbiased up to its scale")
+    if tilted:
+        parts.append(
+            f"of {_names(tilted)} has no phi_wrong component but is tilted off grad J "
+            f"(cosine {cosines(tilted)})"
+        )
+    if parts:
+        sentences.append(f"The {update} " + "; that ".join(parts) + ".")
+    return " ".join(sentences)

@@ -6,8 +6,10 @@ simulator, which is three scripts inlined in order (`kernels.js`, toyrl.kernels'
 page runs, sampled and mean-field training, `window.toyrl.simulate`) and the interface `ui.js`.
 What the simulator needs from the Python side is embedded as JSON (`page_data`): the
 configuration's defaults, help texts and valid ranges, `toyrl run`'s bounds (`limits`, with the
-page's own on what one tab holds), and the stage
-registry and every preset's canonical spec (so no variant is retyped in JavaScript). The page draws
+page's own on what one tab holds), the stage registry and every preset's canonical spec (so no
+variant is retyped in JavaScript), the figures' looks (`toyrl.plots`: each variant's colour, line
+style and marker, the outcomes' colours and markers, the article's labels) and where toyrl's
+documents are (`doc_links`: linked only where the page is written beside them). The page draws
 each seed's numbers itself, from the same streams as `toyrl run`, and computes the same bits:
 tests/test_explorer.py checks it against this package in headless Chromium.
 """
@@ -18,6 +20,7 @@ import dataclasses
 import json
 import re
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,8 +30,17 @@ from toyrl import __version__
 from toyrl.config import MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_help
 from toyrl.expected import exact_support
 from toyrl.experiment import MAX_ROWS, MAX_UPDATES
-from toyrl.looks import EXTRA_COLOURS, VARIANT_COLOURS
+from toyrl.looks import EXTRA_COLOURS
 from toyrl.objective import DEFAULTS, KIND_KEYS
+from toyrl.plots import (
+    ARTICLE_LOOKS,
+    EXTRA_MARKERS,
+    EXTRA_STYLES,
+    MAX_BANDS,
+    OUTCOME_COLOURS,
+    OUTCOME_MARKERS,
+    VARIANT_LABELS,
+)
 from toyrl.stages import REGISTRY, declarations, parameters, simulated_only
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
 
@@ -41,6 +53,16 @@ SIMULATOR = ("kernels.js", "random.js", "sim.js")
 # once, in one tab: it holds fewer rows than toyrl run (whose table may take 4 GB), and all its
 # runs' responses of a step within the bound toyrl run puts on one run's.
 PAGE_MAX_ROWS = 1_000_000  # about 140 MB
+# toyrl's documents the page names, (path in the repository, what it is about), in reading order.
+DOCS = [
+    ("README.md", "README"),
+    ("docs/bias.md", "exact expected updates"),
+    ("docs/variants.md", "variants"),
+    ("docs/trainers.md", "trainers"),
+    ("docs/design.md", "design"),
+    ("docs/reproducibility.md", "reproducibility"),
+    ("docs/explorer.md", "this page and its simulator"),
+]
 
 
 def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
@@ -116,8 +138,60 @@ def _source(name: str) -> str:
     return "families"
 
 
-def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the page's simulator and interface read: see the module docstring."""
+def _dashes(linestyle: Any) -> list[float]:
+    """A matplotlib line style as an SVG dash pattern in line widths (matplotlib scales dashes by
+    the line's width, and so does the page): "-" is [], (offset, (on, off, ...)) its sequence."""
+    if linestyle == "-":
+        return []
+    offset, sequence = linestyle
+    if offset != 0:
+        raise ValueError(f"the page draws dash patterns from offset 0 (got {linestyle!r})")
+    return [float(length) for length in sequence]
+
+
+def _looks() -> dict[str, Any]:
+    """The figures' looks (toyrl.plots), for the page to draw as they do: the article's four
+    variants' fixed (colour, dashes, marker), the pool every other variant takes the next free one
+    of (`variant_looks`: markers slowest, then line styles, then colours), and the outcomes'."""
+    return {
+        "article": {
+            name: {"colour": look.colour, "dashes": _dashes(look.linestyle), "marker": look.marker}
+            for name, look in ARTICLE_LOOKS.items()
+        },
+        "extra": {
+            "colours": EXTRA_COLOURS,
+            "dashes": [_dashes(style) for style in EXTRA_STYLES],
+            "markers": EXTRA_MARKERS,
+        },
+        "outcomes": {
+            outcome: {"colour": OUTCOME_COLOURS[outcome], "marker": OUTCOME_MARKERS[outcome]}
+            for outcome in OUTCOME_COLOURS
+        },
+        "labels": VARIANT_LABELS,
+        "max_bands": MAX_BANDS,
+    }
+
+
+def doc_links(out: Path | None = None) -> list[dict[str, Any]]:
+    """toyrl's documents as the page names them: each with a link relative to the page (`href`)
+    only when `out`, the page's path, is the figures/ folder of a toyrl repository that holds the
+    document; otherwise None, and the page names the document in plain text. No public address is
+    declared in pyproject.toml, and a relative link from a page written anywhere else would break."""
+    beside: set[str] = set()
+    folder = out.resolve().parent if out is not None else None
+    if folder is not None and folder.name == "figures":
+        root = folder.parent
+        if all((root / marker).is_file() for marker in ("pyproject.toml", "toyrl/explore.py")):
+            beside = {path for path, _ in DOCS if (root / path).is_file()}
+    return [
+        {"path": path, "title": title, "href": f"../{path}" if path in beside else None}
+        for path, title in DOCS
+    ]
+
+
+def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -> dict[str, Any]:
+    """What the page's simulator and interface read: see the module docstring. `out`: where the page
+    is written, if known (for `doc_links`)."""
     config = Config()
     return {
         "version": __version__,
@@ -140,7 +214,8 @@ def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
         "defaults": DEFAULTS,
         "kind_keys": KIND_KEYS,
         "article": list(ARTICLE),
-        "colours": {"article": VARIANT_COLOURS, "extra": EXTRA_COLOURS},  # the figures' (toyrl.looks)
+        "looks": _looks(),
+        "docs": doc_links(out),
         "sources": SOURCES,
         "variants": [
             {
@@ -158,13 +233,15 @@ def page_data(recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def build_explorer(recorded: dict[str, Any] | None = None) -> str:
-    """The page, with `page_data(recorded)` and the scripts inlined (the simulator's three in order,
-    one script element). '<' in the data is escaped so no string can end the script; the scripts are
-    checked not to contain '</script'."""
+def build_explorer(recorded: dict[str, Any] | None = None, out: Path | None = None) -> str:
+    """The page, with `page_data(recorded, out)` and the scripts inlined (the simulator's three in
+    order, one script element). `out`: the path the page will be written to, if known; it decides
+    only whether toyrl's documents are links (`doc_links`). '<' in the data is escaped so no string
+    can end the script; the scripts are checked not to contain '</script'."""
     folder = resources.files("toyrl").joinpath("explorer")
     page = folder.joinpath("page.html").read_text(encoding="utf-8")
-    payload = json.dumps(page_data(recorded), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    data = page_data(recorded, out)
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     parts = {"data": payload}
     for key, files in (("sim", SIMULATOR), ("ui", ("ui.js",))):
         scripts = []

@@ -3,8 +3,10 @@
 Plot functions take the tidy frame of `toyrl.train` (any subset of variants and seeds), an optional
 `ax`/`axes`, and a `style` from STYLES ("paper": README and papers, 9 in wide; "slides": 16:9 at
 13.33 x 7.5 in, every text 18 pt or more), and return the figure; they compute nothing but means
-and spreads over seeds. Lines are the exact expectations, mean over seeds, with a band of +- 1 sd
-where there are several seeds.
+and spreads over seeds, and need nothing beyond the frame: the cap and min_length they mark come
+from the configuration it carries in `frame.attrs["toyrl"]` (the results sidecar's dict, which
+`toyrl.results.load_results` sets) unless given. Lines are the exact expectations, mean over
+seeds, with a band of +- 1 sd where there are several seeds; a panel's axes hold all of them.
 
 One look per variant in every figure (`variant_looks`). The article's four keep its two switches
 visible: a colour each (Okabe-Ito, distinct under the common colour-vision deficiencies; the
@@ -16,19 +18,22 @@ takes the next Okabe-Ito colour, then the next line style and marker: no two var
 (colour, style, marker). Correct and incorrect answers have colours of their own
 (OUTCOME_COLOURS), never a variant's, and dashes always mean "no std scaling".
 
-Legends sit below the axes, outside them. Text is near-black on white (contrast above 4.5:1),
-wrapped to what it labels; Greek and formulas are matplotlib mathtext. SVG text stays text
-(`svg.fonttype = "none"`), editable in a slide tool, and an SVG renders to the same bytes from the
-same drawing (`save_figures`).
+Legends sit below the axes, outside them: under the panel they key, where only one panel needs one.
+Text is near-black on white (contrast above 4.5:1), wrapped to what it labels by the font's own
+widths, a title only between its phrases (`_phrases`); Greek and formulas are matplotlib mathtext.
+SVG text stays text (`svg.fonttype = "none"`), editable in a slide tool, and an SVG renders to the
+same bytes from the same drawing (`save_figures`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import io
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -42,9 +47,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+from matplotlib.textpath import TextToPath
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
 from toyrl.files import write_atomic
 from toyrl.looks import EXTRA_COLOURS, VARIANT_COLOURS
@@ -73,6 +80,7 @@ BIAS_FIGURE_NAME = "bias"
 GROUP_MARKERS = {8: "o", 16: "s", 64: "^"}  # the article's G = 8 drawn open
 DPI = 150
 MAX_BANDS = 6  # with more variants in one panel, bands would bury the lines: lines only
+LENGTH_COLUMNS = ("length_correct", "length_incorrect")  # the length panels' curves
 
 
 @dataclass(frozen=True)
@@ -141,12 +149,17 @@ def variant_looks(names: Sequence[str]) -> dict[str, Look]:
 def variant_label(name: str, style: str = "paper") -> str:
     """A variant's name for a legend: the article's in words; a spec `key=value,...` without the
     keys of its advantage and aggregation; wrapped to the style's width."""
+    return _wrap(_variant_name(name), THEMES[style].wrap)
+
+
+def _variant_name(name: str) -> str:
+    """`variant_label` on one line (a panel title, which `_finish` wraps between its phrases)."""
     if name in VARIANT_LABELS:
         return VARIANT_LABELS[name]
     if "=" in name:
         items = [item.partition("=") for item in name.split(",")]
         name = ", ".join(v if k in ("advantage", "aggregation") else f"{k}={v}" for k, _, v in items)
-    return _wrap(name, THEMES[style].wrap)
+    return name
 
 
 def _outcome_label(outcome: str) -> str:
@@ -277,25 +290,126 @@ def _wrap(text: str, chars: int) -> str:
     return "\n".join(lines).replace("\0", " ").replace("\1", "_")
 
 
+_MEASURE = TextToPath()
+
+
+@functools.lru_cache(maxsize=4096)
+def _inches(text: str, points: float) -> float:
+    """Width in inches of one line of `text` at `points`, by the font's own metrics (mathtext where
+    it has a $...$ formula)."""
+    font = FontProperties(size=points)
+    width, _, _ = _MEASURE.get_text_width_height_descent(text, font, ismath="$" in text)
+    return float(width) / 72
+
+
+def _closes_last(text: str) -> bool:
+    """Whether the parenthesis `text` opens with closes at its last character ($...$ aside)."""
+    depth, formula = 0, False
+    for index, char in enumerate(text):
+        formula ^= char == "$"
+        if not formula:
+            depth += (char == "(") - (char == ")")
+            if depth == 0:
+                return index == len(text) - 1
+    return False
+
+
+def _phrases(line: str) -> list[str]:
+    """`line` cut where a line of a title or label may break: after a comma, colon or semicolon,
+    before "×" and before a parenthetical that ends the line; never inside parentheses or a $...$
+    formula. The spaces at the cuts are dropped."""
+    pieces, start, depth, formula = [], 0, 0, False
+    for index, char in enumerate(line):
+        formula ^= char == "$"
+        if formula or char == "$":
+            continue
+        depth += (char == "(") - (char == ")")
+        rest = line[index + 1 :]
+        if (
+            char == " "
+            and depth == 0
+            and index > start
+            and (
+                line[index - 1] in ",:;" or rest.startswith("× ") or (rest[:1] == "(" and _closes_last(rest))
+            )
+        ):
+            pieces.append(line[start:index])
+            start = index + 1
+    return [*pieces, line[start:]]
+
+
+def _units(phrase: str, inches: float, points: float) -> list[tuple[str, str]]:
+    """`phrase` as (glue, piece) pairs to lay out: whole if it fits `inches`; else cut at its spaces
+    (a $...$ formula kept whole), and a word still too wide after its underscores (an identifier),
+    each piece glued by what joins it to the one before on a line."""
+    if _inches(phrase, points) <= inches:
+        return [(" ", phrase)]
+    parts = phrase.split("$")
+    kept = "$".join(part.replace(" ", "\0") if i % 2 else part for i, part in enumerate(parts))
+    units = []
+    for word in (word.replace("\0", " ") for word in kept.split(" ")):
+        pieces = (
+            re.findall(r"[^_]+_?|_", word) if "$" not in word and _inches(word, points) > inches else [word]
+        )
+        units += [(" " if index == 0 else "", piece) for index, piece in enumerate(pieces)]
+    return units
+
+
+def _greedy(units: Sequence[tuple[str, str]], inches: float, points: float) -> list[str]:
+    """`units` (glue, piece) joined into lines of at most `inches`, each as full as it can be (a
+    piece wider than that alone on its line)."""
+    lines, current = [], ""
+    for glue, piece in units:
+        joined = current + glue + piece if current else piece
+        if current and _inches(joined, points) > inches:
+            lines.append(current)
+            current = piece
+        else:
+            current = joined
+    return [*lines, current]
+
+
 def _fit(text: str, inches: float, points: float) -> str:
-    """`text` wrapped to fit `inches` at `points` (0.58 em a visible character)."""
-    return _wrap(text, max(8, int(inches * 72 / (0.58 * points))))
+    """`text` in lines that fit `inches` at `points`, broken only between its phrases (`_phrases`):
+    the fewest lines, as even as they can be. A phrase too wide for a line alone (a label in a
+    narrow room) is broken between its words, an identifier too wide after its underscores; titles
+    are worded so that their phrases fit."""
+    lines = []
+    for line in text.split("\n"):
+        units = [unit for phrase in _phrases(line) for unit in _units(phrase, inches, points)]
+        fewest = _greedy(units, inches, points)
+        if len(fewest) > 1:  # the narrowest width that needs no more lines: as even as they can be
+            spans = {
+                "".join(_greedy(units[i:j], math.inf, points))
+                for i in range(len(units))
+                for j in range(i + 1, len(units) + 1)
+            }
+            for width in sorted(_inches(span, points) for span in spans):
+                even = _greedy(units, width, points)
+                if len(even) <= len(fewest):
+                    fewest = even
+                    break
+        lines += fewest
+    return "\n".join(lines)
 
 
 def _finish(fig: Figure, theme: Theme, title: str) -> Figure:
-    """The title, and every label at the style's text size, wrapped to what it labels."""
+    """The title, and every label at the style's text size, wrapped to what it labels: to the room
+    the layout leaves it, found by laying the figure out with the labels as they will be drawn."""
     width, height = fig.get_size_inches()
     fig.suptitle(_fit(title, width - 0.3, theme.title), fontsize=theme.title)
+    labels = []
     for ax in fig.axes:
-        box = ax.get_position()
         ax.tick_params(labelsize=theme.text)
-        for label, inches in (
-            (ax.title, box.width * width),
-            (ax.xaxis.label, box.width * width),
-            (ax.yaxis.label, box.height * height),
-        ):
-            label.set_text(_fit(label.get_text(), inches, theme.text))
+        for label, across in ((ax.title, True), (ax.xaxis.label, True), (ax.yaxis.label, False)):
             label.set_fontsize(theme.text)
+            labels.append((ax, label, label.get_text(), across))
+    engine = fig.get_layout_engine()
+    if engine is not None:  # the axes where the layout puts them, not where the grid starts them
+        engine.execute(fig)
+    for ax, label, text, across in labels:
+        box = ax.get_position()
+        label.set_text(_fit(text, box.width * width if across else box.height * height, theme.text))
     return fig
 
 
@@ -386,10 +500,65 @@ def _reference_lines(ax: Axes, theme: Theme, cap: int | None, min_length: int | 
         )
 
 
+def _configured(
+    frame: pd.DataFrame, cap: int | None, min_length: int | None
+) -> tuple[int | None, int | None]:
+    """The cap and min_length to mark: as given, else the frame's configuration's
+    (`frame.attrs["toyrl"]["config"]`, the sidecar's that `toyrl.results.load_results` sets),
+    else None (not marked)."""
+    meta = frame.attrs.get("toyrl")
+    config = meta.get("config") if isinstance(meta, dict) else None
+    saved = config if isinstance(config, dict) else {}
+
+    def number(value: Any) -> int | None:
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    return (
+        cap if cap is not None else number(saved.get("cap")),
+        min_length if min_length is not None else number(saved.get("min_length")),
+    )
+
+
+def _drawn_range(
+    frame: pd.DataFrame, columns: Sequence[str], marks: Sequence[int | None] = (), bands: bool = True
+) -> np.ndarray:
+    """Every value `_curve` draws of `columns` (each variant's mean over seeds at each step, and, with
+    `bands`, its +-1 sd band where it has several seeds), and the reference lines `marks`: finite
+    ones only."""
+    values = [float(mark) for mark in marks if mark is not None]
+    for _, runs in frame.groupby("variant", sort=False):
+        by_step = runs.groupby("step")[list(columns)]
+        mean = by_step.mean().to_numpy()
+        values += list(mean.ravel())
+        if bands and runs["seed"].nunique() >= 2:
+            sd = by_step.std().to_numpy()
+            values += [*(mean - sd).ravel(), *(mean + sd).ravel()]
+    drawn = np.array(values, dtype=float)
+    return drawn[np.isfinite(drawn)]
+
+
+def _length_limits(
+    frame: pd.DataFrame, columns: Sequence[str], marks: Sequence[int | None] = (), bands: bool = True
+) -> tuple[float, float]:
+    """y limits of length panels that share an axis: from 0 (or below, if a band dips under it) to
+    5% above everything drawn in any of them, so that no curve, band or reference line is cut."""
+    drawn = _drawn_range(frame, columns, marks, bands)
+    if not drawn.size:
+        return 0.0, 1.0
+    low, high = min(0.0, float(drawn.min())), max(float(drawn.max()), 1e-9)
+    return low * 1.05, high * 1.05
+
+
+def _readable_ticks(ax: Axes) -> None:
+    """At least four labelled ticks on the y axis, at round steps (slides' large text would leave two)."""
+    ax.yaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], min_n_ticks=4))
+
+
 def _length_panel(
     ax: Axes, runs: pd.DataFrame, theme: Theme, cap: int | None, min_length: int | None
 ) -> list[Any]:
-    """E[L | correct] and E[L | incorrect] of one variant's runs, the cap and min_length marked."""
+    """E[L | correct] and E[L | incorrect] of one variant's runs, the cap and min_length marked.
+    The y limits are the caller's (`_length_limits`), which knows every panel on the shared axis."""
     handles = []
     for index, outcome in enumerate(OUTCOME_COLOURS):
         look = Look(OUTCOME_COLOURS[outcome], "-", OUTCOME_MARKERS[outcome])
@@ -398,7 +567,7 @@ def _length_panel(
             _curve(ax, runs, f"length_{outcome}", look, theme, label, (index, 2), hatched=index == 1)
         )
     _reference_lines(ax, theme, cap, min_length)
-    ax.set_ylim(0, max(cap or 0, float(runs[["length_correct", "length_incorrect"]].max().max())) * 1.05)
+    _readable_ticks(ax)
     return handles
 
 
@@ -407,13 +576,24 @@ def plot_length_2x2(
 ) -> Figure:
     """The article's 2 x 2 design, E[L | correct] and E[L | incorrect] against step: rows with and
     without std scaling, columns GRPO's per-response length mean 1/|o_i| and a constant 1/L_norm
-    (GRPO, std-only; length-only, Dr. GRPO). Shared axes; the cap and min_length marked.
+    (GRPO, std-only; length-only, Dr. GRPO). Shared axes that hold every curve; the cap and
+    min_length marked (by default the frame's configuration's, `frame.attrs["toyrl"]`).
 
     The article's central picture: in the left column the incorrect curve climbs toward the cap,
-    whatever the std term does; in the right column it stays with the correct one.
+    whatever the std term does; in the right column it stays with the correct one. Its four panels
+    are its design, so the frame must hold all four variants (ValueError naming the missing ones
+    otherwise); `plot_length_by_correctness` draws any subset.
     """
     theme = _check_style(style)
     names = ["grpo", "std_only", "length_only", "dr_grpo"]
+    missing = [name for name in names if name not in set(frame["variant"])]
+    if missing:
+        raise ValueError(
+            f"the 2 x 2 needs the article's four variants {', '.join(names)}; the frame lacks "
+            f"{', '.join(missing)} (plot_length_by_correctness draws any subset)"
+        )
+    cap, min_length = _configured(frame, cap, min_length)
+    frame = frame[frame["variant"].isin(names)]
     fig, axes = _new_figure(HEADLINE_FIGURE_NAME, names, style, 2, 2, sharex=True, sharey=True)
     headers = [r"normalised by $|o_i|$ (per-response mean)", r"normalised by a constant $L_{\mathrm{norm}}$"]
     handles: list[Any] = []
@@ -422,6 +602,7 @@ def plot_length_2x2(
         ax.set_title(f"{headers[index]}\n{VARIANT_LABELS[name]}" if index < 2 else VARIANT_LABELS[name])
     for ax, scaled in ((axes[0], "with"), (axes[2], "without")):
         ax.set_ylabel(f"{scaled} std scaling\nlength (tokens)")
+    axes[0].set_ylim(_length_limits(frame, LENGTH_COLUMNS, (cap, min_length)))
     for ax in axes[2:]:
         ax.set_xlabel("training step")
     _legend(fig, handles, _legend_labels(HEADLINE_FIGURE_NAME, names, style), theme)
@@ -436,9 +617,11 @@ def plot_length_by_correctness(
     style: str = "paper",
 ) -> Figure:
     """One panel per variant, four to a row: E[L | correct] and E[L | incorrect] against step on
-    shared axes, the cap and min_length marked. `toyrl plot`'s view of any set of variants; the
-    article's four are also drawn as their 2 x 2 design (`plot_length_2x2`)."""
+    shared axes that hold every panel's curves, the cap and min_length marked (by default the
+    frame's configuration's, `frame.attrs["toyrl"]`). `toyrl plot`'s view of any set of variants;
+    the article's four are also drawn as their 2 x 2 design (`plot_length_2x2`)."""
     theme = _check_style(style)
+    cap, min_length = _configured(frame, cap, min_length)
     variants = _variants(frame)
     columns = min(len(variants), 4)
     if axes is None:
@@ -452,12 +635,15 @@ def plot_length_by_correctness(
     handles: list[Any] = []
     for index, (ax, variant) in enumerate(zip(axes, variants, strict=False)):
         handles = _length_panel(ax, frame[frame["variant"] == variant], theme, cap, min_length)
-        ax.set_title(variant_label(variant, style))
+        ax.set_title(_variant_name(variant))
         if index % columns == 0:
             ax.set_ylabel("length (tokens)")
         if index >= len(variants) - columns:
             ax.set_xlabel("training step")
             ax.xaxis.set_tick_params(labelbottom=True)
+    limits = _length_limits(frame, LENGTH_COLUMNS, (cap, min_length))
+    for ax in axes[: len(variants)]:  # shared, unless the caller's axes are not
+        ax.set_ylim(limits)
     _legend(fig, handles, _legend_labels("length_by_correctness", variants, style), theme)
     return _finish(fig, theme, "Response length by correctness (exact expectations)")
 
@@ -507,9 +693,14 @@ def plot_branch_lengths(
 
     The right column is the length bias made visible: a wrong approach earns nothing at any length,
     so the true gradient never moves phi_wrong, yet length-normalised losses drive it down.
+
+    The cap is marked (by default the frame's configuration's, `frame.attrs["toyrl"]`), and the
+    length panels' shared y axis holds every curve of both.
     """
     theme = _check_style(style)
+    cap, _ = _configured(frame, cap, None)
     variants = _variants(frame)
+    bands = len(variants) <= MAX_BANDS
     if axes is None:
         _, axes = _new_figure("branch_lengths", variants, style, 2, 2, sharex=True)
         axes[0].sharey(axes[1])
@@ -525,14 +716,13 @@ def plot_branch_lengths(
         handles = []
         for i, (variant, label) in enumerate(zip(variants, labels, strict=True)):
             runs, look, stagger = frame[frame["variant"] == variant], looks[variant], (i, len(variants))
-            bands = len(variants) <= MAX_BANDS
             handles.append(
                 _curve(top, runs, f"length_{branch}_approach", look, theme, label, stagger, band=bands)
             )
             _curve(bottom, runs, f"stop_prob_{branch}", look, theme, label, stagger, band=bands)
         _reference_lines(top, theme, cap, None)
         top.set_title(title)
-        top.set_ylim(bottom=0)
+        _readable_ticks(top)
         start = frame.loc[frame["step"] == frame["step"].min(), f"stop_prob_{branch}"].mean()
         bottom.set_title(
             rf"its stop probability $\sigma(\varphi_{{\mathrm{{{branch}}}}})$, from {_one_in(start)}"
@@ -542,10 +732,13 @@ def plot_branch_lengths(
         bottom.yaxis.set_major_formatter(FuncFormatter(_one_in))
         bottom.yaxis.set_minor_formatter(NullFormatter())
         bottom.set_xlabel("training step")
-        if len(variants) <= MAX_BANDS:  # with more, the labels would sit on other lines
+        if bands:  # with more, the labels would sit on other lines
             _label_ends(bottom, frame, f"stop_prob_{branch}", theme)
+    lengths = _length_limits(frame, ["length_right_approach", "length_wrong_approach"], (cap,), bands)
+    for top in axes[:2]:
+        top.set_ylim(lengths)
     axes[0].set_ylabel("expected length (tokens)")
-    axes[2].set_ylabel("stop probability per token")
+    axes[2].set_ylabel("stop probability (per token)")
     _legend(fig, handles, labels, theme)
     return _finish(fig, theme, "Where the drift happens: each approach's length and its stop probability")
 
@@ -568,7 +761,8 @@ def _label_ends(ax: Axes, frame: pd.DataFrame, column: str, theme: Theme) -> Non
             va="bottom" if above else "top",
             fontsize=theme.text,
         )
-    ax.set_ylim(float(means.min()) / 4, float(means.max()) * 3)
+    highest = _drawn_range(frame, [column]).max()  # a band may reach above the means
+    ax.set_ylim(float(means.min()) / 4, max(float(means.max()) * 3, float(highest) * 1.5))
 
 
 def plot_sweep(table: pd.DataFrame, axes_keys: list[str], style: str = "paper") -> Figure:
@@ -692,7 +886,7 @@ def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None, style: st
     axes[1].set_title("the same, near 1")
     axes[2].set_ylim(-1.05, 1.05)
     axes[2].set_ylabel(r"$\cos(E[\hat g], \varphi_{\mathrm{wrong}}$ axis)")
-    axes[2].set_title("below 0: makes wrong answers longer")
+    axes[2].set_title("below 0: wrong answers lengthen")
     for ax in axes:
         ax.axhline(0, color=MUTED, linewidth=theme.line * 0.4, zorder=1)
         ax.set_xlabel("training step")
@@ -762,7 +956,7 @@ def plot_token_weights(
                 )
     weights = "\n".join(
         f"{'a 200-token correct' if outcome == 'correct' else 'an 800-token wrong'} answer:\n"
-        + "\n".join(f"   {VARIANT_LABELS[name]} {_signed(at[name][outcome], 5)}" for name in at)
+        + "\n".join(f"   {VARIANT_LABELS[name]} {_signed(at[name][outcome], n)}" for name, n in _DIGITS)
         for outcome, _ in _SHOWN
     )
     pushes = "a wrong answer, 200 → 800 tokens:\n" + "\n".join(
@@ -791,12 +985,23 @@ def plot_token_weights(
     axes[1].set_ylabel(r"total push: weight $\times$ $|o|$")
     axes[1].set_title("the whole response's push")
     _legend(fig, handles, labels, theme)
-    norm = rf"$L_{{\mathrm{{norm}}}}$ = cap = {length_norm:,.0f}"
+    norm = rf"$L_{{\mathrm{{norm}}}}$ = {length_norm:,.0f}"
+    if length_norm == worked_length_norm():
+        norm += ", as in the article's worked example"
     title = f"A response in a G = 8 group, two correct (Dr. GRPO's {norm})"
     return _finish(fig, theme, title)
 
 
 _SHOWN = (("correct", 200), ("wrong", 800))  # article, "Worked example by hand"
+_DIGITS = (("grpo", 5), ("dr_grpo", 6))  # the weights' decimals as `toyrl examples length` prints them
+
+
+def worked_length_norm() -> float:
+    """Dr. GRPO's L_norm in the article's worked example, which `toyrl examples length` computes
+    (`toyrl.examples.length_example`'s default): the token-weights figure's."""
+    from toyrl.examples import length_example
+
+    return float(inspect.signature(length_example).parameters["length_norm"].default)
 
 
 def _signed(value: float, decimals: int) -> str:
@@ -897,19 +1102,20 @@ def render_bias(table: pd.DataFrame, folder: Path, style: str = "paper") -> list
 
 
 def render_teaching(folder: Path, style: str = "paper") -> list[Path]:
-    """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`, at the
-    article's settings; Dr. GRPO's L_norm is the cap, as in the runs (the article's worked example,
-    and `toyrl examples length`, take 2000)."""
+    """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`. The token
+    weights are the article's worked example's, Dr. GRPO's L_norm its 2,000 (`worked_length_norm`,
+    as `toyrl examples length` and the explorer page take it; the runs divide by the cap), over
+    lengths up to the toy's cap."""
     from toyrl.config import Config
     from toyrl.examples import difficulty_profiles, token_weight_curves
 
     _check_style(style)
-    config = Config()
-    lengths = np.linspace(1, config.cap, 300)
-    curves = token_weight_curves(lengths, length_norm=config.length_norm_value)
+    lengths = np.linspace(1, Config().cap, 300)
+    length_norm = worked_length_norm()
+    curves = token_weight_curves(lengths, length_norm=length_norm)
     profiles = difficulty_profiles(list(GROUP_MARKERS), np.linspace(0, 1, 201))
     figures = {
-        "token_weights": plot_token_weights(lengths, curves, config.length_norm_value, style=style),
+        "token_weights": plot_token_weights(lengths, curves, length_norm, style=style),
         "difficulty": plot_difficulty(profiles, style=style),
     }
     return save_figures(figures, folder)
@@ -923,8 +1129,11 @@ def render_all(
     style: str = "paper",
 ) -> list[Path]:
     """Every figure of a results table as PNG and SVG in `folder` (FIGURE_NAMES, and the 2 x 2
-    headline when the article's four variants are there); returns the paths written."""
+    headline when the article's four variants are there); returns the paths written. The cap and
+    min_length are marked as given, else as the frame's configuration says (`frame.attrs["toyrl"]`,
+    which `toyrl.results.load_results` sets from the sidecar), else not at all."""
     _check_style(style)
+    cap, min_length = _configured(frame, cap, min_length)
     figures = {
         "length_by_correctness": plot_length_by_correctness(
             frame, cap=cap, min_length=min_length, style=style
@@ -987,6 +1196,49 @@ def _readable_svg(svg: str) -> str:
     return _MATH_TEXT.sub(in_order, _SVG_ID.sub(rename, svg))
 
 
+def _keyed_row(
+    size: tuple[float, float],
+    columns: int,
+    keys: Mapping[int, Sequence[str]],
+    theme: Theme,
+    sharey: bool = False,
+) -> tuple[Figure, list[Axes], dict[int, Axes]]:
+    """A figure of `size` inches: a row of `columns` panels and, under panel i of `keys`, a frameless
+    box as tall as the tallest of the legends `keys[i]` (their labels) needs, for `_key`: each
+    legend under its own panel, where a figure-wide one would sit under whichever column is
+    central."""
+    width, height = size
+    legend = max(_legend_shape(labels, theme, width / columns)[1] for labels in keys.values())
+    fig = plt.figure(figsize=size, layout="constrained")
+    grid = fig.add_gridspec(2, columns, height_ratios=[height - legend, legend])
+    first = fig.add_subplot(grid[0, 0])
+    others = [fig.add_subplot(grid[0, i], sharey=first if sharey else None) for i in range(1, columns)]
+    axes = [first, *others]
+    for ax in axes[1:] if sharey else []:
+        ax.tick_params(labelleft=False)
+    boxes = {}
+    for index in keys:
+        boxes[index] = fig.add_subplot(grid[1, index])
+        boxes[index].axis("off")
+    return fig, axes, boxes
+
+
+def _key(box: Axes, handles: Sequence[Any], labels: Sequence[str], theme: Theme) -> None:
+    """A legend at the top of `box` (`_keyed_row`), in as many columns as fit its panel."""
+    width = box.get_position().width * _figure(box).get_figwidth()
+    columns, _ = _legend_shape(labels, theme, width)
+    box.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=columns,
+        fontsize=theme.text,
+        handlelength=2.6,
+        borderaxespad=0,
+        handler_map={tuple: HandlerTuple(ndivide=1)},
+    )
+
+
 def plot_families(data: dict[str, Any]) -> Figure:
     """The families study (`scripts/families_study.py`, its results/families.json): per variant,
     the final accuracy, E[L | correct] and E[L | incorrect], and the tokens generated per step,
@@ -996,7 +1248,8 @@ def plot_families(data: dict[str, Any]) -> Figure:
     rows = list(entries)[::-1]  # the first row on top
     y = np.arange(len(rows))
     size = (theme.width, 0.26 * len(rows) + 1.9)
-    fig, axes = plt.subplots(1, 3, figsize=size, sharey=True, layout="constrained")
+    outcomes = [_outcome_label(o) for o in OUTCOME_COLOURS]
+    fig, axes, boxes = _keyed_row(size, 3, {1: outcomes}, theme, sharey=True)
 
     def bars(ax: Axes, key: str, scale: float, **style: Any) -> Any:
         mean = np.array([entries[r][key]["mean"] for r in rows]) * scale
@@ -1013,7 +1266,7 @@ def plot_families(data: dict[str, Any]) -> Figure:
     bars(axes[2], "tokens_per_step", 1e-3, color=TEXT, marker="o")
     axes[2].set_xlabel("tokens per step (1000s)")
     axes[0].set_yticks(y, [entries[r]["label"] for r in rows])
-    _legend(fig, handles, [_outcome_label(o) for o in OUTCOME_COLOURS], theme)
+    _key(boxes[1], handles, outcomes, theme)
     seeds = len(data["meta"]["seeds"])
     return _finish(fig, theme, f"The families at the article's settings: mean ± SE over {seeds} seeds")
 
@@ -1026,7 +1279,11 @@ def plot_length_power(data: dict[str, Any]) -> Figure:
     theme = THEMES["paper"]
     alphas = np.array(data["meta"]["alphas"])
     entries = [data["variants"][f"alpha_{a:.1f}"] for a in alphas]
-    fig, axes = plt.subplots(1, 2, figsize=(theme.width, 4.3), layout="constrained")
+    keys = {
+        0: [_outcome_label(o) for o in OUTCOME_COLOURS],
+        1: ["cosine at the initial policy", "cosine along training (mean of checkpoints)"],
+    }
+    fig, axes, boxes = _keyed_row((theme.width, 4.3), 2, keys, theme)
 
     def curve(ax: Axes, values: list[dict[str, float]], colour: str, **style: Any) -> Any:
         mean, se = np.array([v["mean"] for v in values]), np.array([v["se"] for v in values])
@@ -1034,25 +1291,60 @@ def plot_length_power(data: dict[str, Any]) -> Figure:
             alphas, mean, yerr=se, color=colour, markersize=4, capsize=2, linewidth=theme.line, **style
         )
 
-    handles = [
+    lengths = [
         curve(axes[0], [e[f"length_{o}"] for e in entries], OUTCOME_COLOURS[o], marker=OUTCOME_MARKERS[o])
         for o in OUTCOME_COLOURS
     ]
     axes[0].set_xlabel(r"$\alpha$ (0: per-response mean, 1: Dr. GRPO's constant)")
     axes[0].set_ylabel(r"final $E[L]$ (ramble tokens)")
-    handles += [
+    cosines = [
         curve(axes[1], [e["cosine_initial"] for e in entries], TEXT, marker="o"),
         curve(axes[1], [e["cosine_along_mean"] for e in entries], "#56B4E9", marker="s"),
     ]
     axes[1].set_xlabel(r"$\alpha$")
     axes[1].set_ylabel(r"$\cos(E[\hat g], \nabla J)$, exact")
-    labels = [
-        *(_outcome_label(o) for o in OUTCOME_COLOURS),
-        "cosine at the initial policy",
-        "cosine along training (mean of checkpoints)",
-    ]
-    _legend(fig, handles, labels, theme)
+    for index, handles in enumerate((lengths, cosines)):
+        _key(boxes[index], handles, keys[index], theme)
     seeds = len(data["meta"]["seeds"])
     family = r"$D_i = |o_i|^{1-\alpha} L^{\alpha}$"
     title = f"The power family {family}: wrong answers' drift against the bias ({seeds} seeds)"
+    return _finish(fig, theme, title)
+
+
+def plot_gpg_scale(data: dict[str, Any]) -> Figure:
+    """The GPG study (`scripts/gpg_study.py`, its results/gpg_scale.json): GPG's scale N / M of each
+    step's sampled batch against step (left), and the exact accuracy of GPG and of the same loss
+    without N / M (right), mean +- 1 sd over seeds."""
+    theme = THEMES["paper"]
+    arms = data["arms"]
+    names = [arms[arm]["variant"] for arm in ("gpg", "without_scale")]
+    looks = variant_looks(names)
+    labels = [arms[arm]["label"] for arm in ("gpg", "without_scale")]
+    scale_label = "N / M of the step's batch in GPG's runs"
+    fig, axes, boxes = _keyed_row((theme.width, 4.3), 2, {0: [scale_label], 1: labels}, theme)
+
+    def band(ax: Axes, values: dict[str, list[float]], look: Look, label: str) -> Any:
+        mean, sd = np.array(values["mean"]), np.array(values["sd"])
+        steps = np.arange(len(mean))
+        (line,) = ax.plot(
+            steps, mean, color=look.colour, linestyle=look.linestyle, linewidth=theme.line, label=label
+        )
+        patch = ax.fill_between(steps, mean - sd, mean + sd, color=look.colour, alpha=0.16, linewidth=0)
+        return (patch, line)
+
+    scale = band(axes[0], data["scale"]["by_step"], Look(TEXT, "-", None), scale_label)
+    axes[0].set_ylabel("N / M (responses / correct ones)")
+    axes[0].set_ylim(bottom=0)
+    curves = [
+        band(axes[1], arms[arm]["accuracy_pct_by_step"], looks[name], label)
+        for arm, name, label in zip(("gpg", "without_scale"), names, labels, strict=True)
+    ]
+    axes[1].set_ylabel("accuracy (%)")
+    axes[1].set_ylim(0, 100)
+    for ax in axes:
+        ax.set_xlabel("training step")
+    _key(boxes[0], [scale], [scale_label], theme)
+    _key(boxes[1], curves, labels, theme)
+    seeds = len(data["meta"]["seeds"])
+    title = f"GPG's scale N / M over training, and accuracy with and without it: mean ± sd over {seeds} seeds"
     return _finish(fig, theme, title)

@@ -477,7 +477,9 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """A results CSV of `toyrl run` and its sidecar (None if absent), or InvalidInput naming the file.
 
     Checked before use: the sidecar's digest (a mismatched pair is the first thing to name), the
-    columns, and that every run has each of its steps once.
+    columns, and that every run has each of its steps once. With a sidecar, the frame carries it
+    as `frame.attrs["toyrl"]` (the dict of `metadata`), where the plot functions read the cap and
+    min_length.
     """
     import pandas as pd
 
@@ -504,6 +506,8 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     version = meta.get("toyrl_version") if meta else None
     if version and version != __version__:
         warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
+    if meta is not None:
+        frame.attrs["toyrl"] = meta
     return frame, meta
 
 

@@ -250,35 +250,17 @@ def _render(
     style: str = "paper",
 ) -> list[Path]:
     """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`."""
-    from toyrl.files import write_atomic
-    from toyrl.results import final_table_markdown
+    from toyrl.plot import save  # matplotlib is imported only by commands that draw
 
-    progress.begin("rendering the figures")
-    from toyrl.plots import render_all  # matplotlib is imported only by commands that draw
-
-    config = _sidecar_config(meta)
-    written = render_all(
+    if meta is not None:
+        frame.attrs["toyrl"] = meta
+    return save(
         frame,
         folder,
-        cap=config.cap if config else None,
-        min_length=config.min_length if config else None,
         style=style,
+        progress=progress,
+        warn=lambda message: typer.echo(f"toyrl: warning: {message}", err=True),
     )
-    if config is not None and meta is not None:
-        from toyrl.bias import bias_over_training
-        from toyrl.plots import render_bias
-
-        progress.begin("replaying the runs for the bias figure")
-        try:
-            table = bias_over_training(frame, config, mean_field=bool(meta.get("mean_field")))
-            progress.begin("rendering the bias figure")
-            written += render_bias(table, folder, style=style)
-        except InvalidInput as error:
-            typer.echo(f"toyrl: warning: no bias figure: {error}", err=True)
-    progress.end()
-    numbers = folder / "final_numbers.md"
-    write_atomic(numbers, final_table_markdown(frame, article=config == Config()))
-    return [*written, numbers]
 
 
 def _listing(label: str, paths: Sequence[Path], width: int | None) -> str:
@@ -407,7 +389,7 @@ def _explorer(frame: pd.DataFrame, config: Config, description: str, out: Path) 
     from toyrl.files import write_atomic
 
     recorded = run_data(frame, config.cap, description)
-    write_atomic(out, build_explorer(recorded))
+    write_atomic(out, build_explorer(recorded, out))
     if "gaps" in recorded:
         where = ", ".join(f"{variant} from step {step}" for variant, step in recorded["gaps"].items())
         typer.echo(
@@ -441,7 +423,7 @@ def explore(
     if results is None:
         from toyrl.explore import build_explorer
 
-        write_atomic(out, build_explorer())
+        write_atomic(out, build_explorer(out=out))
     else:
         frame, meta = load_results(results)
         config = _sidecar_config(meta) or Config()
@@ -488,10 +470,11 @@ def bias(
     ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Each variant's exact expected update E[g] against the true gradient of expected accuracy."""
+    """Each variant's exact expected update E[g] against the true gradient of expected accuracy,
+    then what the numbers say in words."""
     import numpy as np
 
-    from toyrl.bias import bias_report, replay_states
+    from toyrl.bias import bias_report, replay_states, verdict
     from toyrl.results import load_results, sidecar_path
     from toyrl.train import initial_theta, run_streams
     from toyrl.variants import parse_variants, saved_variant
@@ -507,6 +490,7 @@ def bias(
         theta = initial_theta(config, run_streams(seed)[0])
         rows = bias_report(np.repeat(theta[None], len(chosen_variants), axis=0), config, chosen_variants)
         where = f"the initial policy of seed {seed} (default settings)"
+        at_step = None
     else:
         import pandas as pd
 
@@ -546,8 +530,10 @@ def bias(
         means = per_run.groupby("variant", sort=False).mean(numeric_only=True).reset_index()
         rows = [{str(key): value for key, value in row.items()} for row in means.to_dict("records")]
         where = f"step {chosen} of {results}, mean over {len(runs) // len(names)} seeds"
+        at_step = chosen
+    words = verdict(rows, at_step)
     if as_json:
-        typer.echo(_json({"policy": where, "variants": rows}))
+        typer.echo(_json({"policy": where, "variants": rows, "verdict": words}))
         return
     width = output_width()
     typer.echo(wrap(f"E[g] against grad J at {where}:", width, hanging="    "))
@@ -562,6 +548,8 @@ def bias(
             width,
         )
     )
+    typer.echo()
+    typer.echo(wrap(words, width))
 
 
 @app.command(cls=_Command, short_help="Variants x configuration grid x seeds, resumable.")
@@ -762,33 +750,13 @@ def check(
 
     Exit status 0: checked; 1: checked, but keys of the file look misspelt (the check took the
     defaults in their place); 2: input refused."""
-    from toyrl.trainers import parse_sets, resolve
-    from toyrl.trainers import trainer as named_trainer
+    from toyrl.trainers import parse_sets
     from toyrl.trainers.check import as_json as check_json
-    from toyrl.trainers.check import report, run_check
-    from toyrl.trainers.reading import detect, read_input
+    from toyrl.trainers.check import report, resolve_input, run_check
 
     if not 2 <= seeds <= 10_000:
         raise ConfigError("seeds", "must be an integer in 2..10,000 (a standard error needs two)", seeds)
-    given = read_input(arguments or [])
-    sets = parse_sets(set_ or [])
-    if trainer is not None:
-        name, read_as = trainer, f"read as {named_trainer(trainer).name} (--trainer {trainer})"
-        if given.trainer is not None and given.trainer != trainer:
-            owner = named_trainer(given.trainer).name
-            raise InvalidInput(f"{given.origin} is {owner}'s; --trainer {trainer} does not read it")
-    elif given.trainer is not None:
-        name, read_as = given.trainer, f"read as {named_trainer(given.trainer).name} ({given.origin})"
-    elif given.settings or sets:
-        origin = given.origin or "the --set settings"
-        name, read_as = detect([*given.settings, *sets], origin)
-    else:
-        raise InvalidInput(
-            "nothing to check: give a trainer's configuration file, an OpenRLHF command line after --, "
-            "or --set KEY=VALUE; --trainer NAME alone checks its defaults"
-        )
-    from_file = frozenset(given.settings) - set(sets)
-    resolved = resolve(name, version, given.settings | sets, from_file, read_as)
+    resolved = resolve_input(arguments or [], trainer, parse_sets(set_ or []), version)
     seed_list = list(range(seeds))
     with Progress("toyrl check", quiet or as_json) as progress:
         progress.begin("simulating")

@@ -1,7 +1,8 @@
 /* toyrl explorer's interface: everything the page shows and every control, on top of sim.js
-   (window.toyrl). Panels 1 and 2 compute per-token weights and update mass by hand, as
-   toyrl.objective.advantages does at std_eps = 0; panel 3 trains the toy with toyrl.start and
-   draws its curves as SVG at the container's width. The whole view (variants, settings, mode,
+   (window.toyrl). The run comes first: it trains the toy with toyrl.start, draws its curves as
+   SVG at the container's width in the figures' looks, and says its lesson in one sentence under
+   the length chart. Below, the token weights and the update mass are computed by hand, as
+   toyrl.objective.advantages does at std_eps = 0. The whole view (variants, settings, mode,
    trained step, cursor) lives in the URL's hash, so a link reproduces it.
    Adds to window.toyrl: exportChart(id, 'svg' | 'png'), ui (the live state, for tests). */
 "use strict";
@@ -64,15 +65,77 @@
     const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
     return fixed(value, decimals);
   }
+  const linearTicks = (low, high, step) => ticksOf(low, high, step).map((value) => ({ value, text: tickLabel(value, step) }));
 
-  // --- colours: the figures' (toyrl.looks, in the page's data); every variant also numbered --------
-  const ARTICLE_COLOURS = DATA.colours.article, EXTRA_COLOURS = DATA.colours.extra;
-  function colourMap(names) {
-    let next = 0;
-    return names.map((name) => ARTICLE_COLOURS[name] ?? EXTRA_COLOURS[next++ % EXTRA_COLOURS.length]);
+  // --- a log axis of probabilities, labelled as the figures label them (toyrl.plots' "1/N") ---------
+  const oneInText = (n) => `1/${n < 1e7 ? fixed(Math.round(n), 0) : n.toExponential(0).replace("+", "")}`;
+  const oneIn = (p) => (p > 0 && Number.isFinite(p) ? oneInText(1 / p) : "n/a");
+  /* Ticks at p = 1/N for N = 1, 3, 10, 30, ... (only powers of ten, and fewer of them, over many
+     decades), from the tick at or below `low` to the one at or above `high`, at least three. */
+  function logTicks(low, high) {
+    const decades = Math.max(1, Math.ceil(Math.log10(high / low)) + 1);
+    const stride = Math.ceil(decades / 8), multiples = decades > 4 ? [1] : [1, 3];
+    const candidates = []; // N, rising: p falling
+    for (let k = 0; k <= 320; k += stride) for (const m of multiples) if (m * 10 ** k < Infinity) candidates.push(m * 10 ** k);
+    let first = candidates.findLastIndex((n) => 1 / n >= high * (1 - 1e-12)); // the largest p at or above high
+    let last = candidates.findIndex((n) => 1 / n <= low * (1 + 1e-12)); // the largest p at or below low
+    if (first < 0) first = 0;
+    if (last < 0) last = candidates.length - 1;
+    while (last - first < 2) { if (first > 0) first--; else last++; }
+    return candidates.slice(first, last + 1).map((n) => ({ value: 1 / n, text: oneInText(n) }));
   }
 
-  // Text width in the SVG's font, for laying out legends without overlap.
+  // --- looks: the figures' (toyrl.plots, in the page's data); every variant also numbered ----------
+  const LOOKS = DATA.looks, OUTCOMES = LOOKS.outcomes;
+  const variantLabel = (name) => LOOKS.labels[name] ?? name;
+  const lookKey = (look) => `${look.colour} ${look.dashes.join(",")} ${look.marker}`;
+  /* A look {colour, dashes (in line widths), marker} per variant, as toyrl.plots.variant_looks deals
+     them: the article's four fixed, each other variant the next look of the pool (markers slowest,
+     then line styles, then colours) that none of the article's chosen ones has. */
+  function variantLooks(names) {
+    const fixedLooks = names.map((name) => LOOKS.article[name] ?? null);
+    const taken = new Set(fixedLooks.filter(Boolean).map(lookKey));
+    const pool = [];
+    for (const marker of LOOKS.extra.markers) {
+      for (const dashes of LOOKS.extra.dashes) {
+        for (const colour of LOOKS.extra.colours) if (!taken.has(lookKey({ colour, dashes, marker }))) pool.push({ colour, dashes, marker });
+      }
+    }
+    let next = 0;
+    return fixedLooks.map((look) => look ?? pool[next++ % pool.length]);
+  }
+
+  // A marker of the figures (matplotlib's codes: o s ^ v D P X) centred at (x, y), radius r.
+  const PLUS = [[-0.35, -1], [0.35, -1], [0.35, -0.35], [1, -0.35], [1, 0.35], [0.35, 0.35], [0.35, 1], [-0.35, 1], [-0.35, 0.35], [-1, 0.35], [-1, -0.35], [-0.35, -0.35]];
+  const SHAPES = {
+    s: [[-0.85, -0.85], [0.85, -0.85], [0.85, 0.85], [-0.85, 0.85]],
+    "^": [[0, -1.15], [1, 0.75], [-1, 0.75]],
+    v: [[0, 1.15], [1, -0.75], [-1, -0.75]],
+    D: [[0, -1.2], [0.8, 0], [0, 1.2], [-0.8, 0]],
+    P: PLUS,
+    X: PLUS.map(([a, b]) => [0.75 * (a - b), 0.75 * (a + b)]),
+  };
+  function markerSvg(code, x, y, r, fill, stroke = fill, width = 1) {
+    const paint = `fill="${fill}" stroke="${stroke}" stroke-width="${width}"`;
+    if (!SHAPES[code]) return `<circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${r.toFixed(1)}" ${paint}/>`;
+    const points = SHAPES[code].map(([dx, dy]) => `${(x + dx * r).toFixed(1)},${(y + dy * r).toFixed(1)}`);
+    return `<path d="M${points.join("L")}Z" ${paint}/>`;
+  }
+  const dashArray = (dashes, width) => (dashes.length ? ` stroke-dasharray="${dashes.map((d) => +(d * width).toFixed(2)).join(",")}"` : "");
+
+  /* A band's hatching, in its colour and at full strength: two bands that overlap interleave their
+     lines and never mix into a colour no legend shows. Solid lines' bands lean one way, dashed
+     lines' the other; `shift` sets apart the lines of bands that lean alike. */
+  function hatchPattern(id, colour, dashed, shift) {
+    return `<pattern id="${id}" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(${dashed ? -45 : 45}) translate(${(2 * shift) % 6},0)">` +
+      `<line x1="0" y1="0" x2="0" y2="6" stroke="${colour}" stroke-width="1.3"/></pattern>`;
+  }
+
+  // Chart text grows with the chart and with the screen, read from further away the wider it is:
+  // 12 px on a phone, 16 px or more on a 1920 px screen, at most 18.
+  const chartFont = (W) => Math.round(Math.min(18, Math.max(12, W / 55, innerWidth / 120)));
+
+  // Text width in the SVG's font, for laying out legends and axes without overlap.
   const measure = document.createElement("canvas").getContext("2d");
   function textWidth(text, size = 12) {
     measure.font = `${size}px ${SVG_FONT}`;
@@ -80,7 +143,7 @@
   }
 
   // =================================================================================================
-  // Panel 1: token weights
+  // By hand: token weights
   // =================================================================================================
   const num = (id) => Number($(id).value);
 
@@ -168,7 +231,7 @@
   }
 
   // =================================================================================================
-  // Panel 2: difficulty bias
+  // By hand: the difficulty bias
   // =================================================================================================
   function updateDifficulty(event) {
     const G = num("d-group");
@@ -202,42 +265,44 @@
 
   function drawDifficulty(G, current) {
     const box = $("difficulty-plot");
-    const W = Math.max(240, Math.floor(box.clientWidth)), left = 50, right = 14, top = 10, plotH = Math.round(Math.min(300, Math.max(170, W * 0.42)));
+    const W = Math.max(240, Math.floor(box.clientWidth)), font = chartFont(W), u = font / 12;
+    const yTicks = linearTicks(0, 1, 0.2), left = yAxisWidth(yTicks, font), right = 14 * u, top = 10 * u;
+    const plotH = Math.round(Math.min(300, Math.max(170, W * 0.42)));
     const x = (v) => left + v * (W - left - right), y = (v) => top + plotH - v * plotH;
     const profile = (k, scaled) => {
       const s = groupStats(k, G);
       return scaled ? groupMass(s.scaled, k, G) / G : groupMass(s.centred, k, G) / (G / 2);
     };
-    let svg = axes({ W, left, right, top, plotH, xTicks: ticksOf(0, 1, 0.2), xStep: 0.2, yTicks: ticksOf(0, 1, 0.2), yStep: 0.2, x, y,
+    let svg = axes({ W, left, right, top, plotH, font, xTicks: linearTicks(0, 1, 0.2), yTicks, x, y,
       xLabel: "pass rate k/G", yLabel: "mass / mass at 50%" });
     const grid = Array.from({ length: 101 }, (_, i) => i / 100);
-    svg += `<path d="${pathOf(grid.map((q) => [x(q), y(4 * q * (1 - q))]))}" fill="none" stroke="${MUTED}" stroke-width="1" stroke-dasharray="2,3"/>`;
-    const methods = [["grpo", true, ARTICLE_COLOURS.grpo], ["dr", false, ARTICLE_COLOURS.dr_grpo]];
-    for (const [method, scaled, colour] of methods) {
-      const points = Array.from({ length: G + 1 }, (_, k) => [k, profile(k, scaled)]);
-      svg += `<path d="${pathOf(points.map(([k, v]) => [x(k / G), y(v)]))}" fill="none" stroke="${colour}" stroke-width="1.5"${scaled ? "" : ' stroke-dasharray="6,3"'}/>`;
+    svg += `<path d="${pathOf(grid.map((q) => [x(q), y(4 * q * (1 - q))]))}" fill="none" stroke="${MUTED}" stroke-width="${u}" stroke-dasharray="${2 * u},${3 * u}"/>`;
+    const methods = [["grpo", true, LOOKS.article.grpo], ["dr", false, LOOKS.article.dr_grpo]];
+    for (const [method, scaled, look] of methods) {
+      const colour = look.colour, points = Array.from({ length: G + 1 }, (_, k) => [k, profile(k, scaled)]);
+      svg += `<path d="${pathOf(points.map(([k, v]) => [x(k / G), y(v)]))}" fill="none" stroke="${colour}" stroke-width="${1.5 * u}"${dashArray(look.dashes, 1.5 * u)}/>`;
       for (const [k, v] of points) {
         const big = k === current;
-        svg += `<circle class="mass-point" data-method="${method}" data-k="${k}" data-value="${v}" cx="${x(k / G).toFixed(1)}" cy="${y(v).toFixed(1)}" r="${big ? 6 : G > 32 ? 2 : 3}" fill="${big ? "#fff" : colour}" stroke="${colour}" stroke-width="${big ? 3 : 1}"/>`;
+        svg += `<circle class="mass-point" data-method="${method}" data-k="${k}" data-value="${v}" cx="${x(k / G).toFixed(1)}" cy="${y(v).toFixed(1)}" r="${(big ? 6 : G > 32 ? 2 : 3) * u}" fill="${big ? "#fff" : colour}" stroke="${colour}" stroke-width="${(big ? 3 : 1) * u}"/>`;
       }
     }
     const legend = layoutLegend([
-      { label: "GRPO: 2\u221a(p(1\u2212p))", colour: ARTICLE_COLOURS.grpo, dash: "", width: 1.5, marker: true },
-      { label: "Dr. GRPO: 4p(1\u2212p)", colour: ARTICLE_COLOURS.dr_grpo, dash: "6,3", width: 1.5, marker: true },
-      { label: "exact gradient profile p(1\u2212p)/0.25", colour: MUTED, dash: "2,3", width: 1 },
+      { label: "GRPO: 2\u221a(p(1\u2212p))", colour: LOOKS.article.grpo.colour, dashes: LOOKS.article.grpo.dashes, width: 1.5, marker: "o" },
+      { label: "Dr. GRPO: 4p(1\u2212p)", colour: LOOKS.article.dr_grpo.colour, dashes: LOOKS.article.dr_grpo.dashes, width: 1.5, marker: "o" },
+      { label: "exact gradient profile p(1\u2212p)/0.25", colour: MUTED, dashes: [2, 3], width: 1 },
       { label: "ring: the k above", colour: INK, ring: true },
-    ], W, top + plotH + 46);
-    const H = legend.bottom + 6;
-    box.innerHTML = svgRoot(W, H, `update mass against pass rate for G = ${G}`, svg + legend.svg);
+    ], W, top + plotH + 46 * u, font);
+    const H = legend.bottom + 6 * u;
+    box.innerHTML = svgRoot(W, H, `update mass against pass rate for G = ${G}`, svg + legend.svg, font);
   }
 
   // =================================================================================================
   // SVG pieces shared by the charts
   // =================================================================================================
-  function svgRoot(W, H, label, body) {
-    return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" ` +
-      `aria-label="${escapeXml(label)}" font-family="${escapeXml(SVG_FONT)}" font-size="12">` +
-      `<rect width="${W}" height="${H}" fill="#ffffff"/>${body}</svg>`;
+  function svgRoot(W, H, label, body, font = 12) {
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${Math.ceil(H)}" viewBox="0 0 ${W} ${Math.ceil(H)}" role="img" ` +
+      `aria-label="${escapeXml(label)}" font-family="${escapeXml(SVG_FONT)}" font-size="${font}">` +
+      `<rect width="${W}" height="${Math.ceil(H)}" fill="#ffffff"/>${body}</svg>`;
   }
 
   // "M x,y L ..." with a break wherever a value is missing.
@@ -251,51 +316,56 @@
     return d;
   }
 
-  function axes({ W, left, right, top, plotH, xTicks, xStep, yTicks, yStep, x, y, xLabel, yLabel }) {
-    const bottom = top + plotH;
+  // The left margin: the y label's line, the widest tick label and a gap.
+  const yAxisWidth = (ticks, font) => Math.ceil(1.6 * font + Math.max(0, ...ticks.map((t) => textWidth(t.text, font))) + font / 2);
+
+  /* Axes with their ticks ({value, text}) and labels, every size in proportion to `font`. */
+  function axes({ W, left, right, top, plotH, font, xTicks, yTicks, x, y, xLabel, yLabel }) {
+    const bottom = top + plotH, u = font / 12;
     let svg = "";
     for (const t of yTicks) {
-      svg += `<line x1="${left}" y1="${y(t).toFixed(1)}" x2="${W - right}" y2="${y(t).toFixed(1)}" stroke="${GRID}"/>` +
-        `<text class="tick-y" x="${left - 6}" y="${(y(t) + 4).toFixed(1)}" text-anchor="end" fill="${INK}">${tickLabel(t, yStep)}</text>`;
+      svg += `<line x1="${left}" y1="${y(t.value).toFixed(1)}" x2="${W - right}" y2="${y(t.value).toFixed(1)}" stroke="${GRID}"/>` +
+        `<text class="tick-y" data-value="${t.value}" x="${left - 6 * u}" y="${(y(t.value) + 4 * u).toFixed(1)}" text-anchor="end" fill="${INK}">${t.text}</text>`;
     }
     for (const t of xTicks) {
-      svg += `<line x1="${x(t).toFixed(1)}" y1="${bottom}" x2="${x(t).toFixed(1)}" y2="${bottom + 4}" stroke="${AXIS}"/>` +
-        `<text class="tick-x" x="${x(t).toFixed(1)}" y="${bottom + 17}" text-anchor="middle" fill="${INK}">${tickLabel(t, xStep)}</text>`;
+      svg += `<line x1="${x(t.value).toFixed(1)}" y1="${bottom}" x2="${x(t.value).toFixed(1)}" y2="${bottom + 4 * u}" stroke="${AXIS}"/>` +
+        `<text class="tick-x" x="${x(t.value).toFixed(1)}" y="${bottom + 17 * u}" text-anchor="middle" fill="${INK}">${t.text}</text>`;
     }
     svg += `<rect class="plot-area" x="${left}" y="${top}" width="${W - right - left}" height="${plotH}" fill="none"/>` +
       `<line x1="${left}" y1="${bottom}" x2="${W - right}" y2="${bottom}" stroke="${AXIS}"/>` +
       `<line x1="${left}" y1="${top}" x2="${left}" y2="${bottom}" stroke="${AXIS}"/>` +
-      `<text x="${(left + W - right) / 2}" y="${bottom + 34}" text-anchor="middle" fill="${INK}">${escapeXml(xLabel)}</text>` +
-      `<text x="12" y="${top + plotH / 2}" transform="rotate(-90 12 ${top + plotH / 2})" text-anchor="middle" fill="${INK}">${escapeXml(yLabel)}</text>`;
+      `<text x="${(left + W - right) / 2}" y="${bottom + 34 * u}" text-anchor="middle" fill="${INK}">${escapeXml(xLabel)}</text>` +
+      `<text x="${font}" y="${top + plotH / 2}" transform="rotate(-90 ${font} ${top + plotH / 2})" text-anchor="middle" fill="${INK}">${escapeXml(yLabel)}</text>`;
     return svg;
   }
 
   /* A legend below the plot area, entries wrapped in rows to the width: never over data.
-     entry: {label, colour, dash, width, number, band, ring, marker}. */
-  function layoutLegend(entries, W, top) {
-    const rowHeight = 18, swatch = 26, gap = 16;
+     entry: {label, colour, dashes, width, number, hatch (a pattern's id), ring, marker, line}. */
+  function layoutLegend(entries, W, top, font = 12) {
+    const u = font / 12, rowHeight = 1.5 * font, swatch = 28 * u, gap = 16 * u;
     let svg = "", px = 8, py = top;
     for (const entry of entries) {
       const label = entry.number ? `${entry.number}  ${entry.label}` : entry.label;
-      const width = swatch + 6 + textWidth(label) + gap;
+      const width = swatch + 6 * u + textWidth(label, font) + gap;
       if (px > 8 && px + width > W - 4) { px = 8; py += rowHeight; }
-      const mid = py - 4;
-      if (entry.band) {
-        svg += `<rect x="${px}" y="${mid - 5}" width="${swatch}" height="10" fill="${entry.colour}" fill-opacity="0.22"/>`;
+      const mid = py - 0.35 * font;
+      if (entry.hatch) {
+        svg += `<rect x="${px}" y="${(mid - 5 * u).toFixed(1)}" width="${swatch}" height="${10 * u}" fill="url(#${entry.hatch})" stroke="${entry.colour}" stroke-width="0.6"/>`;
       } else if (entry.ring) {
-        svg += `<circle cx="${px + swatch / 2}" cy="${mid}" r="5" fill="#fff" stroke="${entry.colour}" stroke-width="2.5"/>`;
+        svg += `<circle cx="${px + swatch / 2}" cy="${mid.toFixed(1)}" r="${5 * u}" fill="#fff" stroke="${entry.colour}" stroke-width="${2.5 * u}"/>`;
       } else {
-        svg += `<line x1="${px}" y1="${mid}" x2="${px + swatch}" y2="${mid}" stroke="${entry.colour}" stroke-width="${entry.width ?? 2.5}"${entry.dash ? ` stroke-dasharray="${entry.dash}"` : ""}/>`;
-        if (entry.marker) svg += `<circle cx="${px + swatch / 2}" cy="${mid}" r="3" fill="${entry.colour}"/>`;
+        const width = (entry.width ?? 2.5) * u;
+        if (entry.line !== false) svg += `<line x1="${px}" y1="${mid.toFixed(1)}" x2="${px + swatch}" y2="${mid.toFixed(1)}" stroke="${entry.colour}" stroke-width="${width}"${dashArray(entry.dashes ?? [], width)}/>`;
+        if (entry.marker) svg += markerSvg(entry.marker, px + swatch / 2, mid, 3.6 * u, entry.colour);
       }
-      svg += `<text x="${px + swatch + 6}" y="${py}" fill="${INK}">${escapeXml(label)}</text>`;
+      svg += `<text x="${(px + swatch + 6 * u).toFixed(1)}" y="${py.toFixed(1)}" fill="${INK}">${escapeXml(label)}</text>`;
       px += width;
     }
-    return { svg: `<g class="legend">${svg}</g>`, bottom: py + 6 };
+    return { svg: `<g class="legend">${svg}</g>`, bottom: py + 6 * u };
   }
 
   // =================================================================================================
-  // Panel 3: the run's controls and state
+  // The run: its controls and state
   // =================================================================================================
   /* The training settings: a Config field each (hash key = field name), with the input's range
      for its arrows. Nothing is clamped: a value the simulator refuses is shown with its message. */
@@ -377,6 +447,14 @@
     $("preset-table").innerHTML = '<thead><tr><th scope="col">name</th><th scope="col">spec</th><th scope="col">stands for</th>' +
       `<th scope="col">source</th><th scope="col">on this page</th></tr></thead><tbody>${rows.join("")}</tbody>`;
     $("preset-sources").innerHTML = Object.entries(DATA.sources).map(([key, text]) => `<li><b>${escapeXml(key)}</b>: ${escapeXml(text)}</li>`).join("");
+  }
+
+  /* toyrl's documents: links where the page was written beside them (a repository's figures/),
+     else named with their paths in the repository, in plain text: no link from the page breaks. */
+  function buildDocs() {
+    const docs = DATA.docs.map((d) => (d.href ? `<a href="${escapeXml(d.href)}">${escapeXml(d.title)}</a>`
+      : `${escapeXml(d.title)} (<code>${escapeXml(d.path)}</code>)`));
+    $("docs-note").innerHTML = `toyrl's documentation, in its source repository: ${docs.join(", ")}.`;
   }
 
   function buildOverlayControl() {
@@ -536,6 +614,7 @@
     playing = true;
     $("play").textContent = "pause";
     $("play").setAttribute("aria-label", "pause training");
+    $("lesson").setAttribute("aria-live", "off"); // a screen reader hears the lesson once the run stops
     requestAnimationFrame(frame);
   }
 
@@ -544,6 +623,8 @@
     playing = false;
     $("play").textContent = "play";
     $("play").setAttribute("aria-label", "play: train live");
+    $("lesson").setAttribute("aria-live", "polite");
+    if (run) drawLesson(); // written again, now heard
     scheduleHash();
   }
 
@@ -573,23 +654,28 @@
   // =================================================================================================
   // The run's charts
   // =================================================================================================
+  /* The charts. A chart of one metric draws each variant in its figures' look (colour, line style,
+     marker); a chart of two draws each variant's colour and line style, and the metric's marker (the
+     figures' outcome markers: circles right, squares wrong); the length chart of one variant draws
+     the figures' length panel (the outcomes' colours and markers). */
   const CHARTS = {
     "chart-length": {
       title: "response length by correctness", yLabel: "tokens", scale: 1, format: tokens, cap: true,
       metrics: [
-        { column: "length_correct", label: "E[L | correct]", dash: "" },
-        { column: "length_incorrect", label: "E[L | incorrect]", dash: "7,4" },
+        { column: "length_correct", label: "E[L | correct]", outcome: "correct" },
+        { column: "length_incorrect", label: "E[L | incorrect]", outcome: "incorrect" },
       ],
     },
     "chart-accuracy": {
       title: "accuracy", yLabel: "accuracy (%)", scale: 100, format: (v) => `${v.toFixed(1)}%`,
-      metrics: [{ column: "accuracy", label: "accuracy", dash: "" }],
+      metrics: [{ column: "accuracy", label: "accuracy" }],
     },
     "chart-stop": {
-      title: "stop probabilities", yLabel: "stop probability / token", scale: 1, format: (v) => v.toFixed(6),
+      title: "stop probabilities", yLabel: "stop probability / token", scale: 1, log: true,
+      format: oneIn, spread: (sd, mean) => `${(100 * sd / mean).toFixed(sd < 0.1 * mean ? 1 : 0)}%`,
       metrics: [
-        { column: "stop_prob_right", label: "\u03c3(\u03c6c), right approach", dash: "" },
-        { column: "stop_prob_wrong", label: "\u03c3(\u03c6w), wrong approach", dash: "7,4" },
+        { column: "stop_prob_right", label: "\u03c3(\u03c6c), right approach", outcome: "correct" },
+        { column: "stop_prob_wrong", label: "\u03c3(\u03c6w), wrong approach", outcome: "incorrect" },
       ],
     },
   };
@@ -639,87 +725,154 @@
       chart.metrics.filter((m) => recorded.curves[v.name][m.column]).map((m) => ({ ...v, metric: m, values: recordedValues(v.name, m.column) })));
   }
 
+  // Bands as in the figures: over several seeds, for at most toyrl.plots.MAX_BANDS variants.
+  const banded = () => seedCount() > 1 && runVariants.length <= LOOKS.max_bands;
+
   function bandNote() {
     const seeds = seedCount();
     if (!run) return "";
-    return seeds > 1 ? `lines: mean over ${seeds} seeds; bands: mean \u00b1 1 sample sd over the seeds` : "one seed: no band";
+    if (seeds < 2) return "one seed: no band";
+    return `lines: mean over ${seeds} seeds; ` + (banded() ? "bands: mean \u00b1 1 sample sd over the seeds"
+      : `no bands over ${LOOKS.max_bands} variants (the readouts give the sd)`);
   }
 
-  function drawChart(chartId, W) {
-    const box = $(chartId), chart = CHARTS[chartId];
-    if (!run) {
-      box.innerHTML = svgRoot(W, 60, chart.title, `<text x="10" y="34" fill="${INK}">No run: see the message above.</text>`);
-      return;
+  // Markers about every eighth of a run, staggered across curves so that twins show both (toyrl.plots' _markevery).
+  function markSteps(points, index, count, upTo) {
+    const every = Math.max(1, Math.floor(points / 8)), out = [];
+    for (let i = Math.floor((index * every) / Math.max(count, 1)) % every; i <= upTo; i += every) out.push(i);
+    return out;
+  }
+
+  /* Each curve of a chart: its variant, metric, look as drawn and statistics. */
+  function chartSeries(chartId) {
+    const chart = CHARTS[chartId], looks = variantLooks(runVariants);
+    const focused = chartId === "chart-length" && state.focus !== "all";
+    return shownVariants(chartId).flatMap((v) => chart.metrics.map((m) => {
+      const look = looks[v.index], outcome = OUTCOMES[m.outcome];
+      const drawn = !outcome ? look
+        : focused ? { colour: outcome.colour, dashes: [], marker: outcome.marker }
+        : { colour: look.colour, dashes: look.dashes, marker: outcome.marker };
+      return { ...v, metric: m, look: drawn, ...stats(m.column, v.index) };
+    }));
+  }
+
+  /* The y axis: linear from 0 to a round value above everything drawn (and the cap, on the length
+     chart), or, for probabilities, logarithmic between ticks 1/N around everything drawn. */
+  function yScale(chart, series, overlay, t, top, plotH) {
+    const bottom = top + plotH;
+    if (chart.log) {
+      let low = Infinity, high = 0;
+      for (const s of series) {
+        for (let i = 0; i <= t; i++) {
+          const sd = Number.isFinite(s.sd[i]) && banded() ? s.sd[i] : 0;
+          for (const v of [s.mean[i] + sd, s.mean[i] - sd, s.mean[i]]) if (v > 0 && Number.isFinite(v)) { low = Math.min(low, v); high = Math.max(high, v); }
+        }
+      }
+      if (!(high > 0)) { low = 1e-3; high = 1e-2; }
+      const ticks = logTicks(low, high), from = Math.log(ticks.at(-1).value), span = Math.log(ticks[0].value) - from;
+      return { ticks, y: (v) => (v > 0 ? bottom - ((Math.log(v) - from) / span) * plotH : NaN) };
     }
-    const T = run.steps, t = run.t, cursor = cursorStep(), colours = colourMap(runVariants);
-    const left = 62, right = 34, top = 24, plotH = Math.round(Math.min(380, Math.max(170, W * 0.42)));
-    const variants = shownVariants(chartId);
-    const series = variants.flatMap((v) => chart.metrics.map((m) => ({ ...v, metric: m, ...stats(m.column, v.index) })));
-    const overlay = recordedCurves(chartId);
-    // y from 0 to a round value above everything drawn (and the cap, on the length chart)
     let high = chart.cap ? runSpecUsed.cap : 0;
     for (const s of series) for (let i = 0; i <= t; i++) high = Math.max(high, (s.mean[i] + (Number.isFinite(s.sd[i]) ? s.sd[i] : 0)) * chart.scale || 0);
     for (const o of overlay) for (const v of o.values) if (Number.isFinite(v)) high = Math.max(high, v * chart.scale);
     if (!(high > 0)) high = 1;
     const yStep = tickStep(high, plotH > 240 ? 6 : 4), yTop = Math.ceil(high / yStep - 1e-9) * yStep;
+    return { ticks: linearTicks(0, yTop, yStep), y: (v) => bottom - (v / yTop) * plotH };
+  }
+
+  function drawChart(chartId, W) {
+    const box = $(chartId), chart = CHARTS[chartId], font = chartFont(W), u = font / 12;
+    if (!run) {
+      box.innerHTML = svgRoot(W, 3 * font, chart.title, `<text x="10" y="${2 * font}" fill="${INK}">No run: see the message under play.</text>`, font);
+      return;
+    }
+    const T = run.steps, t = run.t, cursor = cursorStep();
+    const series = chartSeries(chartId), overlay = recordedCurves(chartId);
+    const right = 30 * u, top = 22 * u, plotH = Math.round(Math.min(380, Math.max(170, W * 0.4)));
+    const scale = yScale(chart, series, overlay, t, top, plotH), left = yAxisWidth(scale.ticks, font);
     const xStep = tickStep(T, W > 700 ? 8 : W > 420 ? 5 : 3);
-    const x = (s) => left + (s / T) * (W - left - right), y = (v) => top + plotH - (v / yTop) * plotH;
+    const x = (s) => left + (s / T) * (W - left - right), bottom = top + plotH;
+    const y = (v) => scale.y(v * chart.scale), yIn = (v) => Math.min(bottom, Math.max(top, Number.isFinite(y(v)) ? y(v) : bottom));
     geometry[chartId] = { left, width: W - left - right, T };
-    let svg = axes({ W, left, right, top, plotH, xTicks: ticksOf(0, T, xStep), xStep, yTicks: ticksOf(0, yTop, yStep), yStep, x, y,
+    let svg = axes({ W, left, right, top, plotH, font, xTicks: linearTicks(0, T, xStep), yTicks: scale.ticks, x, y: scale.y,
       xLabel: "training step", yLabel: chart.yLabel });
     if (chart.cap) {
-      svg += `<line x1="${left}" y1="${y(runSpecUsed.cap).toFixed(1)}" x2="${W - right}" y2="${y(runSpecUsed.cap).toFixed(1)}" stroke="${MUTED}" stroke-dasharray="1,3"/>`;
+      svg += `<line x1="${left}" y1="${y(runSpecUsed.cap).toFixed(1)}" x2="${W - right}" y2="${y(runSpecUsed.cap).toFixed(1)}" stroke="${MUTED}" stroke-width="${u}" stroke-dasharray="${u},${3 * u}"/>`;
     }
-    for (const s of series) { // bands first, under every line
-      if (seedCount() < 2) break;
-      const upper = [], lower = [];
-      for (let i = 0; i <= t; i++) {
-        if (!Number.isFinite(s.mean[i]) || !Number.isFinite(s.sd[i])) continue;
-        upper.push([x(i), y((s.mean[i] + s.sd[i]) * chart.scale)]);
-        lower.push([x(i), y((s.mean[i] - s.sd[i]) * chart.scale)]);
+    // Solid lines first, dashed ones over them (as in the figures), each later variant thinner: twins both show.
+    const order = series.map((s, k) => ({ s, k, width: Math.max(1.4, 3.4 - 0.5 * s.index) * u }))
+      .sort((a, b) => (a.s.look.dashes.length > 0) - (b.s.look.dashes.length > 0) || a.k - b.k);
+    let defs = "";
+    if (banded()) { // bands first, under every line: hatched, never translucent
+      for (const { s, k } of order) {
+        const upper = [], lower = [];
+        for (let i = 0; i <= t; i++) {
+          if (!Number.isFinite(s.mean[i]) || !Number.isFinite(s.sd[i])) continue;
+          upper.push([x(i), yIn(s.mean[i] + s.sd[i])]);
+          lower.push([x(i), yIn(s.mean[i] - s.sd[i])]);
+        }
+        if (upper.length < 2) continue;
+        const id = `${chartId}-hatch-${k}`;
+        defs += hatchPattern(id, s.look.colour, s.look.dashes.length > 0, k);
+        svg += `<path class="band" d="${pathOf([...upper, ...lower.reverse()])}Z" fill="url(#${id})" stroke="none"/>`;
       }
-      if (upper.length > 1) svg += `<path class="band" d="${pathOf([...upper, ...lower.reverse()])}Z" fill="${colours[s.index]}" fill-opacity="0.16"/>`;
     }
+    const looks = variantLooks(runVariants);
     for (const o of overlay) {
-      svg += `<path class="recorded" data-variant="${escapeXml(o.name)}" data-column="${o.metric.column}" d="${pathOf(o.values.slice(0, T + 1).map((v, i) => [x(i), y(v * chart.scale)]))}" fill="none" stroke="${colours[o.index]}" stroke-width="1" stroke-opacity="0.9"${o.metric.dash ? ` stroke-dasharray="${o.metric.dash}"` : ""}/>`;
+      svg += `<path class="recorded" data-variant="${escapeXml(o.name)}" data-column="${o.metric.column}" d="${pathOf(o.values.slice(0, T + 1).map((v, i) => [x(i), y(v)]))}" fill="none" stroke="${looks[o.index].colour}" stroke-width="${u}"${dashArray(looks[o.index].dashes, u)}/>`;
     }
     const labels = [];
-    for (const s of series) {
-      const points = Array.from(s.mean.subarray(0, t + 1), (v, i) => [x(i), y(v * chart.scale)]);
-      // Later variants are drawn thinner, on top: where two curves agree, both stay visible.
-      const width = Math.max(1.2, 3.6 - 0.6 * variants.findIndex((v) => v.index === s.index));
-      svg += `<path class="curve" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" d="${pathOf(points)}" fill="none" stroke="${colours[s.index]}" stroke-width="${width}"${s.metric.dash ? ` stroke-dasharray="${s.metric.dash}"` : ""}/>`;
-      const last = s.mean[t] * chart.scale;
-      if (Number.isFinite(last)) labels.push({ y: y(last), text: String(s.index + 1) });
-      const atCursor = s.mean[cursor] * chart.scale;
-      if (Number.isFinite(atCursor)) svg += `<circle cx="${x(cursor).toFixed(1)}" cy="${y(atCursor).toFixed(1)}" r="3.5" fill="#fff" stroke="${colours[s.index]}" stroke-width="2"/>`;
+    for (const { s, k, width } of order) {
+      const points = Array.from(s.mean.subarray(0, t + 1), (v, i) => [x(i), y(v)]);
+      svg += `<path class="curve" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" d="${pathOf(points)}" fill="none" stroke="${s.look.colour}" stroke-width="${width.toFixed(2)}"${dashArray(s.look.dashes, width)}/>`;
+      if (s.look.marker) {
+        const marks = markSteps(T + 1, k, series.length, t).filter((i) => Number.isFinite(points[i][1]));
+        svg += `<g class="markers" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" data-marker="${s.look.marker}">` +
+          marks.map((i) => markerSvg(s.look.marker, points[i][0], points[i][1], 3.4 * u, s.look.colour, "#fff", 0.8 * u)).join("") + "</g>";
+      }
+      const last = y(s.mean[t]);
+      if (Number.isFinite(last)) labels.push({ y: last, text: String(s.index + 1) });
     }
-    svg += curveNumbers(labels, W - right + 5, top, top + plotH);
-    svg += `<line class="cursor" x1="${x(cursor).toFixed(1)}" y1="${top}" x2="${x(cursor).toFixed(1)}" y2="${top + plotH}" stroke="${INK}" stroke-width="1" stroke-dasharray="3,3"/>` +
-      `<text x="${Math.min(Math.max(x(cursor), left + 30), W - right - 30).toFixed(1)}" y="${top - 8}" text-anchor="middle" fill="${INK}">step ${cursor}</text>`;
-    const legend = layoutLegend(legendEntries(chart, variants, colours, overlay.length > 0), W, top + plotH + 54);
-    box.innerHTML = svgRoot(W, legend.bottom + 6, `${chart.title}, step ${cursor} of ${T}`, svg + legend.svg);
+    for (const { s } of order) {
+      const atCursor = y(s.mean[cursor]);
+      if (Number.isFinite(atCursor)) svg += `<circle class="at-cursor" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" data-value="${s.mean[cursor]}" cx="${x(cursor).toFixed(1)}" cy="${atCursor.toFixed(1)}" r="${3.5 * u}" fill="#fff" stroke="${s.look.colour}" stroke-width="${2 * u}"/>`;
+    }
+    svg += curveNumbers(labels, W - right + 5 * u, top, bottom, font);
+    svg += `<line class="cursor" x1="${x(cursor).toFixed(1)}" y1="${top}" x2="${x(cursor).toFixed(1)}" y2="${bottom}" stroke="${INK}" stroke-width="${u}" stroke-dasharray="${3 * u},${3 * u}"/>` +
+      `<text x="${Math.min(Math.max(x(cursor), left + 2.5 * font), W - right - 2.5 * font).toFixed(1)}" y="${top - 7 * u}" text-anchor="middle" fill="${INK}">step ${cursor}</text>`;
+    const legendHatch = `${chartId}-hatch-legend`;
+    if (banded()) defs += hatchPattern(legendHatch, MUTED, false, 0);
+    const legend = layoutLegend(legendEntries(chartId, series, overlay.length > 0, legendHatch), W, bottom + 54 * u, font);
+    box.innerHTML = svgRoot(W, legend.bottom + 6 * u, `${chart.title}, step ${cursor} of ${T}`, (defs ? `<defs>${defs}</defs>` : "") + svg + legend.svg, font);
     box.setAttribute("aria-valuemax", String(t));
     box.setAttribute("aria-valuenow", String(cursor));
     box.setAttribute("aria-valuetext", `step ${cursor}`);
   }
 
   // Each variant's number at the right end of its curves, outside the plot, nudged apart.
-  function curveNumbers(labels, px, low, high) {
+  function curveNumbers(labels, px, low, high, font) {
     labels.sort((a, b) => a.y - b.y);
     let previous = -Infinity;
-    for (const label of labels) { label.y = Math.max(label.y, previous + 12); previous = label.y; }
+    for (const label of labels) { label.y = Math.max(label.y, previous + font); previous = label.y; }
     const overflow = labels.length ? labels[labels.length - 1].y - (high + 4) : 0;
     if (overflow > 0) for (const label of labels) label.y = Math.max(low, label.y - overflow);
-    return labels.map((l) => `<text class="curve-number" x="${px}" y="${(l.y + 4).toFixed(1)}" fill="${INK}" font-weight="700">${l.text}</text>`).join("");
+    return labels.map((l) => `<text class="curve-number" x="${px}" y="${(l.y + font / 3).toFixed(1)}" fill="${INK}" font-weight="700">${l.text}</text>`).join("");
   }
 
-  function legendEntries(chart, variants, colours, withRecorded) {
-    const entries = variants.map((v) => ({ label: v.name, number: v.index + 1, colour: colours[v.index] }));
-    // The line styles in grey: no variant's colour (black is Okabe-Ito's too) can be read as one.
-    if (chart.metrics.length > 1) for (const m of chart.metrics) entries.push({ label: m.label, colour: STYLE_GREY, dash: m.dash, width: 2 });
-    if (seedCount() > 1) entries.push({ label: `mean \u00b1 1 sd over ${seedCount()} seeds`, colour: MUTED, band: true });
-    if (chart.cap) entries.push({ label: `the cap (${runSpecUsed.cap.toLocaleString("en")})`, colour: MUTED, dash: "1,3", width: 1 });
+  function legendEntries(chartId, series, withRecorded, hatch) {
+    const chart = CHARTS[chartId], entries = [], seen = new Set();
+    const focused = chartId === "chart-length" && state.focus !== "all";
+    for (const s of series) {
+      if (focused) { entries.push({ label: `${s.name}: ${s.metric.label}`, colour: s.look.colour, marker: s.look.marker }); continue; }
+      if (seen.has(s.index)) continue;
+      seen.add(s.index);
+      const one = chart.metrics.length === 1; // else the marker is the metric's, below
+      entries.push({ label: s.name, number: s.index + 1, colour: s.look.colour, dashes: s.look.dashes, marker: one ? s.look.marker : null });
+    }
+    // The metrics' markers in grey: no variant's colour (black is Okabe-Ito's too) can be read as one.
+    if (!focused && chart.metrics.length > 1) for (const m of chart.metrics) entries.push({ label: m.label, colour: STYLE_GREY, marker: OUTCOMES[m.outcome].marker, line: false });
+    if (banded()) entries.push({ label: `mean \u00b1 1 sd over ${seedCount()} seeds`, colour: MUTED, hatch });
+    if (chart.cap) entries.push({ label: `the cap (${runSpecUsed.cap.toLocaleString("en")})`, colour: MUTED, dashes: [1, 3], width: 1 });
     if (withRecorded) entries.push({ label: `thin: recorded, ${recorded.description}`, colour: STYLE_GREY, width: 1 });
     return entries;
   }
@@ -728,17 +881,17 @@
   function drawReadout(chartId) {
     const table = $(chartId.replace("chart-", "readout-")), chart = CHARTS[chartId];
     if (!run) { table.innerHTML = ""; return; }
-    const cursor = cursorStep(), colours = colourMap(runVariants), key = chartId.replace("chart-", "");
+    const cursor = cursorStep(), looks = variantLooks(runVariants), key = chartId.replace("chart-", "");
     const head = chart.metrics.map((m) => `<th scope="col">${escapeXml(m.label)}</th>`).join("");
     let body = "";
     for (const v of shownVariants(chartId)) {
       const cells = chart.metrics.map((m) => {
         const { mean, sd } = stats(m.column, v.index);
         const value = mean[cursor] * chart.scale, spread = sd[cursor] * chart.scale;
-        const text = chart.format(value) + (Number.isFinite(spread) ? ` \u00b1 ${chart.format(spread)}` : "");
+        const text = chart.format(value) + (Number.isFinite(spread) ? ` \u00b1 ${(chart.spread ?? chart.format)(spread, value)}` : "");
         return `<td id="readout-${key}-${v.index}-${m.column}" data-value="${mean[cursor]}" data-sd="${sd[cursor]}">${escapeXml(text)}</td>`;
       }).join("");
-      body += `<tr><th scope="row"><span class="swatch" style="background:${colours[v.index]}"></span>${v.index + 1} ${escapeXml(v.name)}</th>${cells}</tr>`;
+      body += `<tr><th scope="row"><span class="swatch" style="background:${looks[v.index].colour}"></span>${v.index + 1} ${escapeXml(v.name)}</th>${cells}</tr>`;
     }
     for (const v of shownVariants(chartId)) {
       if (!recorded || !state.overlay || !recorded.curves[v.name] || cursor > recorded.steps) continue;
@@ -759,23 +912,52 @@
   // =================================================================================================
   const meanAt = (column, index, step) => stats(column, index).mean[step];
 
-  function drawAnswers() {
-    const length = $("answer-length"), difficulty = $("answer-difficulty");
+  const NUMBER_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"];
+
+  /* The length lesson: one sentence under the length chart, worded from the run at the cursor's
+     step. Before training, what to predict; after, how long the wrong answers of the two variants
+     with the longest and the shortest ones have become, against their right ones. */
+  function drawLesson() {
+    const lesson = $("lesson");
+    if (!run) { lesson.textContent = "Nothing is trained until the settings are fixed: see the message under play."; return; }
+    const s = cursorStep(), n = runVariants.length, names = runVariants.map(variantLabel);
+    const wrong = (i, step) => meanAt("length_incorrect", i, step), right = (i, step) => meanAt("length_correct", i, step);
+    const against = (i, unit) => (Number.isFinite(right(i, s)) ? `against ${tokens(right(i, s))}${unit}` : "with no right answers");
+    if (s === 0) {
+      const who = n === 1 ? names[0] : `${names[0]} and under ${names[n - 1]}`;
+      lesson.textContent = `${run.t === 0 ? "Predict, then press play" : "At step 0, before training"}: over ${run.steps} steps, ` +
+        `what happens to wrong answers, now ${tokens(wrong(0, 0))} tokens against ${tokens(right(0, 0))} for right ones, under ${who}?`;
+      return;
+    }
+    const after = `After ${s} step${s === 1 ? "" : "s"}${state.mode === "mean_field" ? " of the exact expected update" : ""}`;
+    const ranked = runVariants.map((_, i) => i).filter((i) => Number.isFinite(wrong(i, s))).sort((i, j) => wrong(j, s) - wrong(i, s));
+    if (!ranked.length) { lesson.textContent = `${after}, the wrong answers' length is not finite: the run diverged (see the readout).`; return; }
+    const change = (i) => {
+      const ratio = wrong(i, s) / wrong(i, 0);
+      return ratio > 1.05 ? "have grown to" : ratio < 1 / 1.05 ? "have shrunk to" : "stay at";
+    };
+    const longest = ranked[0], shortest = ranked.at(-1), others = n - 2;
+    const from = `from ${tokens(wrong(0, 0))} and ${tokens(right(0, 0))} at step 0`;
+    let text = `${after}, wrong answers under ${names[longest]} ${change(longest)} ${tokens(wrong(longest, s))} tokens ${against(longest, " for right ones")}`;
+    if (ranked.length === 1) {
+      text += ` (${from})`;
+    } else {
+      const rest = others < 1 ? "" : `; the other ${others === 1 ? "variant ends" : `${NUMBER_WORDS[others] ?? others} end`} between them`;
+      text += `; under ${names[shortest]} they ${change(shortest)} ${tokens(wrong(shortest, s))} ${against(shortest, "")} ` +
+        `(${n === 2 ? "both" : "all"} ${from}${rest})`;
+    }
+    lesson.textContent = `${text}.`;
+  }
+
+  // The difficulty lesson, once the run is over: the update mass of rare successes, and the run's
+  // pairs that differ only by the std term.
+  function drawDifficultyAnswer() {
+    const difficulty = $("answer-difficulty");
     if (!run || !run.done) {
-      const waiting = run ? `The answer appears when the run reaches step ${run.steps} (now ${run.t}): press play.` : "Start a run first.";
-      length.textContent = waiting;
-      difficulty.textContent = waiting;
+      difficulty.textContent = run ? `The answer appears when the run reaches step ${run.steps} (now ${run.t}): press play.` : "Start a run first.";
       return;
     }
     const T = run.steps;
-    const grew = runVariants.map((name, i) => `${tokens(meanAt("length_incorrect", i, 0))} to ${tokens(meanAt("length_incorrect", i, T))} under ${name}`);
-    const right = runVariants.map((name, i) => `${tokens(meanAt("length_correct", i, 0))} to ${tokens(meanAt("length_correct", i, T))} under ${name}`);
-    const growth = runVariants.map((name, i) => ({ name, by: meanAt("length_incorrect", i, T) - meanAt("length_incorrect", i, 0) }));
-    growth.sort((a, b) => b.by - a.by);
-    const change = (g) => `${g.by >= 0 ? "+" : "\u2212"}${tokens(Math.abs(g.by))} tokens under ${g.name}`;
-    const extremes = growth.length > 1 ? `The largest change: ${change(growth[0])}; the smallest: ${change(growth.at(-1))}.` : "";
-    length.innerHTML = `<p>Over ${T} steps, E[L | incorrect] went from ${escapeXml(grew.join(", "))}; E[L | correct] from ${escapeXml(right.join(", "))}.</p>` +
-      (extremes ? `<p>${escapeXml(extremes)}</p>` : "");
     const G = runSpecUsed.group_size, rare = groupStats(1, G);
     const grpoRare = (100 * groupMass(rare.scaled, 1, G)) / G, drRare = (100 * groupMass(rare.centred, 1, G)) / (G / 2);
     let text = `<p>With G = ${G}, a group with 1 right answer gets ${grpoRare.toFixed(0)}% of a half-right group's update mass under GRPO ` +
@@ -810,7 +992,7 @@
     const aggregation = presetByName.get(name)?.spec.aggregation ?? "";
     const from = (column, format) => `${format(meanAt(column, index, 0))} \u2192 ${format(meanAt(column, index, s))}`;
     fill("weight", `${name}: each token's weight A ${DENOMINATORS[aggregation] ?? aggregation}`);
-    fill("phi", `${name}, steps 0 \u2192 ${s}: \u03c3(\u03c6w) ${from("stop_prob_wrong", sig4)}`);
+    fill("phi", `${name}, steps 0 \u2192 ${s}: \u03c3(\u03c6w) ${from("stop_prob_wrong", oneIn)}`);
     fill("wrong", `E[L | incorrect] ${from("length_incorrect", tokens)} tokens`);
     fill("right", `E[L | correct] ${from("length_correct", tokens)}; right approach ${from("length_right_approach", tokens)} (cap ${runSpecUsed.cap.toLocaleString("en")})`);
     fill("accuracy", `accuracy ${from("accuracy", percent)}`);
@@ -824,7 +1006,8 @@
     $("step-counter").textContent = run ? `step ${run.t} / ${run.steps}` : "no run";
     $("play").disabled = !run || run.done;
     $("step-once").disabled = !run || run.done;
-    drawAnswers();
+    drawLesson();
+    drawDifficultyAnswer();
     drawChain();
   }
 
@@ -1040,6 +1223,7 @@
   buildPresetPicker();
   buildPresetTable();
   buildOverlayControl();
+  buildDocs();
   $("version-note").textContent = `Built by toyrl ${DATA.version}.`;
   $("play").setAttribute("aria-label", "play: train live");
   wire();

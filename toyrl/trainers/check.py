@@ -24,6 +24,8 @@ from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.experiment import check_experiment, run_experiment
 from toyrl.objective import Variant
 from toyrl.trainers import Resolved, resolve
+from toyrl.trainers import trainer as named_trainer
+from toyrl.trainers.reading import detect, read_input
 from toyrl.variants import VARIANTS, parse_variant
 
 MARGIN_SE = 4.0
@@ -64,7 +66,12 @@ class Check:
         se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
         return float(d.mean()), se
 
+    def __str__(self) -> str:
+        """The report `toyrl check` prints."""
+        return "\n".join(report(self))
+
     def verdict(self) -> str:
+        """The verdict on length drift, in words."""
         if self.same_variant:
             return "these settings are Dr. GRPO itself (the same variant): the reference, by construction"
         mean, se = self.difference
@@ -239,6 +246,33 @@ def toy_variant(resolved: Resolved, config: Config) -> tuple[Variant, list[str]]
                 + f" in {count}), the trainer's {micro}"
             )
     return _parsed(resolved, ",".join([mapping.spec, *keys])), notes
+
+
+def resolve_input(
+    arguments: list[str], trainer: str | None, sets: dict[str, Any], version: str | None = None
+) -> Resolved:
+    """The settings `toyrl check` checks: read from `arguments` (a configuration file, an OpenRLHF
+    script, or an OpenRLHF command line: `read_input`), the `sets` over them, as `trainer`'s (else
+    as the trainer the input's form names, else the one its keys fit: `detect`) in `version`
+    (default: the newest modelled). InvalidInput when there is nothing to check or `trainer`
+    cannot read the input."""
+    given = read_input(arguments)
+    if trainer is not None:
+        name, read_as = trainer, f"read as {named_trainer(trainer).name} (--trainer {trainer})"
+        if given.trainer is not None and given.trainer != trainer:
+            owner = named_trainer(given.trainer).name
+            raise InvalidInput(f"{given.origin} is {owner}'s; --trainer {trainer} does not read it")
+    elif given.trainer is not None:
+        name, read_as = given.trainer, f"read as {named_trainer(given.trainer).name} ({given.origin})"
+    elif given.settings or sets:
+        name, read_as = detect([*given.settings, *sets], given.origin or "the --set settings")
+    else:
+        raise InvalidInput(
+            "nothing to check: give a trainer's configuration file, an OpenRLHF command line after --, "
+            "or --set KEY=VALUE; --trainer NAME alone checks its defaults"
+        )
+    from_file = frozenset(given.settings) - set(sets)
+    return resolve(name, version, given.settings | sets, from_file, read_as)
 
 
 def run_check(
