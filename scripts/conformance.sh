@@ -8,7 +8,8 @@
 # dependency of toyrl), with scripts/conformance/TRAINER.sh, once: it is rebuilt when that script
 # changes. TRAINER@VERSION (e.g. verl@0.7.0) builds .trainers/TRAINER-VERSION with that release,
 # for the scripts that take one (VENV_DIR VERSION), and runs the same tests there: they follow the
-# release they find installed (CI runs the default, pinned releases). Then runs tests/conformance/test_TRAINER.py in it with TOYRL_CONFORMANCE=1, so that a
+# release they find installed (CI runs the default, pinned releases). Then runs tests/conformance/test_TRAINER.py,
+# and any tests/conformance/test_TRAINER_*.py (e.g. test_trl_bridge.py), in it with TOYRL_CONFORMANCE=1, so that a
 # trainer that does not import fails instead of skipping; each run ends with its table (trainer,
 # version, setting, preset, max relative difference, status). Exits non-zero if any build or test
 # fails, or if a test file collects nothing.
@@ -64,9 +65,15 @@ for trainer in "${trainers[@]}"; do
         if [ "$trainer" != "${trainer%@*}" ]; then
             venv=".trainers/${trainer%@*}-${trainer#*@}"
         fi
+        files=("tests/conformance/test_${trainer%@*}.py")
+        for extra in tests/conformance/test_"${trainer%@*}"_*.py; do
+            if [ -f "$extra" ]; then
+                files+=("$extra")
+            fi
+        done
         # one process (the trainer environments have no pytest-xdist): the project's addopts but -n
         TOYRL_CONFORMANCE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts="-ra --strict-markers" \
-            "tests/conformance/test_${trainer%@*}.py" || status=$?
+            "${files[@]}" || status=$?
     fi
 done
 exit "$status"
