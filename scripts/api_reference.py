@@ -23,9 +23,9 @@ OUT = ROOT / "docs" / "api.md"
 INTRO = """# The Python API
 
 For notebooks and scripts: what the `toyrl` commands do, returning tables and figures. Every
-function below is reached from `import toyrl`; the figures' (`toyrl.plot`) import matplotlib
-on first use. A notebook that walks through the article with them is
-[lesson.ipynb](lesson.ipynb).
+function below is reached from `import toyrl`, but the bridge's (`import toyrl.bridge`, whose
+training needs the bridge extra); the figures' (`toyrl.plot`) import matplotlib on first use. A
+notebook that walks through the article with them is [lesson.ipynb](lesson.ipynb).
 
 This page is generated from the docstrings by `python scripts/api_reference.py`; edit those, not
 this file.
@@ -44,7 +44,12 @@ def signature(function: Callable[..., Any]) -> str:
         prefix = "**" if parameter.kind is parameter.VAR_KEYWORD else ""
         text = f"{prefix}{parameter.name}: {parameter.annotation}"
         if parameter.default is not parameter.empty:
-            text += f" = {parameter.default!r}"
+            # a module constant by its name (toyrl.bridge's BRIDGE_CONFIG), not its long repr
+            module = vars(inspect.getmodule(function) or object)
+            named = [name for name, value in module.items() if name.isupper() and value is parameter.default]
+            plain = parameter.default is None or isinstance(parameter.default, (bool, int, float, str))
+            shown = named[0] if named and not plain else None
+            text += f" = {shown or repr(parameter.default)}"
         parts.append(text)
     returned = inspect.signature(function).return_annotation
     return "(\n" + "".join(f"    {part},\n" for part in parts) + f") -> {returned}"
@@ -87,6 +92,13 @@ def reference() -> str:
         toyrl.plot.save,
     ]
     lines += section("Figures (`toyrl.plot`)", "toyrl.plot", plot_functions)
+    import toyrl.bridge
+
+    lines += section(
+        "TRL's trainer beside the toy (`import toyrl.bridge`; the bridge extra)",
+        "toyrl.bridge",
+        [toyrl.bridge.compare, toyrl.bridge.run_bridge, toyrl.bridge.read_input, toyrl.bridge.gap],
+    )
     return "\n".join(lines).rstrip() + "\n"
 
 

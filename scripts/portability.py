@@ -774,6 +774,15 @@ PIECES = [
         modes=("quick",),
         inputs="results/families.json",
     ),
+    Piece(
+        "bridge_figures",
+        "bridge study's summary and figures from the committed table",
+        "{python} {scripts}/bridge_study.py --plot-only --out-dir {out}/results --figures {out}/figures",
+        "results:results figures:figures",
+        "results/bridge_study.md results/bridge_study.json figures/bridge_study.png figures/bridge_study.svg",
+        # the network's numbers need TRL and torch: the table is the committed one, its summary regenerated
+        inputs="results/bridge_study.csv results/bridge_study.json",
+    ),
 ]
 FAMILY_SEEDS_LABEL = f"results/families.json: per-seed values of seeds {SEEDS_TEXT}"
 INIT_CSV_LABEL = "results/init_sensitivity.csv: six_* columns (seeds 0-5)"

@@ -7,7 +7,8 @@ results/presets.json (`python scripts/presets_study.py`), `t.` keys from results
 (`python scripts/trainer_defaults_study.py`), `f.` keys from results/families.json
 (`python scripts/families_study.py`), `w.` keys from results/verl_width.json
 (`python scripts/verl_width_study.py`), `g.` keys from results/gpg_scale.json
-(`python scripts/gpg_study.py`). A fragment whose rendering is
+(`python scripts/gpg_study.py`), `b.` keys from results/bridge_study.json (`python
+scripts/bridge_study.py`, with the bridge extra). A fragment whose rendering is
 not in the text fails: the text and the results cannot drift apart. Whitespace is normalised.
 """
 
@@ -39,6 +40,16 @@ def claims() -> dict[str, Any]:
     width = json.loads((ROOT / "results" / "verl_width.json").read_text())
     gpg = json.loads((ROOT / "results" / "gpg_scale.json").read_text())
     gpg["meta"] |= {"seed_count": len(gpg["meta"]["seeds"]), "last_seed": max(gpg["meta"]["seeds"])}
+    bridge = json.loads((ROOT / "results" / "bridge_study.json").read_text())
+    runs, fits = bridge["cpu_seconds"].values(), [fit["cpu_seconds"] for fit in bridge["fits"].values()]
+    bridge["spans"] = {
+        "run_cpu_min": min(runs),
+        "run_cpu_max": max(runs),
+        "fit_cpu_min": min(fits),
+        "fit_cpu_max": max(fits),
+        # the step from which every seed's GRPO network stays above Dr. GRPO's (None: one never does)
+        "grpo_above_from": max(bridge["derived"]["gaps"]["grpo"]["stays_above_from"]),
+    }
     return (
         flatten(study, "s")
         | flatten(sensitivity, "i")
@@ -47,6 +58,7 @@ def claims() -> dict[str, Any]:
         | flatten(families, "f")
         | flatten(width, "w")
         | flatten(gpg, "g")
+        | flatten(bridge, "b")
     )
 
 
@@ -58,7 +70,49 @@ def normalised(path: Path) -> str:
     return " ".join(path.read_text(encoding="utf-8").split())
 
 
+BRIDGE = "b.derived.gaps"
+BRIDGE_LEVELS = "b.derived.levels"
 DOC_FRAGMENTS = {
+    "docs/bridge.md": [
+        "(the study below: {b.spans.run_cpu_min:.0f}–{b.spans.run_cpu_max:.0f} CPU-s a 150-step run); "
+        "the fit of a seed {b.spans.fit_cpu_min:.1f}–{b.spans.fit_cpu_max:.1f}.",
+        "costs about 10 CPU-s, against {b.spans.run_cpu_min:.0f}–{b.spans.run_cpu_max:.0f} for a 150-step run",
+        *(
+            f"| `{label}`{extra}, {source} | {{{BRIDGE}.{label}.50.{source}.mean:+.1f}} ± "
+            f"{{{BRIDGE}.{label}.50.{source}.se:.1f}} | {{{BRIDGE}.{label}.150.{source}.mean:+.1f}} ± "
+            f"{{{BRIDGE}.{label}.150.{source}.se:.1f}} |"
+            for label, extra in (("grpo", ""), ("dapo", " (TRL's defaults)"))
+            for source in ("network", "toy")
+        ),
+        "the network's gap is above 0 from step {b.spans.grpo_above_from:d} on in every seed",
+        "and ends at {b.derived.gaps.grpo.150.network.mean:+.1f} ± {b.derived.gaps.grpo.150.network.se:.1f} "
+        "tokens against the toy's {b.derived.gaps.grpo.150.toy.mean:+.1f} ± {b.derived.gaps.grpo.150.toy.se:.1f}",
+        "wrong answers grow from {b.derived.levels.grpo.network.length_incorrect.9:.1f} to "
+        "{b.derived.levels.grpo.network.length_incorrect.150:.1f} tokens of 64 "
+        "(toy {b.derived.levels.grpo.toy.length_incorrect.150:.1f})",
+        "while Dr. GRPO's go from {b.derived.levels.dr_grpo.network.length_incorrect.9:.1f} to "
+        "{b.derived.levels.dr_grpo.network.length_incorrect.150:.1f} "
+        "(toy {b.derived.levels.dr_grpo.toy.length_incorrect.150:.1f})",
+        "drift little in the toy ({b.derived.gaps.dapo.150.toy.mean:+.1f} ± {b.derived.gaps.dapo.150.toy.se:.1f} "
+        "tokens) and not measurably in the network ({b.derived.gaps.dapo.150.network.mean:+.1f} ± "
+        "{b.derived.gaps.dapo.150.network.se:.1f})",
+        "{b.derived.levels.dr_grpo.network.accuracy.150:.2f} for Dr. GRPO and "
+        "{b.derived.levels.grpo.network.accuracy.150:.2f} for GRPO at step 150, against the toy's "
+        "{b.derived.levels.dr_grpo.toy.accuracy.150:.2f} and {b.derived.levels.grpo.toy.accuracy.150:.2f}",
+        "({b.derived.levels.grpo.network.truncated.150:.0%} of completions at step 150 against the toy's "
+        "{b.derived.levels.grpo.toy.truncated.150:.0%})",
+        "correct answers end at {b.derived.levels.grpo.network.length_correct.150:.1f} tokens "
+        "(toy {b.derived.levels.grpo.toy.length_correct.150:.1f})",
+        "{b.derived.levels.grpo.network.off_ramble.150:.1%} of GRPO's ramble positions at step 150",
+        "clipped {b.derived.levels.grpo.network.clipped_share:.1%} of GRPO's steps and none of the others'",
+        "peaks at {b.derived.seeds_network.grpo.0.peak_incorrect:.1f} tokens at step "
+        "{b.derived.seeds_network.grpo.0.peak_step:d} and falls to {b.derived.seeds_network.grpo.0.last_incorrect:.1f} "
+        "by step 150, where {b.derived.seeds_network.grpo.0.last_off_ramble:.1%} of its ramble positions hold "
+        "other tokens, its correct answers are {b.derived.seeds_network.grpo.0.last_correct:.1f} tokens long and "
+        "`max_grad_norm` has clipped {b.derived.seeds_network.grpo.0.clipped_steps:d} of its steps",
+        "end at {b.derived.seeds_network.grpo.1.last_incorrect:.1f} and "
+        "{b.derived.seeds_network.grpo.2.last_incorrect:.1f} tokens, unclipped",
+    ],
     "README.md": [
         "incorrect responses grow to {s.headline.six.grpo.final.length_incorrect.mean:,.0f}",
         "tokens of a 1,500-token cap and its accuracy stalls at {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
@@ -70,6 +124,13 @@ DOC_FRAGMENTS = {
         "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
         "over {w.meta.seed_count:d} paired seeds",
         "the cap ({p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f} of 1,500 tokens)",
+        "GRPO's wrong answers end {b.derived.gaps.grpo.150.network.mean:.1f} ± {b.derived.gaps.grpo.150.network.se:.1f} "
+        "tokens longer than Dr. GRPO's in the network and {b.derived.gaps.grpo.150.toy.mean:.1f} ± "
+        "{b.derived.gaps.grpo.150.toy.se:.1f} in the toy, above it from step {b.spans.grpo_above_from:d} on in every seed",
+        "TRL's defaults (`dapo`) drift {b.derived.gaps.dapo.150.toy.mean:+.1f} ± {b.derived.gaps.dapo.150.toy.se:.1f} "
+        "in the toy and {b.derived.gaps.dapo.150.network.mean:+.1f} ± {b.derived.gaps.dapo.150.network.se:.1f} in the "
+        "network. Accuracy does not transfer: {b.derived.levels.dr_grpo.network.accuracy.150:.2f} for Dr. GRPO's "
+        "network at step 150, {b.derived.levels.dr_grpo.toy.accuracy.150:.2f} for its toy.",
     ],
     "docs/results.md": [
         "Over seeds 0–5 GRPO reaches {s.headline.six.grpo.final.accuracy_pct.mean:.1f}",
@@ -498,7 +559,7 @@ def test_every_number_of_the_teaching_table_is_what_toyrl_examples_computes(frag
     assert rendered in normalised(ROOT / "docs" / "teachers.md"), rendered
 
 
-@pytest.mark.parametrize("name", ["bench.txt", "bench_core.txt"])
+@pytest.mark.parametrize("name", ["bench.txt", "bench_core.txt", "bench_bridge.txt"])
 def test_docs_performance_shows_the_committed_benchmark(name: str) -> None:
     """Timings are this machine's, so they are not regenerated here; the text must be the file's."""
     bench = (ROOT / "results" / name).read_text(encoding="utf-8").strip()
@@ -583,3 +644,14 @@ def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.Monk
     assert set(namespace["frame"]["variant"]) == {"grpo", "dr_grpo"}
     assert namespace["frame"].attrs["toyrl"]["config"]["group_size"] == 16
     assert not list(tmp_path.iterdir())
+
+
+def test_docs_bridge_quotes_the_committed_bridge_benchmark() -> None:
+    """docs/bridge.md's two CPU times are results/bench_bridge.txt's, and both are within the minute."""
+    bench = (ROOT / "results" / "bench_bridge.txt").read_text(encoding="utf-8")
+    cold = float(re.search(r"empty fit cache: ([\d.]+) CPU-s", bench).group(1))  # type: ignore[union-attr]
+    warm = float(re.search(r"start cached: ([\d.]+) CPU-s", bench).group(1))  # type: ignore[union-attr]
+    assert f"{cold:.1f} and {warm:.1f} CPU-s against the budget of a minute" in normalised(
+        ROOT / "docs" / "bridge.md"
+    )
+    assert warm < cold < 60

@@ -26,14 +26,16 @@ vocabulary, encodings, rewards and targets) is numpy.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import platform
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,7 @@ MODEL_SHAPE = {
     "num_attention_heads": 4,
     "num_key_value_heads": 4,
 }
+LEARNING_RATE = 3e-5  # the network's (Adam's, constant); the toy's is Config.lr: the two are not matched
 FIT_TOLERANCE = 0.005  # max abs error of P(right | p_j), of P(<eos> | context), and max leak, that end a fit
 FIT_MAX_STEPS = 600
 FIT_LEARNING_RATE = 3e-3  # Adam's, decayed linearly to half of it over FIT_MAX_STEPS
@@ -88,7 +91,6 @@ FIT_RECIPE = 3  # the fit's loss and schedule: a change of them must change this
 
 # GRPOConfig settings the bridge sets from the toy's Config: refused in `settings`
 SCHEDULE_SETTINGS = (
-    "num_generations",
     "max_completion_length",
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
@@ -296,8 +298,43 @@ def toy_start_metrics(theta: FloatArray, config: Config) -> dict[str, float]:
 # ---------------------------------------------------------------- torch side
 
 
-def _require() -> tuple[Any, Any, Any, Any]:
-    """(torch, transformers, datasets, trl), or InvalidInput with the install command."""
+# Pinned kernels: torch's ATen and MKL's BLAS take their AVX2 code paths on any x86-64 CPU with
+# AVX2 (with AVX-512 too), so that a seed's run is the same bits on every such CPU; oneDNN is
+# capped alike. Set before torch is first imported, unless already set (`pin_kernels`).
+PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def _has_avx2() -> bool:
+    """Whether this is an x86-64 CPU with AVX2 (read from /proc/cpuinfo; False where it cannot be read)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            return any(line.startswith("flags") and " avx2" in line for line in info)
+    except OSError:
+        return False
+
+
+def pin_kernels() -> dict[str, str]:
+    """Set `PINNED_KERNELS` in the environment before torch is imported, on a CPU with AVX2, each
+    unless already set; returns those in effect. After torch is imported nothing changes (a
+    kernel's choice is read once): the run's sidecar records the kernels used (`kernels`)."""
+    if "torch" not in sys.modules and _has_avx2():
+        for name, value in PINNED_KERNELS.items():
+            os.environ.setdefault(name, value)
+    return {name: os.environ[name] for name in PINNED_KERNELS if name in os.environ}
+
+
+def kernels_in_use() -> dict[str, str]:
+    """torch's CPU capability and the kernel settings in the environment."""
+    torch = require()[0]
+    return {"torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), **pin_kernels()}
+
+
+def require() -> tuple[Any, Any, Any, Any]:
+    """(torch, transformers, datasets, trl), the kernels pinned first (`pin_kernels`), or
+    InvalidInput with the install command."""
+    pin_kernels()
     try:
         import datasets
         import torch
@@ -308,6 +345,8 @@ def _require() -> tuple[Any, Any, Any, Any]:
             f"the bridge needs torch, transformers and TRL {TRL_VERSION} ({error.name or error} is missing): "
             + INSTALL
         ) from None
+    if trl.__version__ != TRL_VERSION:
+        raise InvalidInput(f"the bridge needs TRL {TRL_VERSION} (installed: {trl.__version__}): " + INSTALL)
     return torch, transformers, datasets, trl
 
 
@@ -327,7 +366,7 @@ def build_model(seed: int, config: Config = BRIDGE_CONFIG) -> Any:
     """A tiny `LlamaForCausalLM` (`MODEL_SHAPE`, vocabulary of 5 + P tokens, positions for a
     prompt and cap + 1 completion tokens), initialised from torch seed `seed` without touching the
     global random state: the same seed, the same weights."""
-    torch, transformers, _, _ = _require()
+    torch, transformers, _, _ = require()
     llama = transformers.LlamaConfig(
         vocab_size=FIRST_PROMPT + config.prompts,
         max_position_embeddings=config.cap + 2,
@@ -346,7 +385,7 @@ def build_model(seed: int, config: Config = BRIDGE_CONFIG) -> Any:
 
 def tokenizer(config: Config = BRIDGE_CONFIG) -> Any:
     """A word-level tokenizer of `vocabulary` built in process (pad <pad>, eos <eos>, no BOS)."""
-    _require()
+    require()
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -379,7 +418,7 @@ def model_probabilities(model: Any, config: Config) -> tuple[FloatArray, FloatAr
     P(right | p_j) [P], P(<eos> | p_j, approach a, k ramble tokens) [P, 2, cap], and the leak
     [2P, cap + 1], the probability of the tokens that are neither of the two a context chooses
     between (neither `right` nor `wrong` after the prompt, neither <eos> nor `ramble` in the ramble)."""
-    torch, _, _, _ = _require()
+    torch, _, _, _ = require()
     inputs, _ = teacher_forced(np.zeros(config.prompts + 2), config)
     with torch.no_grad():
         logits = model(input_ids=torch.from_numpy(inputs)).logits
@@ -416,7 +455,7 @@ def model_start_metrics(model: Any, config: Config) -> dict[str, float]:
 def _cache_key(model: Any, theta: FloatArray, config: Config, tolerance: float, max_steps: int) -> str:
     """The fit's inputs, hashed: the network's shape and starting weights, theta, the toy's contexts
     (prompts, cap), the fit's settings and the torch version."""
-    torch, _, _, _ = _require()
+    torch, _, _, _ = require()
     digest = hashlib.sha256()
     meta = {
         "model": model.config.to_dict(),
@@ -457,7 +496,7 @@ def fit(
     Deterministic (no sampling). The fitted weights are cached under `cache_dir` (default
     `default_cache_dir()`), keyed by the network's starting weights, theta and the fit's settings:
     a second call loads them."""
-    torch, _, _, _ = _require()
+    torch, _, _, _ = require()
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = _cache_key(model, theta, config, tolerance, max_steps)
     stored = folder / f"fit-{key}.pt"
@@ -543,10 +582,11 @@ def resolve_settings(settings: Mapping[str, Any]) -> Any:
     Config and are refused here, but for num_iterations = 1 (one optimiser step per batch)."""
     from toyrl.trainers import resolve
 
-    fixed = [key for key in settings if key in SCHEDULE_SETTINGS]
+    fixed = [key for key in settings if key in (*CONFIG_SETTINGS, *SCHEDULE_SETTINGS)]
     if fixed and not (fixed == ["num_iterations"] and str(settings["num_iterations"]) == "1"):
         raise InvalidInput(
-            f"{', '.join(fixed)}: the bridge sets {', '.join(SCHEDULE_SETTINGS)} from the toy's "
+            f"{', '.join(fixed)}: the bridge sets "
+            f"{', '.join((*CONFIG_SETTINGS, *SCHEDULE_SETTINGS))} from the toy's "
             "configuration (one optimiser step per batch of batch_prompts x group_size completions)"
         )
     return resolve("trl", TRL_VERSION, dict(settings))
@@ -638,8 +678,9 @@ def train(
     seed: int = 0,
     steps: int | None = None,
     cache_dir: str | Path | None = None,
-    learning_rate: float = 3e-5,
+    learning_rate: float = LEARNING_RATE,
     fit_max_steps: int = FIT_MAX_STEPS,
+    progress: Callable[[int], None] | None = None,
 ) -> BridgeRun:
     """Train the tiny network with TRL's own GRPOTrainer on the toy task, from its fit to toyrl's
     starting policy of `seed`, for `steps` optimiser steps (default config.steps).
@@ -652,8 +693,9 @@ def train(
     function hook, which also records the completions. Determinism: the same seed gives the same
     numbers on one machine; torch runs on one thread with deterministic algorithms, without filling
     uninitialised memory, for the run (the previous settings are restored after).
+    `progress(optimiser steps done)` after each step.
     """
-    torch, transformers, datasets, trl = _require()
+    torch, transformers, datasets, trl = require()
     from toyrl.trainers.check import toy_variant
 
     resolved = resolve_settings(settings)
@@ -694,6 +736,10 @@ def train(
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
                 if logs and "loss" in logs:
                     logged[state.global_step - 1] = dict(logs)
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+                if progress is not None:
+                    progress(min(state.global_step, config.steps))
 
         arguments = trl_arguments(resolved, config, seed, learning_rate)
         with tempfile.TemporaryDirectory() as output, warnings.catch_warnings():
@@ -749,3 +795,547 @@ def train(
     steps_frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
     preset = next((name for name, v in VARIANTS.items() if v.spec() == variant.spec()), variant.name)
     return BridgeRun(steps_frame, completions, fitted, in_effect, preset, seconds)
+
+
+# ---------------------------------------------------------------- the network beside the toy
+
+QUICK_SEEDS = 1  # --quick: one seed of QUICK_STEPS steps, at most QUICK_CAP and QUICK_RESPONSES
+# 32 steps: the whole command within a minute of CPU with the fit (scripts/bench_bridge.py); at step
+# 32 GRPO's gap showed beyond 3 SE on each of the study's seeds
+QUICK_STEPS = 32
+QUICK_CAP = 64
+QUICK_RESPONSES = 128  # B x G
+FULL_SEEDS = 3
+MAX_CAP = 256  # the network's positions; a step's time grows with the cap (0.43 CPU-s at 64)
+MAX_STEPS = 2_000
+MAX_SEEDS = 20
+WINDOW = 10  # steps each gap and level is averaged over (the last WINDOW up to the step read)
+MARGIN_SE = 3.0  # a gap "shows" beyond this many standard errors
+REFERENCE = "dr_grpo"
+DEFAULTS_NAME = "TRL's defaults"
+REFERENCE_SETTINGS = {"loss_type": "dr_grpo", "scale_rewards": "none"}
+# settings that set the toy's Config (and the bridge's arguments from it)
+CONFIG_SETTINGS = {"num_generations": "group_size"}
+SOURCES = ("network", "toy")
+FRAME_COLUMNS = ["label", "source", "seed", *STEP_COLUMNS]
+
+
+@dataclass(frozen=True)
+class Input:
+    """What `toyrl bridge` trains: TRL settings (names and values as given; the schedule's left out),
+    the configuration they run at, notes on a file's settings the bridge replaced, and where the
+    settings came from."""
+
+    settings: dict[str, Any]
+    config: Config
+    notes: list[str]
+    origin: str
+
+
+def check_trainer(trainer: str | None, version: str | None) -> None:
+    """InvalidInput (one line) unless `trainer` is TRL (or None) and `version` TRL_VERSION (or None)."""
+    if trainer is not None and trainer.lower() != "trl":
+        raise InvalidInput(
+            f"--trainer {trainer}: the bridge trains with TRL {TRL_VERSION}'s GRPOTrainer only "
+            f"(--trainer trl); toyrl check --trainer {trainer} checks {trainer}'s settings on the toy"
+        )
+    if version is not None and version != TRL_VERSION:
+        raise InvalidInput(
+            f"--version {version}: the bridge runs TRL {TRL_VERSION} only (the bridge extra's)"
+        )
+
+
+def read_input(
+    arguments: list[str],
+    sets: Mapping[str, Any],
+    config: Config = BRIDGE_CONFIG,
+    trainer: str | None = None,
+    version: str | None = None,
+) -> Input:
+    """The bridge's settings, read as `toyrl check` reads them (a configuration file in `arguments`,
+    `sets` over it; a file's trainer told from its keys unless `trainer` is given) but only as TRL
+    1.16.0's, the release its trainer runs. num_generations sets the configuration's group_size.
+    The settings the bridge sets itself (`SCHEDULE_SETTINGS`: one optimiser step per batch of
+    completions of at most cap + 1 tokens) are refused when given by `sets` and replaced, with a
+    note, when read from the file. InvalidInput (one line) for another trainer or release, or a
+    setting TRL 1.16.0 does not have."""
+    from toyrl.trainers import resolve
+    from toyrl.trainers import trainer as named_trainer
+    from toyrl.trainers.reading import detect
+    from toyrl.trainers.reading import read_input as read_settings
+
+    check_trainer(trainer, version)
+    given = read_settings(arguments)
+    owner = given.trainer
+    if owner is None and trainer is None and given.settings:  # a file's trainer told from its keys
+        owner = detect([*given.settings, *sets], given.origin)[0]
+    if owner is not None and owner != "trl":
+        raise InvalidInput(
+            f"{given.origin} holds {named_trainer(owner).name}'s settings: the bridge trains with TRL "
+            f"{TRL_VERSION} only (toyrl check reads them on the toy)"
+        )
+    refused = [key for key in sets if key in SCHEDULE_SETTINGS]
+    if refused:
+        raise InvalidInput(
+            f"--set {refused[0]}: the bridge sets {', '.join(SCHEDULE_SETTINGS)} itself (one optimiser "
+            "step per generated batch, completions of at most cap + 1 tokens); use --cap, --batch-prompts "
+            "and --group-size"
+        )
+    notes = [
+        f"{key}={given.settings[key]} ({given.origin}) replaced by the bridge's: one optimiser step per "
+        "generated batch, completions of at most cap + 1 tokens"
+        for key in given.settings
+        if key in SCHEDULE_SETTINGS
+    ]
+    settings = {key: value for key, value in given.settings.items() if key not in SCHEDULE_SETTINGS}
+    settings |= dict(sets)
+    origin = given.origin or ("the --set settings" if sets else DEFAULTS_NAME)
+    from_file = frozenset(settings) - set(sets)
+    resolved = resolve("trl", TRL_VERSION, settings, from_file, f"read as TRL's ({origin})")
+    for key, field_name in CONFIG_SETTINGS.items():
+        if key in resolved.given:
+            config = config.replace(**{field_name: int(resolved.values[key])})
+            del settings[key]
+    for key in resolved.ignored:
+        settings.pop(key, None)
+    notes += [f"{key} ({origin}): not a setting toyrl reads; left out" for key in resolved.ignored]
+    return Input(settings, config, notes, origin)
+
+
+def check_budget(config: Config, seeds: Sequence[int], quick: bool) -> None:
+    """InvalidInput (one line) for a configuration the bridge cannot run: a cap above MAX_CAP (or
+    QUICK_CAP with `quick`), more than QUICK_RESPONSES completions a step with `quick`, steps or
+    seeds out of range."""
+    cap_limit = QUICK_CAP if quick else MAX_CAP
+    if not config.min_length < config.cap <= cap_limit:
+        why = f"at most {QUICK_CAP} for --quick (a minute of CPU); drop --quick to go up to {MAX_CAP}"
+        raise InvalidInput(
+            f"cap {config.cap} is out of the bridge's range: above min_length ({config.min_length}) and "
+            + (why if quick else f"at most {MAX_CAP} (the network's positions)")
+        )
+    responses = config.batch_prompts * config.group_size
+    if quick and responses > QUICK_RESPONSES:
+        raise InvalidInput(
+            f"batch_prompts x group_size = {responses} completions a step is too many for --quick (at most "
+            f"{QUICK_RESPONSES}); drop --quick for a full run"
+        )
+    if not 1 <= config.steps <= MAX_STEPS:
+        raise InvalidInput(f"steps {config.steps} is out of the bridge's range 1..{MAX_STEPS:,}")
+    if not 1 <= len(seeds) <= MAX_SEEDS or min(seeds) < 0:
+        raise InvalidInput(f"seeds: 1..{MAX_SEEDS} seeds of at least 0 (got {len(seeds)})")
+
+
+@dataclass
+class Bridge:
+    """Networks trained by TRL beside the toy: `frame` (FRAME_COLUMNS: one row per label, source
+    (network or toy), seed and step; the toy's rows are its exact expectations at each step's policy,
+    its loss and clipping NaN), the TRL settings of each label and the toyrl preset or spec they map
+    to, the GRPOConfig fields in effect by label, each seed's fit, CPU seconds by (label, seed) of
+    the training (the fits' apart), the configuration, the network's learning rate, and the label
+    the others are compared with (`reference`, or None)."""
+
+    frame: pd.DataFrame
+    settings: dict[str, dict[str, Any]]
+    variants: dict[str, str]
+    trl_args: dict[str, dict[str, Any]]
+    fits: dict[int, Fit]
+    cpu_seconds: dict[tuple[str, int], float]
+    config: Config
+    seeds: list[int]
+    learning_rate: float
+    reference: str | None = REFERENCE
+
+    @classmethod
+    def combine(cls, parts: Sequence[Bridge]) -> Bridge:
+        """Bridges of the same labels, settings and configuration on other seeds, as one."""
+        first = parts[0]
+        for part in parts[1:]:
+            if (part.settings, part.config, part.reference) != (
+                first.settings,
+                first.config,
+                first.reference,
+            ):
+                raise ValueError("bridges of other settings, configurations or references cannot be combined")
+        frame = _ordered(pd.concat([part.frame for part in parts], ignore_index=True), list(first.settings))
+        return dataclasses.replace(
+            first,
+            frame=frame,
+            fits={seed: fit for part in parts for seed, fit in part.fits.items()},
+            cpu_seconds={key: value for part in parts for key, value in part.cpu_seconds.items()},
+            seeds=[seed for part in parts for seed in part.seeds],
+        )
+
+    def gap(self, label: str, metric: str = "length_incorrect", step: int | None = None) -> Gap:
+        """`metric` of `label` less the reference's at `step` (default the last), network and toy."""
+        if self.reference is None:
+            raise ValueError("this bridge has no reference to compare with")
+        return gap(self.frame, label, self.reference, metric, step)
+
+    def summary(self, label: str | None = None) -> list[str]:
+        """The comparison in words (`summary`), of `label` (default: the first that is not the
+        reference) with the reference."""
+        return summary(self, label)
+
+    def meta(self) -> dict[str, Any]:
+        """The sidecar: how the table was made."""
+        from toyrl import __version__
+
+        torch, transformers, _, trl = require()
+        return {
+            "toyrl_version": __version__,
+            "kind": "bridge",
+            "config": self.config.to_dict(),
+            "seeds": self.seeds,
+            "mean_field": None,
+            "variants": {
+                label: {"spec": VARIANTS[name].spec() if name in VARIANTS else name}
+                for label, name in self.variants.items()
+            },
+            "settings": self.settings,
+            "reference": self.reference,
+            "learning_rate": self.learning_rate,
+            "window": WINDOW,
+            "trl_args": self.trl_args,
+            "fits": {str(seed): dataclasses.asdict(fit) for seed, fit in self.fits.items()},
+            "cpu_seconds": {f"{label}/{seed}": round(s, 3) for (label, seed), s in self.cpu_seconds.items()},
+            "versions": {
+                "trl": trl.__version__,
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+            },
+            "model": MODEL_SHAPE,
+            "kernels": kernels_in_use(),
+        }
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One series less another, (label, source) each, of `metric` at `step`, each averaged over the
+    WINDOW steps up to it: per seed, and their mean and standard error, over seeds with two or more,
+    else over the window's steps (a single seed's batch-to-batch spread, not the spread of
+    trajectories across seeds: `over` says which)."""
+
+    metric: str
+    step: int
+    per_seed: FloatArray
+    mean: float
+    se: float
+    over: str  # "seeds" or "steps"
+
+    @property
+    def shown(self) -> str:
+        """'+8.5 ± 1.6' (a standard error below 0.1 with two decimals, both: '+0.43 ± 0.04')."""
+        digits = 2 if np.isfinite(self.se) and self.se < 0.1 else 1
+        return f"{self.mean:+.{digits}f} ± {self.se:.{digits}f}"
+
+    @property
+    def sign(self) -> int:
+        """+1 or -1 when the mean is beyond MARGIN_SE standard errors of 0, else 0."""
+        if not np.isfinite(self.mean) or not abs(self.mean) > MARGIN_SE * (
+            self.se if np.isfinite(self.se) else 0
+        ):
+            return 0
+        return int(np.sign(self.mean))
+
+
+def _window(frame: pd.DataFrame, step: int) -> pd.DataFrame:
+    return frame[(frame["step"] > step - WINDOW) & (frame["step"] <= step)]
+
+
+def contrast(
+    frame: pd.DataFrame, metric: str, step: int, first: tuple[str, str], second: tuple[str, str]
+) -> Contrast:
+    """`metric` of `first` less `second` ((label, source) each) at `step` in a bridge's frame."""
+    window = _window(frame, step)
+    series = [
+        window[(window["label"] == label) & (window["source"] == source)].set_index(["seed", "step"])[metric]
+        for label, source in (first, second)
+    ]
+    difference = (series[0] - series[1]).dropna()  # NaN: a step with no incorrect (correct) completion
+    by_seed = difference.groupby(level="seed").mean()
+    if len(by_seed) > 1:
+        spread, over = by_seed.std(ddof=1) / np.sqrt(len(by_seed)), "seeds"
+    else:
+        spread, over = (
+            (difference.std(ddof=1) / np.sqrt(len(difference)) if len(difference) > 1 else np.nan),
+            "steps",
+        )
+    mean = float(by_seed.mean()) if len(by_seed) else np.nan
+    return Contrast(metric, step, by_seed.to_numpy(), mean, float(spread), over)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A metric of one label less the reference's (`contrast`), the network's and the toy's."""
+
+    network: Contrast
+    toy: Contrast
+
+    @property
+    def verdict(self) -> str:
+        """ "transfers" (the same sign, both beyond MARGIN_SE standard errors), "reversed" (opposite
+        signs, both beyond), "not shown" (the toy's beyond, the network's within), "network only"
+        (the reverse) or "absent" (both within)."""
+        real, toy = self.network.sign, self.toy.sign
+        if real and toy:
+            return "transfers" if real == toy else "reversed"
+        if toy:
+            return "not shown"
+        return "network only" if real else "absent"
+
+
+def gap(
+    frame: pd.DataFrame, label: str, reference: str, metric: str = "length_incorrect", step: int | None = None
+) -> Gap:
+    """`metric` of `label` less `reference`'s at `step` (default the last) in a bridge's frame."""
+    step = int(frame["step"].max()) if step is None else step
+    return Gap(*(contrast(frame, metric, step, (label, source), (reference, source)) for source in SOURCES))
+
+
+def level(frame: pd.DataFrame, label: str, source: str, metric: str, step: int) -> float:
+    """`metric` of `label` by `source` at `step`: the mean over the WINDOW steps up to it and the seeds."""
+    rows = _window(frame, step)
+    rows = rows[(rows["label"] == label) & (rows["source"] == source)]
+    return float(rows[metric].mean())
+
+
+VERDICT_WORDS = {
+    "transfers": "transfers (the same sign, both beyond 3 SE)",
+    "reversed": "is reversed (opposite signs, both beyond 3 SE)",
+    "not shown": "is not shown by the network (within 3 SE; more steps or seeds may show it)",
+    "network only": "appears in the network only (the toy's is within 3 SE)",
+    "absent": "is absent from both (within 3 SE)",
+}
+
+
+def _se_words(found: Contrast) -> str:
+    return (
+        f"SE over {len(found.per_seed)} seeds"
+        if found.over == "seeds"
+        else f"SE over the last {WINDOW} steps"
+    )
+
+
+def summary(bridge: Bridge, label: str | None = None) -> list[str]:
+    """The bridge's comparison in words: the gap in incorrect length against the reference, network
+    and toy, and whether it transfers; accuracy and correct length, network against toy, and
+    whether they match; what the network does that the toy cannot (tokens off the ramble, clipped
+    gradient steps)."""
+    frame = bridge.frame
+    labels = list(bridge.settings)
+    step = int(frame["step"].max())
+    lines: list[str] = []
+    others = [name for name in labels if name != bridge.reference]
+    label = label or (others[0] if others else labels[0])
+    if bridge.reference is not None and label != bridge.reference:
+        found = bridge.gap(label, step=step)
+        lines.append(
+            f"incorrect length, {label} - {bridge.reference}, at step {step} (mean of the last {WINDOW} "
+            f"steps, {_se_words(found.network)}): network {found.network.shown} tokens, "
+            f"toy {found.toy.shown}: the drift {VERDICT_WORDS[found.verdict]}"
+        )
+    for metric, words, digits in (("accuracy", "accuracy", 2), ("length_correct", "correct length", 1)):
+        first = {source: level(frame, label, source, metric, min(WINDOW - 1, step)) for source in SOURCES}
+        last = {source: level(frame, label, source, metric, step) for source in SOURCES}
+        apart = contrast(frame, metric, step, (label, "network"), (label, "toy"))
+        lines.append(
+            f"{words} of {label}: network {first['network']:.{digits}f} -> {last['network']:.{digits}f}, toy "
+            f"{first['toy']:.{digits}f} -> {last['toy']:.{digits}f} (first and last {WINDOW} steps): "
+            + (
+                "matches the toy (within 3 SE)"
+                if apart.sign == 0
+                else f"does not transfer (network - toy {apart.mean:+.{digits}f} ± {apart.se:.{digits}f}, "
+                f"{_se_words(apart)})"
+            )
+        )
+    rows = frame[(frame["label"] == label) & (frame["source"] == "network")]
+    lines.append(
+        f"network only ({label}): {_window(rows, step)['off_ramble'].mean():.1%} of ramble positions held "
+        f"another token over the last {WINDOW} steps; max_grad_norm clipped {rows['clipped'].mean():.0%} of "
+        "the steps"
+    )
+    return lines
+
+
+def _ordered(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Rows by label (in `labels`' order), source (network, toy), seed and step."""
+    order = {label: i for i, label in enumerate(labels)}
+    frame = frame.sort_values(
+        ["label", "source", "seed", "step"],
+        key=lambda c: c.map(order) if c.name == "label" else c,
+        kind="stable",
+    )
+    return frame.reset_index(drop=True)
+
+
+def network_frame(run: BridgeRun, label: str, seed: int) -> pd.DataFrame:
+    """A run's steps as a bridge frame's network rows."""
+    rows = run.steps.assign(label=label, source="network", seed=seed)
+    return rows[FRAME_COLUMNS]
+
+
+def toy_frame(toy: pd.DataFrame, label: str, cap: int) -> pd.DataFrame:
+    """The toy's exact curves (`toy_curves`) as a bridge frame's toy rows: accuracy and lengths are
+    the exact expectations at each step's policy, and so is the truncated share (the stop
+    probabilities are shared by the prompts: P(right) (1 - s_right)^cap + P(wrong) (1 - s_wrong)^cap,
+    P(right) the mean over prompts); the toy has no other tokens, and its loss and clipping are not
+    recorded (NaN, False)."""
+    p_right = toy["p_right_approach"].to_numpy()
+
+    def survive(column: str) -> FloatArray:  # (1 - s)^cap, by toyrl's own log1p and exp
+        return np.asarray(kernels.exp(cap * kernels.log1p(-toy[column].to_numpy())))
+
+    return pd.DataFrame(
+        {
+            "label": label,
+            "source": "toy",
+            "seed": toy["seed"].to_numpy(),
+            "step": toy["step"].to_numpy(),
+            **{metric: toy[metric].to_numpy() for metric in METRICS},
+            "truncated": p_right * survive("stop_prob_right") + (1 - p_right) * survive("stop_prob_wrong"),
+            "off_ramble": 0.0,
+            "loss": np.nan,
+            "grad_norm": toy["grad_norm"].to_numpy(),
+            "clipped": False,
+        }
+    )[FRAME_COLUMNS]
+
+
+def run_bridge(
+    labelled: Mapping[str, Mapping[str, Any]],
+    config: Config = BRIDGE_CONFIG,
+    seeds: Sequence[int] = (0,),
+    reference: str | None = REFERENCE,
+    cache_dir: str | Path | None = None,
+    learning_rate: float = LEARNING_RATE,
+    progress: Callable[[int, int], None] | None = None,
+) -> Bridge:
+    """Train each label's TRL settings (`train`) on each seed, network and toy at `config`
+    (config.steps steps), the labels of a seed from the same fitted start, TRL's prompts and
+    generation seeded alike (so the labels' first batches are the same), and gather them in a
+    `Bridge`. `progress(steps done, steps in all)` over every run's steps."""
+    seeds = list(seeds)
+    check_budget(config, seeds, quick=False)
+    if reference is not None and reference not in labelled:
+        raise InvalidInput(f"the reference {reference!r} is not one of the labels ({', '.join(labelled)})")
+    total = len(labelled) * len(seeds) * config.steps
+    frames: list[pd.DataFrame] = []
+    fits: dict[int, Fit] = {}
+    seconds: dict[tuple[str, int], float] = {}
+    trl_args: dict[str, dict[str, Any]] = {}
+    variants: dict[str, str] = {}
+    done = 0
+    for seed in seeds:
+        for label, settings in labelled.items():
+            base = done
+
+            def report(steps: int, base: int = base) -> None:
+                if progress is not None:
+                    progress(base + steps, total)
+
+            run = train(
+                settings, config, seed, cache_dir=cache_dir, learning_rate=learning_rate, progress=report
+            )
+            done += config.steps
+            fits.setdefault(seed, run.fit)
+            seconds[label, seed] = run.cpu_seconds
+            trl_args.setdefault(label, run.trl_args)
+            variants.setdefault(label, run.variant)
+            frames.append(network_frame(run, label, seed))
+    for label, settings in labelled.items():
+        variant = toy_variant_for(settings, config)
+        frames.append(toy_frame(toy_curves(config, variant, seeds), label, config.cap))
+    frame = _ordered(pd.concat(frames, ignore_index=True), list(labelled))
+    return Bridge(
+        frame,
+        {label: dict(settings) for label, settings in labelled.items()},
+        variants,
+        trl_args,
+        fits,
+        seconds,
+        config,
+        seeds,
+        learning_rate,
+        reference,
+    )
+
+
+def reference_settings(settings: Mapping[str, Any], config: Config = BRIDGE_CONFIG) -> dict[str, Any]:
+    """TRL's Dr. GRPO beside `settings`: the fewest of TRL's Dr. GRPO settings over them that make
+    the toy's variant Dr. GRPO's loss in the same schedule, clip and KL term (`toyrl check`'s
+    reference, `toyrl.trainers.check.dr_grpo_settings`), else REFERENCE_SETTINGS over them."""
+    from toyrl.trainers.check import dr_grpo_settings
+
+    fix = dr_grpo_settings(resolve_settings(settings), config)
+    return dict(settings) | (REFERENCE_SETTINGS if fix is None else fix)
+
+
+def compare(
+    settings: Mapping[str, Any],
+    config: Config = BRIDGE_CONFIG,
+    seeds: Sequence[int] = (0,),
+    cache_dir: str | Path | None = None,
+    learning_rate: float = LEARNING_RATE,
+    progress: Callable[[int, int], None] | None = None,
+) -> Bridge:
+    """TRL's settings (GRPOConfig names and values, e.g. {"loss_type": "grpo"}; the schedule's are
+    the configuration's) and TRL's Dr. GRPO beside them (`reference_settings`), each trained as the
+    network by TRL's GRPOTrainer (`train`) and run on the toy at `config` (config.steps steps), on
+    `seeds`. The labels are the toyrl preset the settings map to (else "settings") and REFERENCE;
+    the settings alone when they are Dr. GRPO's loss already. Returns a `Bridge`: its `frame` (one
+    row per label, source, seed and step), `gap(label)`, `summary()` in words and `meta()`.
+    Needs the bridge extra; the fitted starting networks are cached in `cache_dir`."""
+    reference = reference_settings(settings, config)
+    variant = toy_variant_for(settings, config)
+    if variant.spec() == toy_variant_for(reference, config).spec():
+        return run_bridge({REFERENCE: settings}, config, seeds, REFERENCE, cache_dir, learning_rate, progress)
+    name = next((preset for preset, v in VARIANTS.items() if v.spec() == variant.spec()), "settings")
+    label = "settings" if name == REFERENCE else name
+    return run_bridge(
+        {label: settings, REFERENCE: reference}, config, seeds, REFERENCE, cache_dir, learning_rate, progress
+    )
+
+
+def legend_names(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Each label with its TRL settings, for a figure's legend: `grpo (loss_type=grpo,
+    scale_rewards=group)`, `dapo (TRL's defaults)`."""
+    spelt = {
+        label: ", ".join(f"{key}={value}" for key, value in given.items())
+        for label, given in settings.items()
+    }
+    return {label: f"{label} ({text or DEFAULTS_NAME})" for label, text in spelt.items()}
+
+
+def summary_json(bridge: Bridge) -> dict[str, Any]:
+    """`toyrl bridge --json`: the settings, each label's gap against the reference (network and toy,
+    per seed, mean, SE and what it is over; the verdict), and the summary's lines."""
+    step = int(bridge.frame["step"].max())
+    gaps = {}
+    for label in bridge.settings:
+        if bridge.reference is None or label == bridge.reference:
+            continue
+        found = bridge.gap(label, step=step)
+        gaps[label] = {
+            "metric": "length_incorrect",
+            "step": step,
+            "window": WINDOW,
+            "verdict": found.verdict,
+            **{
+                source: {
+                    "per_seed": [float(x) for x in part.per_seed],
+                    "mean": part.mean,
+                    "se": part.se,
+                    "se_over": part.over,
+                }
+                for source, part in (("network", found.network), ("toy", found.toy))
+            },
+        }
+    return {
+        "settings": bridge.settings,
+        "variants": bridge.variants,
+        "reference": bridge.reference,
+        "seeds": bridge.seeds,
+        "steps": bridge.config.steps,
+        "gaps": gaps,
+        "summary": bridge.summary(),
+    }

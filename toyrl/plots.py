@@ -1162,6 +1162,133 @@ def save_figures(figures: dict[str, Figure], folder: Path) -> list[Path]:
     return written
 
 
+BRIDGE_MARKERS = ("o", "s", "^", "D", "v")  # a bridge figure's labels'
+SEED_MARKERS = ("X", "P", "*", "h", "<", ">", "p", "d")  # its seeds', in the gaps' panel
+
+
+def plot_bridge(
+    frame: pd.DataFrame,
+    reference: str | None = "dr_grpo",
+    window: int = 10,
+    style: str = "paper",
+    names: Mapping[str, str] | None = None,
+) -> Figure:
+    """A bridge's table (`toyrl.bridge.Bridge.frame`) in four panels: incorrect length, each label's
+    gap against `reference` per seed, accuracy and correct length, by step. The network's curves
+    (solid) are means over the `window` steps up to each step, the toy's (dashed) its exact
+    expectations; the panels but the gaps' average the seeds. `names`: each label's legend entry
+    (default the label). Each label has its colour and a marker of its own."""
+    theme = _check_style(style)
+    labels = list(dict.fromkeys(frame["label"]))
+    looks = {
+        label: Look(look.colour, "-", BRIDGE_MARKERS[i % len(BRIDGE_MARKERS)])
+        for i, (label, look) in enumerate(variant_looks(labels).items())
+    }
+    seeds = sorted(set(frame["seed"]))
+    width = theme.width
+    height = 6.4 if style == "paper" else SLIDE_HEIGHT
+    fig, axes = plt.subplots(2, 2, figsize=(width, height), layout="constrained", squeeze=False)
+    panels = list(axes.ravel())
+
+    def series(label: str, source: str, metric: str, seed: int | None = None) -> pd.Series:
+        rows = frame[(frame["label"] == label) & (frame["source"] == source)]
+        if seed is not None:
+            rows = rows[rows["seed"] == seed]
+        values = rows.groupby("step")[metric].mean()
+        return values.rolling(window, min_periods=1).mean() if source == "network" else values
+
+    for ax, metric, title in (
+        (panels[0], "length_incorrect", "Incorrect length (tokens)"),
+        (panels[2], "accuracy", "Accuracy"),
+        (panels[3], "length_correct", "Correct length (tokens)"),
+    ):
+        for label in labels:
+            look = looks[label]
+            for source, linestyle in (("network", "-"), ("toy", DASHED)):
+                values = series(label, source, metric)
+                ax.plot(
+                    values.index,
+                    values.to_numpy(),
+                    color=look.colour,
+                    linestyle=linestyle,
+                    linewidth=theme.line,
+                    marker=look.marker,
+                    markevery=_markevery(len(values), labels.index(label), len(labels)),
+                    markersize=theme.marker,
+                )
+        ax.set_title(title)
+        ax.set_xlabel("step")
+    ax = panels[1]
+    others = [label for label in labels if label != reference]
+    if reference is not None and others:
+        for label in others:
+            look = looks[label]
+            for seed in seeds:
+                for source, linestyle in (("network", "-"), ("toy", DASHED)):
+                    gap = series(label, source, "length_incorrect", seed) - series(
+                        reference, source, "length_incorrect", seed
+                    )
+                    ax.plot(
+                        gap.index,
+                        gap.to_numpy(),
+                        color=look.colour,
+                        linestyle=linestyle,
+                        linewidth=theme.line * 0.7,
+                        marker=SEED_MARKERS[seeds.index(seed) % len(SEED_MARKERS)],
+                        markevery=_markevery(len(gap), seeds.index(seed), len(seeds)),
+                        markersize=theme.marker,
+                    )
+        ax.axhline(0, color=MUTED, linewidth=theme.line * 0.6)
+        ax.set_title(f"Incorrect length less {reference}'s, per seed (tokens)")
+    else:
+        ax.set_axis_off()
+    ax.set_xlabel("step")
+    handles: list[Any] = [
+        Line2D([], [], color=looks[label].colour, linewidth=theme.line, marker=looks[label].marker)
+        for label in labels
+    ]
+    entries = [(names or {}).get(label, label) for label in labels]
+    handles += [
+        Line2D([], [], color=TEXT, linestyle="-", linewidth=theme.line),
+        Line2D([], [], color=TEXT, linestyle=DASHED, linewidth=theme.line),
+    ]
+    entries += [f"network (TRL, mean of {window} steps)", "toy (exact)"]
+    if len(seeds) > 1:
+        handles += [
+            Line2D(
+                [],
+                [],
+                color=MUTED,
+                marker=SEED_MARKERS[i % len(SEED_MARKERS)],
+                linestyle="none",
+                markersize=theme.marker,
+            )
+            for i in range(len(seeds))
+        ]
+        entries += [f"seed {seed}" for seed in seeds]
+    _legend(fig, handles, entries, theme)
+    steps = int(frame["step"].max())
+    return _finish(
+        fig,
+        theme,
+        f"TRL's GRPOTrainer on a tiny network beside the toy: {len(seeds)} seed"
+        f"{'s' if len(seeds) > 1 else ''}, {steps} steps",
+    )
+
+
+def save_figure(fig: Figure, path: Path) -> Path:
+    """One figure to `path` in the format its suffix names (.png, .svg or .pdf), atomically and
+    without dates; the figure is closed."""
+    kind = path.suffix.lstrip(".").lower()
+    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[kind]
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
+    data = buffer.getvalue()
+    write_atomic(path, _readable_svg(data.decode("utf-8")) if kind == "svg" else data)
+    plt.close(fig)
+    return path
+
+
 # matplotlib names an SVG's markers, clip paths and hatches by a hash of their path and transform,
 # whose floats carry the data limits to the last bit: a last-bit difference in the data (another
 # CPU's exp) renames them all. Numbered in order of appearance instead, they depend on the drawing

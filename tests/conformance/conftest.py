@@ -17,6 +17,13 @@ from types import ModuleType
 
 import pytest
 
+from toyrl.bridge import pin_kernels
+
+# The bridge's runs (test_trl_bridge.py) are the same bits on every x86-64 CPU with AVX2 only with
+# torch's and MKL's kernels pinned before torch is first imported; the trainers' comparisons, at a
+# tolerance, do not mind which kernels run.
+pin_kernels()
+
 TOLERANCE = 1e-10
 ENFORCED = os.environ.get("TOYRL_CONFORMANCE") == "1"
 

@@ -8,14 +8,23 @@ accuracy and lengths within a few standard errors.
 the bridge's schedule; the loss TRL logged at each step is its loss for the batch it sampled
 (dr_grpo at ratio 1: -sum_i A_i |o_i| / (N max_completion_length), A_i = r_i - group mean; grpo
 with std scaling: minus the mean of the advantages, 0); and the same seed gives the same numbers.
+(c) The commands: `toyrl bridge --quick` writes its table, sidecar and figure, its step 0 is the
+toy's start, and its rows are the committed study's (results/bridge_study.csv) to the bit, the
+same settings and seed for fewer steps; `toyrl check --trainer trl --set loss_type=dapo --bridge`
+reports the network's gap beside the toy's and whether it has the verdict's sign.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from tests.conformance.conftest import trainer_module, version_of
 from toyrl import bridge
@@ -49,7 +58,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_build_model_is_deterministic_per_seed(fitted: dict[str, Any]) -> None:
     torch = fitted["torch"]
     first, again, other = bridge.build_model(3), bridge.build_model(3), bridge.build_model(4)
-    assert 80_000 < sum(p.numel() for p in first.parameters()) < 100_000
+    assert sum(p.numel() for p in first.parameters()) == 91_072  # docs/bridge.md and the README say so
     for (name, a), (_, b) in zip(first.state_dict().items(), again.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     assert any(not torch.equal(a, c) for a, c in zip(first.parameters(), other.parameters(), strict=True))
@@ -189,3 +198,95 @@ def test_another_seed_gives_other_numbers(fitted: dict[str, Any]) -> None:
     first = bridge.train(DR_GRPO, BRIDGE_CONFIG, seed=0, steps=1, cache_dir=fitted["cache"])
     other = bridge.train(DR_GRPO, BRIDGE_CONFIG, seed=1, steps=1, cache_dir=fitted["cache"])
     assert not first.completions.equals(other.completions)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = ROOT / "results" / "bridge_study.csv"
+STUDY_LABELS = {"trl_grpo": "grpo", "dr_grpo": "dr_grpo"}  # the quick run's labels: the study's
+
+
+@pytest.fixture(scope="module")
+def quick(fitted: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`toyrl bridge --quick` with GRPO's settings (seed 0; the fixture's fit cache)."""
+    from toyrl.cli import app
+
+    out = tmp_path_factory.mktemp("quick") / "quick.csv"
+    args = ["bridge", "--quick", "--set", "loss_type=grpo", "--set", "scale_rewards=group"]
+    result = CliRunner().invoke(app, [*args, "--cache-dir", str(fitted["cache"]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return {"out": out, "stdout": result.stdout, "frame": pd.read_csv(out)}
+
+
+def test_quick_run_writes_its_table_sidecar_and_figure(quick: dict[str, Any]) -> None:
+    out, frame = quick["out"], quick["frame"]
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert meta["kind"] == "bridge" and meta["seeds"] == [0] and meta["config"]["steps"] == bridge.QUICK_STEPS
+    assert meta["settings"] == {"trl_grpo": GRPO, "dr_grpo": DR_GRPO}
+    assert meta["versions"]["trl"] == PINNED
+    assert set(meta["kernels"]) >= {"torch_cpu_capability"}
+    assert sorted(set(frame["label"])) == ["dr_grpo", "trl_grpo"]
+    assert len(frame) == 2 * 2 * (bridge.QUICK_STEPS + 1)
+    stdout = quick["stdout"]
+    assert re.search(r"incorrect length, trl_grpo - dr_grpo, at step 32 .*: network [+-]\d", stdout)
+    assert "accuracy of trl_grpo: network" in stdout and "wrote " in stdout
+
+
+def test_quick_run_starts_at_the_toys_start(quick: dict[str, Any]) -> None:
+    """Step 0's sampled batch (128 completions) against the toy's exact step 0, within 4 SE; the
+    two labels' first batches are the same (one fitted start, one TRL seed)."""
+    frame = quick["frame"]
+    start = frame[frame["step"] == 0].set_index(["label", "source"])
+    for label in ("trl_grpo", "dr_grpo"):
+        network, toy = start.loc[(label, "network")], start.loc[(label, "toy")]
+        se = np.sqrt(toy["accuracy"] * (1 - toy["accuracy"]) / 128)
+        assert abs(network["accuracy"] - toy["accuracy"]) < SE_MARGIN * se
+        assert abs(network["length_mean"] - toy["length_mean"]) < 3.0  # SE of the mean length ~1.5 tokens
+    sampled = ["accuracy", "length_mean", "length_correct", "length_incorrect", "truncated", "off_ramble"]
+    assert start.loc[("trl_grpo", "network"), sampled].equals(start.loc[("dr_grpo", "network"), sampled])
+    assert start.loc[("trl_grpo", "network"), "loss"] != start.loc[("dr_grpo", "network"), "loss"]
+
+
+def test_quick_run_is_the_committed_studys_first_steps(quick: dict[str, Any]) -> None:
+    """The same settings, seed and kernels give the same numbers: the quick run's rows are the
+    study's rows of seed 0, steps 0..32, to the bit (network and toy)."""
+    frame, study = quick["frame"], pd.read_csv(STUDY)
+    study = study[(study["seed"] == 0) & (study["step"] <= bridge.QUICK_STEPS)]
+    for label, named in STUDY_LABELS.items():
+        for source in bridge.SOURCES:
+            mine = frame[(frame["label"] == label) & (frame["source"] == source)].reset_index(drop=True)
+            theirs = study[(study["label"] == named) & (study["source"] == source)].reset_index(drop=True)
+            columns = [c for c in bridge.STEP_COLUMNS if c != "step"]
+            for column in columns:
+                a, b = mine[column].to_numpy(), theirs[column].to_numpy()
+                if a.dtype.kind == "f":
+                    assert np.array_equal(a, b, equal_nan=True), (label, source, column)
+                else:
+                    assert (a == b).all(), (label, source, column)
+
+
+def test_check_bridge_reports_the_real_gap_beside_the_toys(fitted: dict[str, Any], tmp_path: Path) -> None:
+    """The acceptance's command: the toy's verdict, then the network's gap and the toy's at the
+    bridge's scale, and whether the network's sign is the verdict's, as the numbers say."""
+    from toyrl.cli import app
+
+    result = CliRunner().invoke(
+        app, ["check", "--trainer", "trl", "--set", "loss_type=dapo", "--bridge", "--seeds", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    found = re.search(
+        r"incorrect length, (\w+) - dr_grpo, at step 32 \(mean of the last 10 steps\): network "
+        r"([+-][\d.]+) ± ([\d.]+) tokens, toy ([+-][\d.]+) ± ([\d.]+); the check's verdict above: ([^:]+?) "
+        r"the network's wrong answers are (longer|shorter|within 3 SE of Dr. GRPO's): "
+        r"(the verdict's sign|not the verdict's sign)",
+        text,
+    )
+    assert found, text
+    mean, se = float(found.group(2)), float(found.group(3))
+    real = 0 if abs(mean) <= 3 * se else int(np.sign(mean))
+    assert found.group(7) == {1: "longer", -1: "shorter", 0: "within 3 SE of Dr. GRPO's"}[real]
+    verdict = {"longer wrong answers": 1, "shorter wrong answers": -1, "no drift beyond its margins": 0}
+    direction = verdict[found.group(6)]
+    assert (found.group(8) == "the verdict's sign") == (real == direction)
+    assert text.index("verdict") < text.index("bridge: TRL 1.16.0")  # after the toy's verdict

@@ -1,6 +1,7 @@
 """The `toyrl` command. Every error a user can fix is one line on stderr and exit status 2.
 
-`commands` holds the commands, registered on the typer `app`; `options`, how their options are
+`commands` holds the commands, registered on the typer `app` (`bridge`, the bridge's two:
+`toyrl bridge` and `toyrl check --bridge`'s part); `options`, how their options are
 read and their errors reported; `terminal`, output that fits the terminal and the progress of
 long steps. Start-up is kept short: the package imports only the standard library, typer and
 `toyrl.config`, so `toyrl --help` loads neither numpy nor pandas; each command imports what it
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import signal
 
+from toyrl.cli import bridge as _bridge  # noqa: F401  (registers `toyrl bridge`)
 from toyrl.cli.commands import app
 from toyrl.cli.options import _terminate
 

@@ -745,6 +745,14 @@ def check(
     n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress messages.")] = False,
+    bridge: Annotated[
+        bool,
+        typer.Option(
+            "--bridge",
+            help="Then train the same TRL settings and TRL's Dr. GRPO as a tiny network with TRL's own "
+            "GRPOTrainer (toyrl bridge --quick), and compare the real gap's sign with the verdict's.",
+        ),
+    ] = False,
 ) -> None:
     """What a trainer's own settings do to response length: the toy run beside Dr. GRPO.
 
@@ -756,15 +764,31 @@ def check(
 
     if not 2 <= seeds <= 10_000:
         raise ConfigError("seeds", "must be an integer in 2..10,000 (a standard error needs two)", seeds)
-    resolved = resolve_input(arguments or [], trainer, parse_sets(set_ or []), version)
+    sets = parse_sets(set_ or [])
+    if bridge:
+        from toyrl.bridge import check_trainer
+
+        check_trainer(trainer, version)
+    resolved = resolve_input(arguments or [], trainer, sets, version)
+    if bridge:  # refused before the toy's check runs: another trainer, or no bridge extra
+        from toyrl.cli.bridge import bridge_input
+
+        bridged = bridge_input(arguments or [], sets, trainer, version)
     seed_list = list(range(seeds))
     with Progress("toyrl check", quiet or as_json) as progress:
         progress.begin("simulating")
         result = run_check(resolved, config, seed_list, n_jobs, progress=progress.update)
-    if as_json:
-        typer.echo(_json(check_json(result)))
-    else:
+    data = check_json(result) if as_json else None
+    if not as_json:
         _echo_lines(report(result), output_width())
+    if bridge:
+        from toyrl.cli.bridge import check_bridge
+
+        found = check_bridge(result, bridged, quiet or as_json)
+        if data is not None:
+            data["bridge"] = found
+    if data is not None:
+        typer.echo(_json(data))
     if resolved.misspelt:
         raise typer.Exit(1)
 

@@ -70,13 +70,24 @@ class Check:
         """The report `toyrl check` prints."""
         return "\n".join(report(self))
 
+    @property
+    def direction(self) -> int:
+        """+1 when wrong answers end longer than under Dr. GRPO beyond both margins (MARGIN_SE
+        standard errors and MARGIN_RELATIVE of Dr. GRPO's length), -1 when shorter, else 0 (and
+        for Dr. GRPO itself)."""
+        if self.same_variant:
+            return 0
+        mean, se = self.difference
+        reference = float(self.reference.incorrect.mean())
+        beyond = abs(mean) > MARGIN_SE * se and abs(mean) > MARGIN_RELATIVE * reference
+        return int(np.sign(mean)) if beyond else 0
+
     def verdict(self) -> str:
         """The verdict on length drift, in words."""
         if self.same_variant:
             return "these settings are Dr. GRPO itself (the same variant): the reference, by construction"
         mean, se = self.difference
-        reference = float(self.reference.incorrect.mean())
-        beyond = abs(mean) > MARGIN_SE * se and abs(mean) > MARGIN_RELATIVE * reference
+        beyond = self.direction != 0
         start = float(self.setting.incorrect_start.mean())
         end = float(self.setting.incorrect.mean())
         if beyond and mean > 0 and end > start:
