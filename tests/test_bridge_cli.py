@@ -217,6 +217,8 @@ def test_the_summary_json_holds_the_gap() -> None:
 
 
 def test_the_figure_draws_every_label_and_seed(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
     from toyrl.plots import plot_bridge, save_figure
 
     fig = plot_bridge(synthetic([0, 1], 30, 12.0, 10.0, 1.0))
@@ -224,6 +226,7 @@ def test_the_figure_draws_every_label_and_seed(tmp_path: Path) -> None:
     assert len(gaps.lines) == 2 * 2 + 1  # network and toy per seed, and the zero line
     assert len(fig.axes[0].lines) == 4  # two labels, network and toy
     legend = [text.get_text() for text in fig.legends[0].get_texts()]
+    plt.close(fig)
     assert legend[:2] == ["a", "dr_grpo"] and "seed 1" in legend
     for kind in ("png", "svg", "pdf"):
         assert (
