@@ -793,8 +793,12 @@ def train(
             }
         )
     steps_frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    preset = next((name for name, v in VARIANTS.items() if v.spec() == variant.spec()), variant.name)
-    return BridgeRun(steps_frame, completions, fitted, in_effect, preset, seconds)
+    return BridgeRun(steps_frame, completions, fitted, in_effect, preset_of(variant) or variant.name, seconds)
+
+
+def preset_of(variant: Variant) -> str | None:
+    """The first named variant (`toyrl.variants.VARIANTS`) with this variant's spec, or None."""
+    return next((name for name, v in VARIANTS.items() if v.spec() == variant.spec()), None)
 
 
 # ---------------------------------------------------------------- the network beside the toy
@@ -981,16 +985,14 @@ class Bridge:
         from toyrl import __version__
 
         torch, transformers, _, trl = require()
+        made = sidecar_settings(self.settings, self.config, self.seeds)
         return {
             "toyrl_version": __version__,
             "kind": "bridge",
-            "config": self.config.to_dict(),
-            "seeds": self.seeds,
+            "config": made["config"],
+            "seeds": made["seeds"],
             "mean_field": None,
-            "variants": {
-                label: {"spec": VARIANTS[name].spec() if name in VARIANTS else name}
-                for label, name in self.variants.items()
-            },
+            "variants": made["variants"],
             "settings": self.settings,
             "reference": self.reference,
             "learning_rate": self.learning_rate,
@@ -1270,6 +1272,34 @@ def reference_settings(settings: Mapping[str, Any], config: Config = BRIDGE_CONF
     return dict(settings) | (REFERENCE_SETTINGS if fix is None else fix)
 
 
+def labelled(settings: Mapping[str, Any], config: Config = BRIDGE_CONFIG) -> dict[str, dict[str, Any]]:
+    """`compare`'s labels and their TRL settings: the settings, labelled by the toyrl preset they map
+    to (else "settings"), and REFERENCE with `reference_settings`; REFERENCE alone when the settings
+    are Dr. GRPO's loss already."""
+    reference = reference_settings(settings, config)
+    variant = toy_variant_for(settings, config)
+    if variant.spec() == toy_variant_for(reference, config).spec():
+        return {REFERENCE: dict(settings)}
+    name = preset_of(variant) or "settings"
+    return {"settings" if name == REFERENCE else name: dict(settings), REFERENCE: reference}
+
+
+def sidecar_settings(
+    labels: Mapping[str, Mapping[str, Any]], config: Config, seeds: Sequence[int]
+) -> dict[str, Any]:
+    """What a bridge's sidecar records of how it was made that decides whether results on disk are
+    these (`toyrl.results.check_overwrite`): the configuration, each label's toy variant spec and
+    the seeds. Known before training."""
+    return {
+        "config": config.to_dict(),
+        "seeds": list(seeds),
+        "mean_field": None,
+        "variants": {
+            label: {"spec": toy_variant_for(given, config).spec()} for label, given in labels.items()
+        },
+    }
+
+
 def compare(
     settings: Mapping[str, Any],
     config: Config = BRIDGE_CONFIG,
@@ -1285,25 +1315,19 @@ def compare(
     the settings alone when they are Dr. GRPO's loss already. Returns a `Bridge`: its `frame` (one
     row per label, source, seed and step), `gap(label)`, `summary()` in words and `meta()`.
     Needs the bridge extra; the fitted starting networks are cached in `cache_dir`."""
-    reference = reference_settings(settings, config)
-    variant = toy_variant_for(settings, config)
-    if variant.spec() == toy_variant_for(reference, config).spec():
-        return run_bridge({REFERENCE: settings}, config, seeds, REFERENCE, cache_dir, learning_rate, progress)
-    name = next((preset for preset, v in VARIANTS.items() if v.spec() == variant.spec()), "settings")
-    label = "settings" if name == REFERENCE else name
-    return run_bridge(
-        {label: settings, REFERENCE: reference}, config, seeds, REFERENCE, cache_dir, learning_rate, progress
-    )
+    labels = labelled(settings, config)
+    return run_bridge(labels, config, seeds, REFERENCE, cache_dir, learning_rate, progress)
 
 
 def legend_names(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Each label with its TRL settings, for a figure's legend: `grpo (loss_type=grpo,
     scale_rewards=group)`, `dapo (TRL's defaults)`."""
-    spelt = {
-        label: ", ".join(f"{key}={value}" for key, value in given.items())
-        for label, given in settings.items()
-    }
-    return {label: f"{label} ({text or DEFAULTS_NAME})" for label, text in spelt.items()}
+    return {label: f"{label} ({settings_text(given)})" for label, given in settings.items()}
+
+
+def settings_text(given: Mapping[str, Any]) -> str:
+    """TRL settings as `loss_type=grpo, scale_rewards=group`; DEFAULTS_NAME when there are none."""
+    return ", ".join(f"{key}={value}" for key, value in given.items()) or DEFAULTS_NAME
 
 
 def summary_json(bridge: Bridge) -> dict[str, Any]:

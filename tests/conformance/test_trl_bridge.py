@@ -290,3 +290,25 @@ def test_check_bridge_reports_the_real_gap_beside_the_toys(fitted: dict[str, Any
     direction = verdict[found.group(6)]
     assert (found.group(8) == "the verdict's sign") == (real == direction)
     assert text.index("verdict") < text.index("bridge: TRL 1.16.0")  # after the toy's verdict
+
+
+def test_results_of_other_settings_are_refused_before_training(
+    fitted: dict[str, Any], tmp_path: Path
+) -> None:
+    """`toyrl bridge` at an --out holding other results stops at once, one line, nothing replaced
+    and nothing trained (the fit cache stays as it was)."""
+    from toyrl.cli import app
+
+    out = tmp_path / "other.csv"
+    assert (
+        CliRunner().invoke(app, ["run", "--steps", "3", "--seeds", "1", "-q", "--out", str(out)]).exit_code
+        == 0
+    )
+    before = {path: path.read_bytes() for path in (out, out.with_suffix(".json"))}
+    cache = tmp_path / "cache"
+    result = CliRunner().invoke(app, ["bridge", "--quick", "--out", str(out), "--cache-dir", str(cache)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("toyrl: error: --out: ") and result.stderr.count("\n") == 1
+    assert "made with other settings" in result.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    assert not cache.exists()  # refused before the fit

@@ -4,7 +4,6 @@ settings and the budget are checked before anything is imported."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,13 +17,10 @@ from toyrl.config import Config, InvalidInput
 if TYPE_CHECKING:
     from toyrl.bridge import Bridge
 
-# The configuration fields the bridge takes as options (the rest are BRIDGE_CONFIG's)
-BRIDGE_FIELDS = ("cap", "min_length", "stop_prob_right", "stop_prob_wrong", "batch_prompts", "group_size")
-
 
 def bridge_report(bridge: Bridge, seconds: float, width: int | None) -> list[str]:
     """What `toyrl bridge` prints: the settings, the fits, the last step's table and the summary."""
-    from toyrl.bridge import MODEL_SHAPE, TRL_VERSION, WINDOW, level
+    from toyrl.bridge import MODEL_SHAPE, TRL_VERSION, WINDOW, level, settings_text
 
     config, frame = bridge.config, bridge.frame
     step = int(frame["step"].max())
@@ -37,8 +33,7 @@ def bridge_report(bridge: Bridge, seconds: float, width: int | None) -> list[str
         f"{bridge.learning_rate:g}, toy lr {config.lr:g} (not matched)",
     ]
     for label, settings in bridge.settings.items():
-        given = ", ".join(f"{key}={value}" for key, value in settings.items()) or "TRL's defaults"
-        lines.append(f"{label}: {given} (toy variant {bridge.variants[label]})")
+        lines.append(f"{label}: {settings_text(settings)} (toy variant {bridge.variants[label]})")
     for seed, fit in bridge.fits.items():
         lines.append(
             f"seed {seed}: network fitted to the toy's start"
@@ -74,7 +69,7 @@ def bridge_report(bridge: Bridge, seconds: float, width: int | None) -> list[str
 
 
 def run_bridge_command(
-    settings: dict[str, Any],
+    labels: dict[str, dict[str, Any]],
     config: Config,
     seeds: list[int],
     cache_dir: Path | None,
@@ -82,12 +77,37 @@ def run_bridge_command(
     quiet: bool,
     label: str = "toyrl bridge",
 ) -> Bridge:
-    """The bridge with progress on stderr."""
-    from toyrl.bridge import compare
+    """The bridge of `labels` (`toyrl.bridge.labelled`) with progress on stderr."""
+    from toyrl.bridge import REFERENCE, run_bridge
 
     with Progress(label, quiet) as progress:
         progress.begin("fitting and training", None, "steps")
-        return compare(settings, config, seeds, cache_dir, learning_rate, progress=progress.update)
+        return run_bridge(
+            labels, config, seeds, REFERENCE, cache_dir, learning_rate, progress=progress.update
+        )
+
+
+def bridge_input(
+    arguments: list[str],
+    sets: dict[str, Any],
+    trainer: str | None,
+    version: str | None,
+    config: Config | None = None,
+    seeds: int | None = None,
+    quick: bool = True,
+) -> Any:
+    """The settings the bridge trains (`toyrl.bridge.read_input`) at `config` (default the bridge's
+    quick preset's) on `seeds` seeds, checked against the budget (`check_budget`, the quick one with
+    `quick`), refused (one line) unless they are TRL's, or without the bridge extra. `toyrl bridge`'s,
+    and `toyrl check --bridge`'s before the toy's check runs."""
+    from toyrl import bridge as bridging
+
+    if config is None:
+        config = bridging.BRIDGE_CONFIG.replace(steps=bridging.QUICK_STEPS)
+    read = bridging.read_input(arguments, sets, config, trainer, version)
+    bridging.check_budget(read.config, list(range(bridging.QUICK_SEEDS if seeds is None else seeds)), quick)
+    bridging.require()
+    return read
 
 
 @app.command(cls=_Command, short_help="The toy task trained by TRL's own GRPOTrainer, beside the toy.")
@@ -179,27 +199,26 @@ def bridge(
         raise InvalidInput(f"--steps must be in 1..{bridging.MAX_STEPS:,} (got {steps})")
     if not lr > 0 or lr > 1:
         raise InvalidInput(f"--lr must be in (0, 1] (got {lr:g})")
-    read = bridging.read_input(arguments or [], parse_sets(set_ or []), config, trainer, version)
-    count = bridging.QUICK_SEEDS if quick else (seeds or bridging.FULL_SEEDS)
-    config = read.config.replace(
-        steps=bridging.QUICK_STEPS if quick else (bridging.BRIDGE_CONFIG.steps if steps is None else steps)
-    )
-    seed_list = list(range(count))
-    bridging.check_budget(config, seed_list, quick)
     check_output_path(out)
     figure = figure or out.with_suffix(".png")
     if figure.suffix not in (".png", ".pdf", ".svg"):
         raise InvalidInput(f"--figure must end in .png, .pdf or .svg (got '{figure}')")
-    bridging.require()
+    count = bridging.QUICK_SEEDS if quick else (seeds or bridging.FULL_SEEDS)
+    config = config.replace(
+        steps=bridging.QUICK_STEPS if quick else (bridging.BRIDGE_CONFIG.steps if steps is None else steps)
+    )
+    read = bridge_input(arguments or [], parse_sets(set_ or []), trainer, version, config, count, quick)
+    seed_list = list(range(count))
+    labels = bridging.labelled(read.settings, read.config)
     width = output_width()
     if not (quiet or as_json):
         for note in read.notes:
             typer.echo(wrap(f"toyrl bridge: {note}", width, hanging="    "), err=True)
     with claim(out, "results"):
-        result = run_bridge_command(read.settings, config, seed_list, cache_dir, lr, quiet or as_json)
-        meta = result.meta()
-        check_overwrite(out, meta, force)
-        _, kept = save_results(result.frame, out, meta)
+        # results of other settings at --out are refused before the training, not after
+        check_overwrite(out, bridging.sidecar_settings(labels, read.config, seed_list), force)
+        result = run_bridge_command(labels, read.config, seed_list, cache_dir, lr, quiet or as_json)
+        _, kept = save_results(result.frame, out, result.meta())
         from toyrl.plots import plot_bridge, save_figure
 
         save_figure(
@@ -216,18 +235,6 @@ def bridge(
     typer.echo(wrap(_saved(out, kept) + f"; {figure}", width, hanging="    "))
 
 
-def bridge_input(arguments: list[str], sets: dict[str, Any], trainer: str | None, version: str | None) -> Any:
-    """`toyrl check --bridge`'s settings for the bridge (`toyrl.bridge.read_input` at the bridge's
-    quick configuration), refused (one line) unless they are TRL's, or without the bridge extra."""
-    from toyrl import bridge as bridging
-
-    read = bridging.read_input(arguments, sets, bridging.BRIDGE_CONFIG, trainer, version)
-    read = dataclasses.replace(read, config=read.config.replace(steps=bridging.QUICK_STEPS))
-    bridging.check_budget(read.config, list(range(bridging.QUICK_SEEDS)), quick=True)
-    bridging.require()
-    return read
-
-
 def check_bridge(check: Any, read: Any, quiet: bool) -> dict[str, Any]:
     """After `toyrl check`'s verdict: the bridge's quick run of the same settings, its gap beside the
     toy's at the bridge's scale, and whether its sign is the verdict's. Prints unless `quiet`
@@ -236,7 +243,7 @@ def check_bridge(check: Any, read: Any, quiet: bool) -> dict[str, Any]:
 
     width = output_width()
     result = run_bridge_command(
-        read.settings,
+        bridging.labelled(read.settings, read.config),
         read.config,
         list(range(bridging.QUICK_SEEDS)),
         None,

@@ -765,15 +765,11 @@ def check(
     if not 2 <= seeds <= 10_000:
         raise ConfigError("seeds", "must be an integer in 2..10,000 (a standard error needs two)", seeds)
     sets = parse_sets(set_ or [])
-    if bridge:
-        from toyrl.bridge import check_trainer
-
-        check_trainer(trainer, version)
-    resolved = resolve_input(arguments or [], trainer, sets, version)
     if bridge:  # refused before the toy's check runs: another trainer, or no bridge extra
         from toyrl.cli.bridge import bridge_input
 
         bridged = bridge_input(arguments or [], sets, trainer, version)
+    resolved = resolve_input(arguments or [], trainer, sets, version)
     seed_list = list(range(seeds))
     with Progress("toyrl check", quiet or as_json) as progress:
         progress.begin("simulating")
