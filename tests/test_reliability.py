@@ -516,6 +516,7 @@ def test_a_run_that_leaves_finite_numbers_stops_in_one_line_and_keeps_the_old_re
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1, result.stderr  # no warnings flood, no traceback
+    # seed 0's divergence, as one worker meets it first, even when seed 1's worker fails first
     assert f"variant {KL_VARIANT}, seed 0 diverged at step 1" in result.stderr
     assert "likely cause: a learning rate too large for this objective (--lr 1000)" in result.stderr
     assert (out.read_bytes(), out.with_suffix(".json").read_bytes()) == before

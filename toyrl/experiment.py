@@ -16,6 +16,7 @@ import contextlib
 import math
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -24,7 +25,7 @@ import numpy as np
 from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.train import COLUMNS, Trajectory, check_variant, train_runs
+from toyrl.train import COLUMNS, Diverged, Trajectory, check_variant, train_runs
 from toyrl.variants import parse_variant
 
 if TYPE_CHECKING:
@@ -316,11 +317,20 @@ def run_experiment(
                 delayed(_simulate_chunk)(config, index, [runs[i] for i in chunk], mean_field)
                 for index, chunk in enumerate(chunks)
             )
-            for index, part in finishing:
-                parts[index] = part
-                done += len(chunks[index]) * (config.steps + 1)
-                if progress is not None:
-                    progress(done, total)
+            with warnings.catch_warnings(), contextlib.closing(finishing):  # a failure stops the workers
+                warnings.filterwarnings("ignore", ".* tasks .* (cancelled|not used)", UserWarning)
+                diverged: dict[int, Diverged] = {}
+                for index, part in finishing:
+                    if isinstance(part, Diverged):
+                        diverged[index] = part
+                    else:
+                        parts[index] = part
+                        done += len(chunks[index]) * (config.steps + 1)
+                        if progress is not None:
+                            progress(done, total)
+                    # The failure one worker would have met first, whichever worker failed first.
+                    if diverged and all(earlier in parts for earlier in range(min(diverged))):
+                        raise diverged[min(diverged)]
     order = np.concatenate(chunks)
     # Chunks that grouped runs out of order (by schedule) go back to variant-major.
     rows = (
@@ -346,9 +356,13 @@ def _steps_done(progress: Progress, before: int, runs: int, total: int) -> Calla
 
 def _simulate_chunk(
     config: Config, index: int, runs: Sequence[tuple[Variant, int]], mean_field: bool
-) -> tuple[int, Columns]:
-    """A worker's chunk of runs, returned with its index (chunks come back as they finish)."""
-    return index, simulate_columns(config, runs, mean_field)
+) -> tuple[int, Columns | Diverged]:
+    """A worker's chunk of runs, returned with its index (chunks come back as they finish), or the
+    divergence that stopped it: the parent tells the one the chunks in order meet first."""
+    try:
+        return index, simulate_columns(config, runs, mean_field)
+    except Diverged as error:
+        return index, error
 
 
 def chunk_runs(runs: Sequence[tuple[Variant, int]], per_chunk: int, workers: int) -> list[list[int]]:
