@@ -88,6 +88,7 @@ def test_plot_save_writes_the_figures_toyrl_plot_writes(tmp_path: Path) -> None:
 
 
 def test_plot_functions_return_figures_of_the_frame() -> None:
+    import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
     frame = toyrl.run("all", seeds=1, **TINY)
@@ -95,7 +96,10 @@ def test_plot_functions_return_figures_of_the_frame() -> None:
         figure = draw(frame)
         assert isinstance(figure, Figure)
         assert len([ax for ax in figure.axes if ax.get_visible()]) >= 2
-    assert isinstance(toyrl.plot.accuracy(frame), Figure)
+        plt.close(figure)
+    figure = toyrl.plot.accuracy(frame)
+    assert isinstance(figure, Figure)
+    plt.close(figure)
 
 
 def test_expected_update_matches_toyrl_bias_and_shows_grpo_lengthening_wrong_answers() -> None:

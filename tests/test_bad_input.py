@@ -536,6 +536,28 @@ def test_a_sidecar_with_an_integer_of_5000_digits_is_one_line(tmp_path: Path, co
     assert (out.read_bytes(), sidecar.read_bytes()) == before
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["check", "--trainer", "trl", "--set", f"num_generations={HUGE}"], "valid: an int in [2, 10000]"),
+        (
+            ["sweep", "--variant", "grpo", "--grid", f"group_size={HUGE}", "--out-dir", "{tmp}/s"],
+            "at most 4,300 digits",
+        ),
+        (["run", "--variant", f"advantage=none,mini_batches={HUGE}"], "at most 4,300 digits"),
+    ],
+    ids=["check --set", "sweep --grid", "run --variant"],
+)
+def test_an_integer_of_5000_digits_given_as_text_is_one_line(
+    tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    """Beyond the digits Python converts: refused as out of range, not a traceback; nothing written."""
+    result = CliRunner().invoke(app, [a.replace("{tmp}", str(tmp_path)) for a in arguments])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, (result.output, result.exception)
+    assert message in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
 # Keys of the trainers' settings (so that values reach their checks) and any text; values of every
 # JSON/YAML type, huge integers (a marker replaced by 5,000 digits once written) and non-finite floats.
 SETTING_KEYS = st.sampled_from(

@@ -636,11 +636,16 @@ def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.Monk
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```python\n(.+?)\n```", readme, flags=re.DOTALL)
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
+    open_before = set(plt.get_fignums())
     exec(compile(example, "README.md", "exec"), namespace)
+    for number in set(plt.get_fignums()) - open_before:  # the example's figures
+        plt.close(number)
     assert set(namespace["frame"]["variant"]) == {"grpo", "dr_grpo"}
     assert namespace["frame"].attrs["toyrl"]["config"]["group_size"] == 16
     assert not list(tmp_path.iterdir())

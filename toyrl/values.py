@@ -7,7 +7,7 @@ everywhere and a spelling that one place refuses is refused everywhere:
 - a boolean is `true` or `false`, or `1` or `0`, in any case; anything else (`yes`, `no`, `off`,
   an empty text) is refused rather than guessed;
 - an integer is ASCII digits with an optional sign, `_` between digits, and an optional `.0`
-  (`16`, `+16`, `1_000`, `16.0`);
+  (`16`, `+16`, `1_000`, `16.0`), at most as many digits as Python converts (4300 by default);
 - a number is what Python's `float` reads from ASCII text (`0.02`, `1e-6`, `inf`), infinity only
   when spelt so (not `1e400`, nor an integer of 400 digits): its range is each value's own check.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any
 
 from toyrl.config import InvalidInput, shown
@@ -41,7 +42,13 @@ def parse_int(name: str, text: str) -> int:
     match = INTEGER.fullmatch(text) if text.isascii() else None
     if match is None:
         raise InvalidInput(f"{name} must be an integer (got {text!r})")
-    return int(match.group(1))
+    try:
+        return int(match.group(1))
+    except ValueError:  # beyond Python's limit of digits, and so beyond every setting's range
+        limit = sys.get_int_max_str_digits()
+        raise InvalidInput(
+            f"{name} must be an integer of at most {limit:,} digits (got {shown(text)})"
+        ) from None
 
 
 def parse_float(name: str, text: str) -> float:
