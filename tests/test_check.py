@@ -998,8 +998,8 @@ def test_verl_interpolations_are_resolved_as_hydra_does(tmp_path: Path) -> None:
     code, stdout, stderr = invoke("check", str(path), *SMALL)
     assert code == 2 and stderr.count("\n") == 1
     assert (
-        "actor_rollout_ref.actor.ppo_mini_batch_size: the interpolation ${data.train_batch_sise} cannot"
-        in stderr
+        "actor_rollout_ref.actor.ppo_mini_batch_size=${data.train_batch_sise} cannot be read: the "
+        "interpolation cannot be resolved" in stderr
     )
 
 

@@ -27,8 +27,9 @@ from toyrl.values import BOOLEAN_SPELLINGS, parse_as
 
 @dataclass(frozen=True)
 class Unresolved:
-    """A configuration file's value whose `${...}` interpolation cannot be resolved: its text, and
-    OmegaConf's reason (`toyrl.trainers.reading`)."""
+    """A value toyrl cannot know from what it read: a `${...}` interpolation OmegaConf cannot
+    resolve, or a script's word built from what the script does not say (a variable it never
+    assigns, a command substitution, `$@`): its text, and why (`toyrl.trainers.reading`)."""
 
     text: str
     why: str
@@ -66,7 +67,7 @@ class Setting:
         """The value as the trainer takes it (text from `--set` is read as this setting's kind or
         choices by `toyrl.values`), or InvalidInput."""
         if isinstance(value, Unresolved):
-            raise InvalidInput(f"{name}: the interpolation {value.text} cannot be resolved ({value.why})")
+            raise InvalidInput(f"{name}={value.text} cannot be read: {value.why}")
         if isinstance(value, str) and value.strip().lower() in ("none", "null") and self.kind is not str:
             value = None
         elif self.optional and value in ("None", "null"):
@@ -156,6 +157,16 @@ class Release:
     # the settings that can make a run Dr. GRPO's loss, each with the values to try (or a function
     # of the run's settings giving them): `toyrl.trainers.check.dr_grpo_settings` searches them
     dr_grpo: dict[str, Levers] = field(default_factory=dict)
+    # names of its configuration that this release accepts and never reads (a key, or a section
+    # ending in "."), with what that means for length: told in the report, not taken for misspellings
+    ignores: dict[str, str] = field(default_factory=dict)
+
+    def ignoring(self, key: str) -> str | None:
+        """Why this release ignores `key` (`ignores`), or None when it does not."""
+        if key in self.ignores:
+            return self.ignores[key]
+        sections = [name for name in self.ignores if name.endswith(".") and key.startswith(name)]
+        return self.ignores[max(sections, key=len)] if sections else None
 
 
 @dataclass(frozen=True)
@@ -327,6 +338,7 @@ class Resolved:
     misspelt: dict[str, str] = field(default_factory=dict)
     renamed: dict[str, tuple[str, str]] = field(default_factory=dict)
     read_as: str = ""
+    unused: dict[str, str] = field(default_factory=dict)  # keys the release ignores -> what that means
 
 
 def resolve(
@@ -353,8 +365,13 @@ def resolve(
     ignored: list[str] = []
     typos: dict[str, str] = {}
     renamed: dict[str, tuple[str, str]] = {}
+    unused: dict[str, str] = {}
     for key, value in settings.items():
         setting_name = key
+        why_unused = release.ignoring(key)
+        if why_unused is not None and key not in release.settings:
+            unused[key] = why_unused
+            continue
         if key in release.aliases:
             setting_name, why = release.aliases[key]
             renamed[key] = (setting_name, why)
@@ -376,7 +393,9 @@ def resolve(
         given[setting_name] = release.settings[setting_name].parse(key, value)
     values = {key: given.get(key, setting.default) for key, setting in release.settings.items()}
     mapping = release.mapping(values)
-    return Resolved(chosen, version, release, values, given, mapping, ignored, typos, renamed, read_as)
+    return Resolved(
+        chosen, version, release, values, given, mapping, ignored, typos, renamed, read_as, unused
+    )
 
 
 def parse_sets(items: list[str]) -> dict[str, str]:

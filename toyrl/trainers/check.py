@@ -397,6 +397,8 @@ def report(check: Check) -> list[str]:
         )
     lines += [f"note: {key} is {name} ({why})" for key, (name, why) in r.renamed.items()]
     lines += [f"note: {item}" for item in r.mapping.notes + check.kept]
+    release = f"{r.trainer.name} {r.version}"
+    lines += [f"note: {key}: {release} ignores it ({why})" for key, why in r.unused.items()]
     if r.mapping.unmodelled:
         lines.append("not modelled:")
         lines += [f"  - {item}" for item in r.mapping.unmodelled]
@@ -481,6 +483,7 @@ def as_json(check: Check) -> dict[str, Any]:
         "notes": check.resolved.mapping.notes,
         "unmodelled": check.resolved.mapping.unmodelled,
         "ignored": check.resolved.ignored,
+        "ignored_by_the_trainer": check.resolved.unused,
         "misspelt": check.resolved.misspelt,
         "renamed": {key: name for key, (name, _) in check.resolved.renamed.items()},
         "read_as": check.resolved.read_as,

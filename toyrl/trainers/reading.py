@@ -204,7 +204,8 @@ def _resolve(path: Path, data: dict[Any, Any], settings: dict[str, Any]) -> dict
         try:
             value = OmegaConf.select(config, key, throw_on_resolution_failure=True)
         except OmegaConfBaseException as error:
-            resolved[key] = Unresolved(settings[key], str(error).splitlines()[0])
+            reason = str(error).splitlines()[0]
+            resolved[key] = Unresolved(settings[key], f"the interpolation cannot be resolved ({reason})")
             continue
         if isinstance(value, DictConfig | ListConfig):
             value = OmegaConf.to_container(value, resolve=True)
