@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from toyrl.cli import app
 from toyrl.config import Config, InvalidInput
-from toyrl.trainers import parse_sets, resolve
+from toyrl.trainers import parse_sets, registry, resolve
 from toyrl.trainers.check import (
     Check,
     Outcome,
@@ -74,6 +74,14 @@ def test_trl_0_22_swaps_scale_rewards(version: str, scale: str, preset: str) -> 
         resolve("trl", version, {"loss_type": "cispo"})  # not in that release
 
 
+def _assumed(name: str) -> str:
+    """The end of the first line when the input names no release: the newest assumed, the others named."""
+    newest, *others = registry()[name].releases
+    another = ", ".join(others)
+    return f"; release {newest} assumed, the newest modelled (--version RELEASE for another: {another})"
+
+
+TRL_ASSUMED, VERL_ASSUMED, OPENRLHF_ASSUMED = (_assumed(name) for name in ("trl", "verl", "openrlhf"))
 VERL = "actor_rollout_ref.actor."
 MICRO_16 = {VERL + "ppo_micro_batch_size_per_gpu": 16}
 DR_GRPO_SETTINGS = {
@@ -351,7 +359,7 @@ def test_settings_files(tmp_path: Path) -> None:
     broken.write_text("{loss_type: ")
     with pytest.raises(InvalidInput, match="not valid JSON"):
         read_settings(broken)
-    with pytest.raises(InvalidInput, match=r"expected a \.json, \.yaml or \.yml file"):
+    with pytest.raises(InvalidInput, match=r"expected a trainer's configuration \(\.json, \.yaml, \.yml\)"):
         read_settings(_touch(tmp_path / "grpo.toml"))
     with pytest.raises(InvalidInput, match="no such file"):
         read_settings(tmp_path / "missing.json")
@@ -413,7 +421,7 @@ def test_check_runs_the_settings_beside_dr_grpo() -> None:
     code, stdout, stderr = invoke("check", "--set", "loss_type=grpo", *SMALL)
     assert code == 0, stderr
     lines = stdout.splitlines()
-    assert lines[0] == "read as TRL (key loss_type)"
+    assert lines[0] == "read as TRL (key loss_type)" + TRL_ASSUMED
     assert lines[1].startswith("TRL 1.16.0 (") and lines[1].endswith("loss_type='grpo'")
     assert "(preset trl_grpo)" in lines[2]
     assert "3 seeds x 30 steps" in stdout and "Dr. GRPO" in stdout and stdout.count("verdict:") == 1
@@ -748,7 +756,9 @@ def test_a_verl_file_is_read_as_verl_without_trainer(tmp_path: Path) -> None:
     path.write_text(text)
     code, stdout, stderr = invoke("check", str(path), *SMALL)
     assert code == 0, stderr
-    assert stdout.splitlines()[0] == "read as verl (keys under actor_rollout_ref.*, algorithm.*)"
+    assert (
+        stdout.splitlines()[0] == "read as verl (keys under actor_rollout_ref.*, algorithm.*)" + VERL_ASSUMED
+    )
     assert "pads each micro-batch (ppo_micro_batch_size_per_gpu=4 responses) to its own longest" in stdout
     assert f"Set {VERL}loss_scale_factor" in stdout and "not read (" not in stdout
     assert re.search(r"verdict: .*than under Dr\. GRPO|verdict: no more length drift", stdout)
@@ -758,7 +768,7 @@ def test_a_verl_file_is_read_as_verl_without_trainer(tmp_path: Path) -> None:
     assert "these settings are Dr. GRPO itself" in stdout and "not read (" not in stdout
     code, stdout, stderr = invoke("check", str(path), "--trainer", "trl", *SMALL)  # --trainer decides
     assert code == 0, stderr
-    assert stdout.splitlines()[0] == "read as TRL (--trainer trl)" and "not read (" in stdout
+    assert stdout.splitlines()[0] == "read as TRL (--trainer trl)" + TRL_ASSUMED and "not read (" in stdout
 
 
 def test_a_trl_cli_config_is_read_as_trl(tmp_path: Path) -> None:
@@ -774,7 +784,7 @@ def test_a_trl_cli_config_is_read_as_trl(tmp_path: Path) -> None:
     code, stdout, stderr = invoke("check", str(path), *SMALL)
     assert code == 0, stderr
     lines = stdout.splitlines()
-    assert lines[0] == "read as TRL (keys dataset_name, loss_type, model_name_or_path, ...)"
+    assert lines[0] == "read as TRL (keys dataset_name, loss_type, model_name_or_path, ...)" + TRL_ASSUMED
     assert "warning" not in stdout and "Dr. GRPO itself" in stdout
     assert (
         "not read (no bearing on the toy's gradients, or unknown to toyrl): model_name_or_path, "
@@ -882,7 +892,7 @@ def test_openrlhf_readme_command_lines_are_read_as_given(tmp_path: Path) -> None
     code, stdout, stderr = invoke("check", str(script), *OPENRLHF_AT_TOY_SCALE, *SMALL)
     assert code == 0, stderr
     lines = stdout.splitlines()
-    assert lines[0] == f"read as OpenRLHF ({script}, line 4: openrlhf.cli.train_ppo_ray)"
+    assert lines[0] == f"read as OpenRLHF ({script}, line 4: openrlhf.cli.train_ppo_ray)" + OPENRLHF_ASSUMED
     assert "algo.advantage.estimator='dr_grpo'" in lines[1] and "rollout.max_new_tokens=1024" in lines[1]
     assert (
         "note: generate_max_len is rollout.max_new_tokens (the name before OpenRLHF 0.10.2, which "
@@ -893,7 +903,9 @@ def test_openrlhf_readme_command_lines_are_read_as_given(tmp_path: Path) -> None
     code, stdout_line, stderr = invoke("check", *OPENRLHF_AT_TOY_SCALE, *SMALL, "--", *shlex.split(command))
     assert code == 0, stderr
     assert stdout_line.splitlines()[1:] == lines[1:]
-    assert stdout_line.splitlines()[0] == "read as OpenRLHF (the command line of openrlhf.cli.train_ppo_ray)"
+    assert stdout_line.splitlines()[0] == (
+        "read as OpenRLHF (the command line: openrlhf.cli.train_ppo_ray)" + OPENRLHF_ASSUMED
+    )
 
 
 def test_openrlhf_names_before_0_10_2_are_the_same_settings(tmp_path: Path) -> None:
@@ -928,48 +940,6 @@ def test_openrlhf_dr_grpo_estimator_is_its_own_value() -> None:
     for version, key in (("0.11.2", "algo.advantage.estimator"), ("0.10.3", "advantage_estimator")):
         spec = parse_variant(resolve("openrlhf", version, {key: "dr_grpo"}).mapping.spec).spec()
         assert spec["advantage"] == "none" and spec["aggregation"] != "seq_mean_token_sum_norm"
-
-
-@pytest.mark.parametrize(
-    ("tokens", "settings"),
-    [
-        (
-            ["python", "-m", "openrlhf.cli.train_ppo_ray", "--a", "1", "--b=2", "--flag"],
-            {"a": "1", "b": "2", "flag": True},
-        ),
-        (
-            ["deepspeed", "--module", "openrlhf.cli.train_ppo_ray", "--reward.clip_range", "-10", "10"],
-            {"reward.clip_range": ["-10", "10"]},
-        ),
-        (["python3", "/src/openrlhf/cli/train_ppo_ray.py", "--a", "1", "--a", "3"], {"a": "3"}),
-    ],
-)
-def test_openrlhf_arguments_are_read_as_argparse_reads_them(tokens: list[str], settings: dict) -> None:
-    from toyrl.trainers.reading import read_command
-
-    assert read_command(tokens, "the command line") == settings
-
-
-def test_a_shell_script_s_variables_comments_and_pipes(tmp_path: Path) -> None:
-    from toyrl.trainers.reading import read_script
-
-    script = tmp_path / "run.sh"
-    script.write_text(
-        "#!/bin/bash\nset -x\nN=8\nexport EST=dr_grpo\n# python -m openrlhf.cli.train_ppo_ray --x 1\n"
-        "deepspeed --module openrlhf.cli.train_ppo_ray \\\n  --rollout.n_samples_per_prompt $N \\\n"
-        "  --algo.advantage.estimator ${EST} \\\n  --train.async_enable 2>&1 | tee log.txt\n"
-    )
-    line, settings = read_script(script)
-    assert line == 6
-    assert (
-        settings
-        == {
-            "rollout.n_samples_per_prompt": "8",
-            "algo.advantage.estimator": "dr_grpo",
-            "train.async_enable": True,
-        }
-        or settings.get("algo.advantage.estimator") == "dr_grpo"
-    )
 
 
 def test_verl_interpolations_are_resolved_as_hydra_does(tmp_path: Path) -> None:
@@ -1058,7 +1028,7 @@ def test_a_command_line_is_openrlhf_s_only() -> None:
         "check", "--trainer", "verl", *SMALL, "--", "python", "-m", "openrlhf.cli.train_ppo_ray", "--a", "1"
     )
     assert (
-        code == 2 and "the command line of openrlhf.cli.train_ppo_ray is OpenRLHF's; --trainer verl" in stderr
+        code == 2 and "the command line: openrlhf.cli.train_ppo_ray is OpenRLHF's; --trainer verl" in stderr
     )
 
 
@@ -1080,22 +1050,22 @@ def test_a_command_line_is_openrlhf_s_only() -> None:
             b"# only a comment\n",
             "expected a mapping of settings at the top level, got nothing",
         ),
-        ("run.sh", b"#!/bin/bash\npython train.py --lr 1e-6\n", "run.sh: no OpenRLHF command in it"),
+        ("run.sh", b"#!/bin/bash\npython train.py --lr 1e-6\n", "run.sh: no trainer's launch command in it"),
         (
             "two.sh",
             b"python -m openrlhf.cli.train_ppo_ray --a 1\npython -m openrlhf.cli.train_ppo_ray --a 2\n",
-            "two.sh: 2 OpenRLHF commands (lines 1, 2); toyrl checks one",
+            "two.sh: 2 launch commands (lines 1, 2); toyrl checks one",
         ),
         (
             "quote.sh",
             b"python -m openrlhf.cli.train_ppo_ray --a 'x\n",
-            "quote.sh, line 1: cannot be split into words",
+            "quote.sh, line 1: bash's grammar cannot read the launch command (an unclosed quote",
         ),
         ("stray.sh", b"python -m openrlhf.cli.train_ppo_ray grpo --a 1\n", "'grpo' follows no --argument"),
         (
             "grpo.toml",
             b"loss_type = 'grpo'\n",
-            "expected a .json, .yaml or .yml file, or an OpenRLHF command",
+            "expected a trainer's configuration (.json, .yaml, .yml), launch script (.sh) or Python",
         ),
         (
             "range.sh",
@@ -1103,9 +1073,9 @@ def test_a_command_line_is_openrlhf_s_only() -> None:
             "actor.eps_clip=20.0 is not valid; valid: a float in [0, 10]",
         ),
         (
-            "unset.sh",
-            b"python -m openrlhf.cli.train_ppo_ray --rollout.n_samples_per_prompt $N\n",
-            "rollout.n_samples_per_prompt='$N' is not valid",
+            "bad-n.sh",
+            b"N=one\npython -m openrlhf.cli.train_ppo_ray --rollout.n_samples_per_prompt $N\n",
+            "rollout.n_samples_per_prompt='one' is not valid",
         ),
     ],
 )
@@ -1167,13 +1137,17 @@ def test_check_bad_settings_are_one_line(args: list[str], message: str) -> None:
 
 def test_docs_trainers_examples_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/trainers.md's worked examples: each `<!-- example: NAME -->` block written as NAME, each
-    `$ toyrl check ...` command run as written (a small budget added), its quoted lines printed first."""
+    `$ toyrl check ...` command run as written (a small budget added), its quoted lines printed first:
+    a TRL YAML file, command line and GRPOConfig(...) call, a verl YAML file and launch script, an
+    OpenRLHF command line and script of arrays."""
     pytest.importorskip("omegaconf")
+    pytest.importorskip("hydra")
+    pytest.importorskip("tree_sitter_bash")
     text = (Path(__file__).resolve().parent.parent / "docs" / "trainers.md").read_text()
     section = text.split("### Worked examples", 1)[1]
     files = re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", section, flags=re.S)
     commands = re.findall(r"```console\n\$ (.*?)```", section, flags=re.S)
-    assert len(files) == 2 and len(commands) == 3
+    assert len(files) == 5 and len(commands) == 7
     for name, content in files:
         (tmp_path / name).write_text(content)
     monkeypatch.chdir(tmp_path)

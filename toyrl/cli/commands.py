@@ -756,8 +756,8 @@ def check(
 ) -> None:
     """What a trainer's own settings do to response length: the toy run beside Dr. GRPO.
 
-    Exit status 0: checked; 1: checked, but keys of the file look misspelt (the check took the
-    defaults in their place); 2: input refused."""
+    Exit status 0: checked; 1: checked, but keys of the file look misspelt, or a script leaves
+    settings to when it runs (the check took the defaults in their place); 2: input refused."""
     from toyrl.trainers import parse_sets
     from toyrl.trainers.check import as_json as check_json
     from toyrl.trainers.check import report, resolve_input, run_check
@@ -785,7 +785,7 @@ def check(
             data["bridge"] = found
     if data is not None:
         typer.echo(_json(data))
-    if resolved.misspelt:
+    if resolved.misspelt or resolved.unknown:
         raise typer.Exit(1)
 
 

@@ -33,6 +33,8 @@ class Unresolved:
 
     text: str
     why: str
+    # set only when the script runs (by its environment or arguments): the check takes the default
+    at_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -339,6 +341,10 @@ class Resolved:
     renamed: dict[str, tuple[str, str]] = field(default_factory=dict)
     read_as: str = ""
     unused: dict[str, str] = field(default_factory=dict)  # keys the release ignores -> what that means
+    unread: tuple[str, ...] = ()  # what the input holds that could not be read (a script's $@, ...)
+    # settings whose value is set only when the script runs (key -> what it depends on): the
+    # check takes the release's default in their place
+    unknown: dict[str, str] = field(default_factory=dict)
 
 
 def resolve(
@@ -354,10 +360,11 @@ def resolve(
     A `--set` setting toyrl does not know is refused (one line, with a close match). One read from
     a configuration file or command line (`from_file`) is not: a trainer's file holds many
     settings (paths, learning rates, logging, its micro-batch sizes) with no bearing on the toy's
-    gradients. Those spelt close to a setting toyrl reads (`misspelt`), and not another name of
-    the trainer's (`Trainer.other_names`), are kept apart from the rest (`ignored`), to be shown
-    first. A setting's name in another release (OpenRLHF's before and after 0.10.2) is read as
-    this release's (given by both names, the later counts). Every value of a setting toyrl reads is
+    gradients. Those spelt close to a setting toyrl reads (`misspelt`, by this release's name of
+    it, also where the key is spelt like another release's name), and not another name of the
+    trainer's (`Trainer.other_names`), are kept apart from the rest (`ignored`), to be shown first.
+    A setting's name in another release (OpenRLHF's before and after 0.10.2) is read as this
+    release's (given by both names, the later counts). Every value of a setting toyrl reads is
     validated either way."""
     chosen = trainer(name)
     version, release = chosen.release(version)
@@ -366,6 +373,7 @@ def resolve(
     typos: dict[str, str] = {}
     renamed: dict[str, tuple[str, str]] = {}
     unused: dict[str, str] = {}
+    unknown: dict[str, str] = {}
     for key, value in settings.items():
         setting_name = key
         why_unused = release.ignoring(key)
@@ -378,6 +386,8 @@ def resolve(
         if setting_name not in release.settings:
             names = [*release.settings, *release.aliases]
             nearest = None if key in chosen.other_names else misspelt(key, names)
+            if nearest in release.aliases:  # another release's name: told as this release's
+                nearest = release.aliases[nearest][0]
             if key in from_file and nearest is None:
                 ignored.append(key)
                 continue
@@ -390,11 +400,27 @@ def resolve(
                 f"known: {', '.join(release.settings)}"
             )
         given.pop(setting_name, None)  # given twice, by two names: the later, as argparse takes it
+        unknown.pop(setting_name, None)
+        if isinstance(value, Unresolved) and value.at_run:
+            unknown[setting_name] = f"{key}={value.text}: {value.why}"
+            continue
         given[setting_name] = release.settings[setting_name].parse(key, value)
     values = {key: given.get(key, setting.default) for key, setting in release.settings.items()}
     mapping = release.mapping(values)
     return Resolved(
-        chosen, version, release, values, given, mapping, ignored, typos, renamed, read_as, unused
+        chosen,
+        version,
+        release,
+        values,
+        given,
+        mapping,
+        ignored,
+        typos,
+        renamed,
+        read_as,
+        unused,
+        (),
+        unknown,
     )
 
 

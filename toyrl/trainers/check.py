@@ -262,8 +262,8 @@ def toy_variant(resolved: Resolved, config: Config) -> tuple[Variant, list[str]]
 def resolve_input(
     arguments: list[str], trainer: str | None, sets: dict[str, Any], version: str | None = None
 ) -> Resolved:
-    """The settings `toyrl check` checks: read from `arguments` (a configuration file, an OpenRLHF
-    script, or an OpenRLHF command line: `read_input`), the `sets` over them, as `trainer`'s (else
+    """The settings `toyrl check` checks: read from `arguments` (a configuration file, a launch
+    script or command line, Python source: `read_input`), the `sets` over them, as `trainer`'s (else
     as the trainer the input's form names, else the one its keys fit: `detect`) in `version`
     (default: the newest modelled). InvalidInput when there is nothing to check or `trainer`
     cannot read the input."""
@@ -282,8 +282,17 @@ def resolve_input(
             "nothing to check: give a trainer's configuration file, an OpenRLHF command line after --, "
             "or --set KEY=VALUE; --trainer NAME alone checks its defaults"
         )
+    if version is None:  # the input does not say which release it is for
+        releases = named_trainer(name).releases
+        read_as += (
+            f"; release {next(iter(releases))} assumed, the newest modelled (--version RELEASE for another: "
+            f"{', '.join(list(releases)[1:])})"
+            if len(releases) > 1
+            else f"; release {next(iter(releases))} assumed, the one modelled"
+        )
     from_file = frozenset(given.settings) - set(sets)
-    return resolve(name, version, given.settings | sets, from_file, read_as)
+    resolved = resolve(name, version, given.settings | sets, from_file, read_as)
+    return dataclasses.replace(resolved, unread=given.notes)
 
 
 def run_check(
@@ -380,6 +389,13 @@ def report(check: Check) -> list[str]:
     given = ", ".join(f"{key}={value!r}" for key, value in r.given.items()) or "the defaults"
     lines = [r.read_as] if r.read_as else []
     lines += misspelt_warning(r)
+    if r.unknown:
+        lines.append(
+            f"warning: {len(r.unknown)} setting{'s' if len(r.unknown) > 1 else ''} the script leaves to when "
+            "it runs; checked with the release's default (--set KEY=VALUE gives yours):"
+        )
+        lines += [f"  - {why} (checked with {key}={r.values[key]!r})" for key, why in r.unknown.items()]
+    lines += [f"note: {item}" for item in r.unread]
     lines += [
         f"{r.trainer.name} {r.version} ({r.release.source}): {given}",
         f"toyrl variant: {check.setting.variant.spec_text()}"
@@ -427,10 +443,12 @@ def report(check: Check) -> list[str]:
     lines.append(
         "(the same seeds and noise for both; conclusions hold for the toy's conventions, docs/trainers.md)"
     )
-    if r.misspelt:
+    if r.misspelt or r.unknown:
+        count = len(r.misspelt) + len(r.unknown)
+        what = " and ".join((["misspelt"] if r.misspelt else []) + (["unknown"] if r.unknown else []))
         lines.append(
-            f"warning: the verdict takes the defaults in place of the {len(r.misspelt)} misspelt "
-            f"key{'s' if len(r.misspelt) > 1 else ''} above (exit status 1)"
+            f"warning: the verdict takes the defaults in place of the {count} {what} "
+            f"key{'s' if count > 1 else ''} above (exit status 1)"
         )
     return lines
 
@@ -487,6 +505,8 @@ def as_json(check: Check) -> dict[str, Any]:
         "misspelt": check.resolved.misspelt,
         "renamed": {key: name for key, (name, _) in check.resolved.renamed.items()},
         "read_as": check.resolved.read_as,
+        "unread": list(check.resolved.unread),
+        "unknown": check.resolved.unknown,
         "seeds": check.seeds,
         "config": dataclasses.asdict(check.config),
         "setting": {

@@ -2,18 +2,18 @@
 
 `read_input` takes a JSON or YAML file (nested keys joined with dots, as verl's Hydra paths
 `actor_rollout_ref.actor.loss_agg_mode`; `${...}` interpolations resolved with OmegaConf, as
-Hydra resolves verl's), an OpenRLHF command line (`python -m openrlhf.cli.train_ppo_ray --flag
-value ...`, its wrappers `ray job submit ... --` or `deepspeed --module` before it), or a shell
-script holding one. `detect` names the trainer whose configuration a set of keys is, and only when
-the keys fit exactly one (`Trainer.knows`); it never guesses.
+Hydra resolves verl's), a trainer's launch command line (verl's Hydra overrides, TRL's and
+OpenRLHF's flags: `toyrl.trainers.launch`) or a shell script holding one (read with bash's
+grammar, never run: `toyrl.trainers.shell`), or Python source holding a `GRPOConfig(...)` call
+(read with `ast`, never imported: `toyrl.trainers.pyconfig`). `detect` names the trainer whose
+configuration a set of keys is, and only when the keys fit exactly one (`Trainer.knows`); it never
+guesses.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,36 +21,151 @@ from typing import Any
 
 from toyrl.config import InvalidInput, shown
 from toyrl.inputs import CONFIG, check_regular, json_problem, read_bytes
-from toyrl.trainers import Unresolved, misspelt, registry
+from toyrl.trainers import Unresolved, misspelt, registry, shell
+from toyrl.trainers.launch import FORMS, Launch, anchor, read_command
+from toyrl.trainers.pyconfig import read_python
+from toyrl.trainers.shell import Command, Word
 
-OPENRLHF_MODULE = "openrlhf.cli.train_ppo_ray"
-OPENRLHF_SCRIPT = "openrlhf/cli/train_ppo_ray.py"
+SCRIPT_SUFFIXES = (".sh", ".bash")
 
 
 @dataclass(frozen=True)
 class Input:
     """Settings read (name -> value; text from a command line), the trainer the input's form
-    names (an OpenRLHF command line), else None, and what was read, for messages."""
+    names (a launch command), else None, what was read, for messages, and what could not be read
+    (`notes`: a script's `$@`, Hydra's flags, a Python call's `**` arguments)."""
 
     settings: dict[str, Any]
     trainer: str | None
     origin: str
+    notes: tuple[str, ...] = ()
 
 
 def read_input(arguments: list[str]) -> Input:
-    """One argument: a configuration file (.json, .yaml, .yml) or a shell script (.sh) holding an
-    OpenRLHF command; several: an OpenRLHF command line; none: no settings."""
+    """One argument: a configuration file (.json, .yaml, .yml), a shell script (.sh, .bash) holding
+    a trainer's launch command (`toyrl.trainers.launch`), or Python source holding a trainer's
+    configuration call (.py: `toyrl.trainers.pyconfig`); several: a launch command line; none: no
+    settings."""
     if not arguments:
         return Input({}, None, "")
     if len(arguments) > 1:
-        return Input(
-            read_command(arguments, "the command line"), "openrlhf", f"the command line of {OPENRLHF_MODULE}"
-        )
+        command = Command(1, [Word(argument) for argument in arguments])
+        launch = read_command(command, "the command line")
+        if launch is None:
+            raise InvalidInput(
+                f"the command line after --: no trainer's launch command in it; toyrl reads {FORMS}"
+            )
+        return _input(launch, Path.cwd())
     path = Path(arguments[0])
-    if path.suffix.lower() == ".sh":
-        line, settings = read_script(path)
-        return Input(settings, "openrlhf", f"{path}, line {line}: {OPENRLHF_MODULE}")
+    suffix = path.suffix.lower()
+    if suffix in SCRIPT_SUFFIXES:
+        return _input(read_script(path), path.parent)
+    if suffix == ".py":
+        trainer, read, line = read_python(_text(path), str(path))
+        settings, notes = _python_settings(read)
+        return Input(settings, trainer, f"{path}, line {line}", notes)
     return Input(read_settings(path), None, str(path))
+
+
+def _python_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A Python call's keyword arguments, its `**` splats apart as notes."""
+    notes = tuple(f"{key}: {value.why}" for key, value in settings.items() if key.startswith("**"))
+    return {key: value for key, value in settings.items() if not key.startswith("**")}, notes
+
+
+def read_script(path: Path) -> Launch:
+    """The one launch command of a shell script (`toyrl.trainers.shell` reads it, never runs it):
+    a trainer's own (verl's, OpenRLHF's, `trl grpo`), else the one Python script launched whose
+    flags are a trainer's (a script may also prepare data). Several: refused, naming their lines."""
+    script = shell.read_script(_text(path))
+    launches = []
+    for command in script.commands:
+        where = f"{path}, line {command.line}"
+        if anchor(command.words) is None:
+            continue
+        if command.broken or any(command.line <= line <= command.last for line in script.broken):
+            raise InvalidInput(f"{where}: {BROKEN}")
+        try:
+            launch = read_command(command, where)
+        except InvalidInput:
+            if anchor(command.words).trainer is not None:  # type: ignore[union-attr]
+                raise
+            continue  # a Python script of positional arguments: not a trainer's (data preparation)
+        if launch is not None:
+            launches.append((command.line, launch))
+    own = [(line, launch) for line, launch in launches if launch.trainer is not None]
+    if not own:
+        own = [(line, launch) for line, launch in launches if _fits_a_trainer(launch.settings)]
+    if not own and script.broken:
+        raise InvalidInput(f"{path}, line {script.broken[0]}: {BROKEN}")
+    if not own:
+        raise InvalidInput(f"{path}: no trainer's launch command in it; toyrl reads {FORMS}")
+    if len(own) > 1:
+        lines = ", ".join(str(line) for line, _ in own)
+        raise InvalidInput(
+            f"{path}: {len(own)} launch commands (lines {lines}); toyrl checks one: keep one in the script, "
+            "or give it after --"
+        )
+    launch = own[0][1]
+    before = [line for line in script.broken if line < own[0][0]]
+    if before:
+        launch.notes.append(
+            f"{path}: bash's grammar cannot read line{'s' if len(before) > 1 else ''} "
+            f"{', '.join(map(str, before))} (a placeholder such as <path>?); read past, so what "
+            f"{'they assign' if len(before) > 1 else 'it assigns'} is unknown to the launch command"
+        )
+    return launch
+
+
+BROKEN = (
+    "bash's grammar cannot read the launch command (an unclosed quote, bracket or $( ... ), or a "
+    "placeholder such as <path>?)"
+)
+
+
+def _fits_a_trainer(settings: dict[str, Any]) -> bool:
+    try:
+        detect(list(settings), "")
+    except InvalidInput:
+        return False
+    return True
+
+
+def _input(launch: Launch, folder: Path) -> Input:
+    """A launch command's settings; TRL's `--config FILE` read (its path as given, else beside the
+    script) under the flags."""
+    settings, notes = launch.settings, tuple(launch.notes)
+    config = settings.get("config") if launch.trainer in ("trl", None) else None
+    if config is not None:
+        if isinstance(config, Unresolved) or not isinstance(config, str):
+            shown_value = config.text if isinstance(config, Unresolved) else repr(config)
+            raise InvalidInput(f"{launch.origin}: --config {shown_value}: the file's path cannot be read")
+        path = Path(config)
+        if not path.exists() and (folder / path).exists():
+            path = folder / path
+        settings = read_settings(path) | {key: value for key, value in settings.items() if key != "config"}
+    if launch.trainer == "verl" and any(isinstance(v, str) and "${" in v for v in settings.values()):
+        settings = _resolve(launch.origin, _nested(settings), settings)
+    return Input(settings, launch.trainer, launch.origin, notes)
+
+
+def _nested(settings: dict[str, Any]) -> dict[str, Any]:
+    """Hydra overrides (dotted keys) over verl's defaults as toyrl knows them, as one nested
+    mapping, against which their `${...}` interpolations are resolved."""
+    verl = registry()["verl"]
+    flat = {key: setting.default for key, setting in verl.releases[verl.latest].settings.items()}
+    nested: dict[str, Any] = {}
+    for key, value in (flat | settings).items():
+        *sections, leaf = key.split(".")
+        place = nested
+        for section in sections:
+            inner = place.setdefault(section, {})
+            if not isinstance(inner, dict):  # a value and a section of one name: the value is kept
+                break
+            place = inner
+        else:
+            place[leaf] = value
+    return nested
 
 
 def _text(path: Path) -> str:
@@ -79,7 +194,8 @@ def read_settings(path: Path) -> dict[str, Any]:
         if os.path.lexists(path):
             check_regular(path, CONFIG)  # a folder, FIFO or device is named as such first
         raise InvalidInput(
-            f"{path}: expected a .json, .yaml or .yml file, or an OpenRLHF command in a .sh file"
+            f"{path}: expected a trainer's configuration (.json, .yaml, .yml), launch script (.sh) or "
+            "Python configuration (.py)"
         )
     text = _text(path)
     try:
@@ -180,7 +296,7 @@ def _flatten(data: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _resolve(path: Path, data: dict[Any, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def _resolve(path: Path | str, data: dict[Any, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """The settings with their `${...}` interpolations (`${data.max_response_length}`,
     `${oc.select:key,default}`, `${oc.env:NAME}`) resolved by OmegaConf against the whole file, as
     Hydra resolves verl's configuration. One that cannot be resolved (a key the file does not have)
@@ -211,108 +327,6 @@ def _resolve(path: Path, data: dict[Any, Any], settings: dict[str, Any]) -> dict
             value = OmegaConf.to_container(value, resolve=True)
         resolved[key] = value
     return resolved
-
-
-def read_command(tokens: list[str], origin: str) -> dict[str, str | bool | list[str]]:
-    """The arguments of the OpenRLHF command among `tokens` (`python -m openrlhf.cli.train_ppo_ray`,
-    `deepspeed --module ...` or the script's path, after whatever launches it), as argparse reads
-    them: `--name value` or `--name=value` (text), a flag alone (True: store_true), several values
-    (a list of texts, nargs)."""
-    starts = [
-        i for i, token in enumerate(tokens) if token == OPENRLHF_MODULE or token.endswith(OPENRLHF_SCRIPT)
-    ]
-    if not starts:
-        raise InvalidInput(
-            f"{origin}: no OpenRLHF command in it (python -m {OPENRLHF_MODULE} ...); toyrl reads "
-            "OpenRLHF's command lines, and the other trainers' configuration files"
-        )
-    settings: dict[str, str | bool | list[str]] = {}
-    name = ""
-    for token in tokens[starts[0] + 1 :]:
-        if token.startswith("--"):
-            name, equals, value = token[2:].partition("=")
-            if not name:
-                raise InvalidInput(f"{origin}: a bare '--' among {OPENRLHF_MODULE}'s arguments")
-            settings.pop(name, None)  # given twice: the later, as argparse takes it
-            settings[name] = value if equals else True
-        elif not name:
-            raise InvalidInput(f"{origin}: {token!r} follows no --argument of {OPENRLHF_MODULE}")
-        else:
-            previous = settings[name]
-            if previous is True:
-                settings[name] = token
-            elif isinstance(previous, list):
-                previous.append(token)
-            else:
-                settings[name] = [str(previous), token]
-    return settings
-
-
-def _is_openrlhf(word: str) -> bool:
-    return word == OPENRLHF_MODULE or word.endswith(OPENRLHF_SCRIPT)
-
-
-def read_script(path: Path) -> tuple[int, dict[str, str | bool | list[str]]]:
-    """The line and the arguments of the one OpenRLHF command in a shell script: lines continued
-    with a backslash joined, comments dropped, `$NAME` and `${NAME}` replaced by the script's own
-    assignments before that line (`NAME=value`, `export NAME=value`), the command ending where a
-    pipe, a `;`, `&&` or a redirection begins."""
-    variables: dict[str, str] = {}
-    commands: list[tuple[int, list[str]]] = []
-    for number, line in _logical_lines(_text(path)):
-        expanded = re.sub(r"\$\{?([A-Za-z_]\w*)\}?", lambda m: variables.get(m.group(1), m.group(0)), line)
-        try:
-            words = _words(expanded)
-        except ValueError as error:  # an unclosed quote
-            raise InvalidInput(f"{path}, line {number}: cannot be split into words ({error})") from None
-        assignment = words[1:] if words[:1] == ["export"] else words
-        if len(assignment) == 1 and re.fullmatch(r"[A-Za-z_]\w*=.*", assignment[0]):
-            key, _, value = assignment[0].partition("=")
-            variables[key] = value
-        elif any(_is_openrlhf(word) for word in words):
-            commands.append((number, words))
-    if not commands:
-        raise InvalidInput(f"{path}: no OpenRLHF command in it (python -m {OPENRLHF_MODULE} ...)")
-    if len(commands) > 1:
-        lines = ", ".join(str(number) for number, _ in commands)
-        raise InvalidInput(
-            f"{path}: {len(commands)} OpenRLHF commands (lines {lines}); toyrl checks one: keep one in the "
-            "script, or give it after --"
-        )
-    number, words = commands[0]
-    return number, read_command(words, f"{path}, line {number}")
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(number of the first line, text) of each command line, backslash continuations joined."""
-    out: list[tuple[int, str]] = []
-    pending: list[str] = []
-    start = 1
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not pending:
-            start = number
-        if line.rstrip().endswith("\\"):
-            pending.append(line.rstrip()[:-1])
-            continue
-        out.append((start, " ".join([*pending, line])))
-        pending = []
-    if pending:
-        out.append((start, " ".join(pending)))
-    return out
-
-
-def _words(line: str) -> list[str]:
-    """The words of a shell line up to its first operator (|, ;, &&, a redirection), comments out."""
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    words: list[str] = []
-    for word in lexer:
-        if word and all(char in "();<>|&" for char in word):
-            if word.startswith((">", "<")) and words and words[-1].isdigit():
-                words.pop()  # the descriptor of a redirection, 2>&1
-            break
-        words.append(word)
-    return words
 
 
 def detect(keys: Collection[str], origin: str) -> tuple[str, str]:

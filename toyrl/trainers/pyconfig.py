@@ -1,0 +1,134 @@
+"""A trainer's settings in Python source: the keyword arguments of its configuration's constructor.
+
+TRL's documentation and its users' scripts give GRPO's settings as a call, `GRPOConfig(
+loss_type="dr_grpo", beta=0.0, ...)`. `read_python` finds that call in the source's syntax tree
+(`ast`) and reads its keyword arguments. The source is never imported nor run: a script loads a
+model, reads the environment and starts training, and toyrl only needs what the call says. A value
+the call spells as a literal is read as Python reads it; one it computes (a variable, an f-string,
+a call, arithmetic) is not known without running the script, and stays `Unresolved`.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from typing import Any
+
+from toyrl.config import InvalidInput
+from toyrl.inputs import json_problem
+from toyrl.trainers import Unresolved
+
+# constructor -> the trainer (its registry name) whose settings it takes; Unsloth uses TRL's GRPOConfig
+CONSTRUCTORS = {"GRPOConfig": "trl"}
+EXPECTED = " or ".join(f"{name}(...)" for name in CONSTRUCTORS)
+
+
+def read_python(text: str, origin: str) -> tuple[str, dict[str, Any], int]:
+    """(trainer, settings, line) of the one constructor call in Python source `text` (CONSTRUCTORS:
+    `GRPOConfig(...)`, `trl.GRPOConfig(...)`, or a name it is imported as, `from trl import
+    GRPOConfig as Config`): the trainer's registry name, its keyword arguments (name -> value) and
+    the call's first line (1-based). `origin` names the source in messages.
+
+    A literal value (`ast.literal_eval`: numbers, strings, True/False/None, lists, tuples, dicts)
+    is read as Python reads it; any other is `Unresolved(its source text, why)`, which `resolve`
+    refuses in one line where toyrl reads that setting and lists as not read otherwise. Positional
+    arguments (GRPOConfig's first is output_dir, which toyrl does not read) are skipped. A `**name`
+    splat is kept as the key `"**name"` (the splat's source text, never a keyword's name) mapped to
+    an Unresolved: the settings it holds are unknown, and the caller tells the user so.
+
+    InvalidInput, in one line, for source Python does not parse (a keyword given twice in the call
+    included, as Python's compiler refuses it), nesting deeper than the parser or the reading
+    takes, an integer of more digits than Python converts, and no call or several."""
+    try:
+        with warnings.catch_warnings():  # an invalid escape ("\d") warns, or is an error under -W error
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except SyntaxError as error:
+        line = f", line {error.lineno}" if error.lineno else ""
+        raise InvalidInput(f"{origin}: not valid Python ({error.msg}{line})") from None
+    except ValueError as error:  # a lone surrogate (not UTF-8); null bytes, in Python 3.10
+        raise InvalidInput(f"{origin}: not valid Python ({json_problem(error)})") from None
+    except (RecursionError, MemoryError):  # the parser's own stack: thousands of `-` or `x.` in a row
+        raise InvalidInput(f"{origin}: nested too deeply for Python's parser") from None
+    try:
+        return _read_call(tree, origin)
+    except (RecursionError, MemoryError):  # an expression Python parses and literal_eval or unparse cannot
+        raise InvalidInput(f"{origin}: an argument of {EXPECTED} is nested too deeply to read") from None
+
+
+def _read_call(tree: ast.Module, origin: str) -> tuple[str, dict[str, Any], int]:
+    """The trainer, settings and line of the one constructor call in `tree` (`read_python`)."""
+    names = dict(CONSTRUCTORS)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names |= {
+                alias.asname: CONSTRUCTORS[alias.name]
+                for alias in node.names
+                if alias.asname and alias.name in CONSTRUCTORS
+            }
+    calls = sorted(
+        (node for node in ast.walk(tree) if isinstance(node, ast.Call) and _constructor(node.func, names)),
+        key=lambda node: (node.lineno, node.col_offset),
+    )
+    if not calls:
+        raise InvalidInput(
+            f"{origin}: no {EXPECTED} call in it; toyrl reads a trainer's settings in Python from the "
+            "keyword arguments of one"
+        )
+    if len(calls) > 1:
+        lines = ", ".join(str(call.lineno) for call in calls)
+        raise InvalidInput(
+            f"{origin}: {len(calls)} {EXPECTED} calls (lines {lines}); toyrl checks one: keep one in the file"
+        )
+    call = calls[0]
+    settings: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            splat = f"**{_source(keyword.value, origin, '**')}"
+            settings[splat] = Unresolved(
+                splat,
+                "a ** splat in the Python source: toyrl does not run it, so the settings it holds are "
+                "unknown; give those that matter with --set NAME=VALUE",
+            )
+            continue
+        if keyword.arg in settings:
+            repeated = f"keyword argument repeated: {keyword.arg}, line {keyword.lineno}"
+            raise InvalidInput(f"{origin}: not valid Python ({repeated})")
+        settings[keyword.arg] = _value(keyword.arg, keyword.value, origin)
+    return _constructor(call.func, names), settings, call.lineno
+
+
+def _constructor(function: ast.expr, names: dict[str, str]) -> str:
+    """The trainer whose constructor `function` is (a name bound to one, or an attribute ending in
+    one: `trl.GRPOConfig`), or "" when it is none."""
+    if isinstance(function, ast.Name):
+        return names.get(function.id, "")
+    if isinstance(function, ast.Attribute):
+        return CONSTRUCTORS.get(function.attr, "")
+    return ""
+
+
+def _value(name: str, node: ast.expr, origin: str) -> Any:
+    """A keyword argument's value: the literal, or Unresolved naming the setting's `--set`."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError):  # not a literal; TypeError: a literal dict or set of unhashable keys
+        return Unresolved(
+            _source(node, origin, name),
+            f"not a literal in the Python source, which toyrl reads without running it; give it with "
+            f"--set {name}=VALUE",
+        )
+    try:
+        repr(value)  # every message shows values by their repr
+    except ValueError as error:
+        raise InvalidInput(f"{origin}, line {node.lineno}: {name}: {json_problem(error)}") from None
+    return value
+
+
+def _source(node: ast.expr, origin: str, name: str) -> str:
+    """`node`'s source text, on one line (`ast.unparse`), or InvalidInput when it holds an integer
+    of more digits than Python converts to text (a hexadecimal literal of thousands of digits)."""
+    try:
+        return ast.unparse(node)
+    except ValueError as error:
+        raise InvalidInput(f"{origin}, line {node.lineno}: {name}: {json_problem(error)}") from None
