@@ -714,10 +714,12 @@ def check(
         list[str] | None,
         typer.Argument(
             metavar="CONFIG | -- COMMAND",
-            help="A trainer configuration file: .json, .yaml/.yml (with PyYAML; verl's ${...} "
-            "interpolations with OmegaConf: pip install 'toyrl[yaml]'), nested keys joined with dots; or "
-            "a .sh script holding an OpenRLHF command; or, after --, an OpenRLHF command line "
-            "(python -m openrlhf.cli.train_ppo_ray --flag value ...).",
+            help="A trainer's configuration file (.json, .yaml/.yml, nested keys joined with dots, "
+            "verl's ${...} interpolations resolved), a launch script (.sh: verl's python3 -m "
+            "verl.trainer.main_ppo key=value ..., TRL's trl grpo or accelerate launch script.py --flag "
+            "value ..., OpenRLHF's python3 -m openrlhf.cli.train_ppo_ray ...; read with bash's grammar, "
+            "never run) or Python source holding a GRPOConfig(...) call (.py, read, never imported); or, "
+            "after --, a launch command line. pip install 'toyrl[check]' brings the readers.",
             show_default=False,
         ),
     ] = None,
