@@ -851,7 +851,8 @@ def invoke_raising(*args: str) -> None:
         ("verl", VERL + "optim.lr", None),
         ("verl", VERL + "ppo_micro_batch_size", None),  # verl's deprecated name
         ("openrlhf", "algo.advantage.estimater", "algo.advantage.estimator"),
-        ("openrlhf", "advantage_estimater", "advantage_estimator"),  # the older name's typo
+        # the older name's typo, told by this release's name of the setting
+        ("openrlhf", "advantage_estimater", "algo.advantage.estimator"),
         ("openrlhf", "eval.n_samples_per_prompt", None),
         ("oat", "critic_typ", "critic_type"),
     ],
@@ -1069,8 +1070,8 @@ def test_a_command_line_is_openrlhf_s_only() -> None:
         ),
         (
             "range.sh",
-            b"python -m openrlhf.cli.train_ppo_ray --actor.eps_clip 20\n",
-            "actor.eps_clip=20.0 is not valid; valid: a float in [0, 10]",
+            b"python -m openrlhf.cli.train_ppo_ray --algo.advantage.estimator rloo --actor.eps_clip -1\n",
+            "actor.eps_clip=-1.0 is not valid; valid: a float in [0, inf]",
         ),
         (
             "bad-n.sh",
@@ -1121,7 +1122,7 @@ def test_check_refuses_a_folder_and_an_unreadable_file(
         ),
         (
             ["--trainer", "openrlhf", "--set", "advantage_estimater=rloo"],
-            "(did you mean 'advantage_estimator'?)",
+            "(did you mean 'algo.advantage.estimator'?)",
         ),
         (
             ["--set", "rollout.n_samples_per_prompt=1", "--set", "algo.advantage.estimator=rloo"],

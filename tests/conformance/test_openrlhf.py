@@ -95,14 +95,18 @@ follow the release they find, by its code (`installed`: its loss normaliser's sc
 
 from __future__ import annotations
 
+import argparse
+import ast
 import contextlib
 import dataclasses
 import importlib
 import importlib.util
 import inspect
 import multiprocessing
+import runpy
 import sys
 import tempfile
+import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -1909,3 +1913,125 @@ def test_micro_batch_scope_defaults_are_the_versioned_presets(
     newer = "openrlhf_group_norm" if estimator == "group_norm" else "openrlhf_dr_grpo"
     control = toy.relative_difference(got, toy.token_weights(parse_variant(newer), batch))
     conform(DIST, f"{setting} (control: 0.11.2's step token mean)", newer, control, expected=False)
+
+
+# --- train_ppo_ray.py's own arguments ----------------------------------------------------------
+
+
+GROUPS = ["--algo.advantage.estimator", "group_norm", "--rollout.n_samples_per_prompt", "2"]  # no critic
+
+
+def launched(orl: SimpleNamespace, *argv: str) -> tuple[argparse.ArgumentParser, Any]:
+    """train_ppo_ray.py run as `python -m openrlhf.cli.train_ppo_ray GROUPS ARGV` (GROUPS: an
+    estimator without a critic, whose model path gae would need) up to train(args): its
+    parser (recorded by parse_args) and its args as the script's checks leave them (recorded by
+    hierarchize, then completed in place); train's first call, ray.is_initialized, is the Ray
+    stand-in's, which stops it."""
+    from _standin import StandInCalled  # tests/conformance/standins/openrlhf, on the environment's path
+
+    config, seen = orl.config, {}
+    parse, hierarchize = argparse.ArgumentParser.parse_args, config.hierarchize
+
+    def recording_parse(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
+        seen["parser"] = self
+        return parse(self, *args, **kwargs)
+
+    def recording_hierarchize(args: Any) -> Any:
+        seen["args"] = hierarchize(args)
+        return seen["args"]
+
+    with (
+        mock.patch.object(sys, "argv", ["train_ppo_ray.py", *GROUPS, *argv]),
+        mock.patch.object(argparse.ArgumentParser, "parse_args", recording_parse),
+        mock.patch.object(config, "hierarchize", recording_hierarchize),
+        pytest.raises(StandInCalled, match=r"ray\.is_initialized"),
+    ):
+        runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
+    return seen["parser"], seen["args"]
+
+
+def test_every_argument_is_known_and_none_misspelt(orl) -> None:
+    """Every option of the installed parser (its names without dashes, `--actor.muon.no_nesterov`
+    too) is a name toyrl's OpenRLHF knows, and a command line of all of them has no key called
+    misspelt (those toyrl reads at their defaults, the estimator group_norm)."""
+    from toyrl.trainers import registry
+
+    parser, _ = launched(orl)
+    names = [
+        option[2:]
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    ]
+    trainer = registry()["openrlhf"]
+    release = trainer.releases[orl.version]
+    assert len(names) > 150 and not [name for name in names if not trainer.knows(name)]
+    given = {name: release.settings[name].default if name in release.settings else "x" for name in names}
+    given |= {"algo.advantage.estimator": "group_norm", "rollout.n_samples_per_prompt": 8}
+    assert resolve("openrlhf", orl.version, given, frozenset(names)).misspelt == {}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--actor.eps_clip", "0.3"],
+        ["--actor.eps_clip_low_high", "0.1", "0.28"],
+        ["--actor.eps_clip", "0.3", "--actor.eps_clip_low_high", "0.1", "0.28"],
+        ["--actor.eps_clip_low_high", "10", "0.28"],
+    ],
+    ids=" ".join,
+)
+def test_the_clip_range_is_the_scripts(orl, argv: list[str]) -> None:
+    """PolicyLoss's clip is args.actor.eps_clip_low_high (ActorPPOTrainer.__init__), which
+    train_ppo_ray.py sets to (eps_clip, eps_clip) where it is not given: toyrl's epsilon and
+    epsilon_high from the same command line are the script's pair (a LOW above 1, a bound below 0
+    that no ratio reaches, is the toy's 1: the same clip)."""
+    _, args = launched(orl, *argv)
+    low, high = args.actor.eps_clip_low_high
+    settings: dict[str, Any] = {"algo.advantage.estimator": "group_norm"}
+    for word in argv:  # each option's words, as argparse groups them
+        if word.startswith("--"):
+            name = word[2:]
+            settings[name] = []
+        else:
+            settings[name].append(word)
+    settings = {key: value[0] if len(value) == 1 else value for key, value in settings.items()}
+    objective = parse_variant(resolve("openrlhf", orl.version, settings).mapping.spec).stage("objective")
+    assert (objective.epsilon, objective.clip_high) == (min(low, 1.0), high)
+
+
+def test_the_replay_buffer_s_order_is_kept_where_toyrl_says(orl) -> None:
+    """ppo_train's DataLoader shuffles unless `should_shuffle` is false: the names it reads are ring
+    attention's group, --ds.tensor_parallel_size and --train.dynamic_batch_enable (its syntax
+    tree); toyrl keeps the buffer's order (shuffle=none) for each of those settings
+    (--ds.ring_attn_size above 1 makes the ring group, DeepspeedStrategy.setup_ring_attn), and
+    shuffles each epoch otherwise. test_no_shuffle_with_tensor_parallelism runs one of them."""
+    source = inspect.getsource(orl.actor.ActorPPOTrainer.ppo_train)
+    tree = ast.parse(textwrap.dedent(source))
+    (assignment,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "should_shuffle"
+    ]
+    read = {ast.unparse(node) for node in ast.walk(assignment.value) if isinstance(node, ast.Attribute)}
+    read = {name for name in read if not any(other.startswith(name + ".") for other in read)}
+    assert read == {
+        "self.strategy.ring_attn_group",
+        "self.args.ds.tensor_parallel_size",
+        "self.args.train.dynamic_batch_enable",
+    }, read
+    base = {
+        "algo.advantage.estimator": "group_norm",
+        "rollout.batch_size": 16,
+        "rollout.n_samples_per_prompt": 8,
+    }
+    base |= {"train.batch_size": 32}
+    assert parse_variant(resolve("openrlhf", orl.version, base).mapping.spec).schedule.shuffle == "epoch"
+    for setting, value in (
+        ("train.dynamic_batch_enable", True),
+        ("ds.tensor_parallel_size", 2),
+        ("ds.ring_attn_size", 2),
+    ):
+        variant = parse_variant(resolve("openrlhf", orl.version, base | {setting: value}).mapping.spec)
+        assert variant.schedule.shuffle == "none" and variant.schedule.mini_batches == 4, setting

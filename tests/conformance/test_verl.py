@@ -1823,3 +1823,93 @@ def test_dapo_reward_manager_is_soft_overlong(
     conform(TRAINER, setting, spec, difference)
     plain = batch.rewards(parse_variant("advantage=none,reward=soft_overlong,penalty_factor=0.0"))
     assert toy.relative_difference(got[last], plain) > 1e-3
+
+
+# --- every key of the installed release's configuration -------------------------------------------
+
+
+def flattened(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested configuration's leaves by their dotted keys (an empty section is a leaf)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out |= flattened(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_every_key_of_the_generated_config_is_known(verl: Verl) -> None:
+    """Each key of the installed release's full configuration (_generated_ppo_trainer.yaml, nested
+    keys joined by dots) is a name toyrl's verl knows (`Trainer.knows`), and resolve() of the whole
+    file calls none of them misspelt; the keys it says the release ignores are the release's
+    `ignores` (0.9.1: the legacy reward_model.reward_manager, null in the file). The settings toyrl
+    reads take their defaults (the file's interpolations are `test_the_settings_defaults_are_verl_s`'s),
+    and the estimator grpo and a micro-batch size (gae is not modelled; 0.7.0 requires the size)."""
+    from toyrl.trainers import registry, resolve
+
+    spec = importlib.util.find_spec("verl.trainer")
+    assert spec is not None and spec.origin is not None
+    text = (pathlib.Path(spec.origin).parent / "config" / "_generated_ppo_trainer.yaml").read_text()
+    keys = flattened(yaml.safe_load(text))
+    trainer = registry()["verl"]
+    version = version_of(TRAINER)
+    release = trainer.releases[version]
+    assert len(keys) > 500 and not [key for key in keys if not trainer.knows(key)]
+
+    def value(key: str) -> Any:
+        name = release.aliases[key][0] if key in release.aliases else key
+        return release.settings[name].default if name in release.settings else keys[key]
+
+    given = {key: value(key) for key in keys}
+    given |= {"algorithm.adv_estimator": "grpo", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4}
+    resolved = resolve("verl", version, given, frozenset(keys))
+    assert resolved.misspelt == {}
+    assert all(release.ignoring(key) for key in resolved.unused) and set(resolved.unused) <= set(keys)
+
+
+def config_readers(package: pathlib.Path, section: str) -> set[str]:
+    """The modules of an installed package (paths under it) whose code reads `config.<section>`
+    (an attribute of a name or attribute ending in `config`), by their syntax trees."""
+    readers = set()
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == section:
+                owner = node.value
+                name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+                if name == "config":
+                    readers.add(str(path.relative_to(package)))
+                    break
+    return readers
+
+
+def test_the_legacy_reward_section_is_read_as_toyrl_says(verl: Verl) -> None:
+    """Who reads the legacy reward_model section (DAPO's reward_model.reward_kwargs.overlong_buffer_cfg
+    and max_resp_len, reward_model.reward_manager): in 0.7.0, verl/trainer/main_ppo.py, which hands
+    reward_model.reward_kwargs to load_reward_manager (toyrl models those keys); in 0.9.1, only
+    migrate_legacy_reward_impl (verl/experimental/reward_loop/reward_loop.py), which main_ppo never
+    calls (only the fully async trainer does): toyrl says 0.9.1 ignores them, with what that means."""
+    from toyrl.trainers import registry
+
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.origin is not None
+    package = pathlib.Path(spec.origin).parent
+    readers = config_readers(package, "reward_model")
+    release = registry()["verl"].releases[version_of(TRAINER)]
+    keys = ["reward_model.reward_manager"] + [
+        f"reward_model.reward_kwargs.{key}"
+        for key in ("max_resp_len", "overlong_buffer_cfg.enable", "overlong_buffer_cfg.len")
+    ]
+    if "trainer/main_ppo.py" in readers:
+        assert all(key in release.settings and release.ignoring(key) is None for key in keys)
+        return
+    assert readers == {"experimental/reward_loop/reward_loop.py"}, readers
+    callers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "migrate_legacy_reward_impl":
+                callers.add(str(path.relative_to(package)))
+    assert callers and "trainer/main_ppo.py" not in callers and all("fully_async" in c for c in callers)
+    assert all(key not in release.settings and release.ignoring(key) for key in keys)
+    assert "overlong penalty is off" in (release.ignoring(keys[2]) or "")

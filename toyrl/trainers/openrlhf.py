@@ -9,15 +9,22 @@ What the mapping follows:
 - `algo.advantage.estimator`: "group_norm" (r - group mean, divided by the group's sample std +
   1e-9), "dr_grpo" (r - group mean), "rloo" (leave-one-out), "reinforce_baseline" (group mean, then
   whitened over the rollout's tokens with the population variance, clamped at 1e-8:
-  `token_whiten`, computed in float32); the default "gae" needs a value model;
+  `token_whiten`, computed in float32); the default "gae" needs a value model; "reinforce"
+  (REINFORCE++: the rewards themselves whitened with the population variance) is no toyrl stage
+  (reinforce_pp is verl's, with the Bessel-corrected variance), "flash_reinforce" neither;
 - `actor.loss_agg_mode`: "token-mean" (the default: the optimiser step's tokens, since 0.10.4),
   "seq-mean-token-mean";
 - `actor.policy_loss_type`: "ppo" (the token ratio), "gspo" (the sequence's ratio, exp of its
   tokens' mean log-ratio, in PPO's clip at eps_clip; each sample's token mean, whatever
   loss_agg_mode says: objective=gspo with seq_mean_token_mean);
-- `actor.eps_clip`, `actor.dual_clip`, `train.max_epochs`;
+- `actor.eps_clip_low_high` LOW HIGH, PolicyLoss's clip range (trainer/ray/ppo_actor.py), which
+  train_ppo_ray.py sets to (`actor.eps_clip`, eps_clip) where it is not given: any size the parser
+  takes, a LOW above 1 being no lower clip (`toyrl.trainers.verl.ratio_clip`); `actor.dual_clip`,
+  `train.max_epochs`;
 - `rollout.batch_size` x `n_samples_per_prompt` / `train.batch_size`: optimiser steps per rollout,
-  each on train.batch_size samples of a shuffled replay buffer (reshuffled each epoch);
+  each on train.batch_size samples of the replay buffer, reshuffled each epoch, or in its order
+  with `train.dynamic_batch_enable`, `ds.tensor_parallel_size` > 1 or `ds.ring_attn_size` > 1
+  (ppo_train's should_shuffle);
 - the KL: by default a k1 penalty in the reward (`algo.kl.init_coef` 0.01, `algo.kl.use_loss`
   false): `kl=k1_reward`, each token's advantage its return, the KL included; k3 in the loss
   (`use_loss` with estimator k3) is toyrl's k3 term;
@@ -30,17 +37,19 @@ import dataclasses
 import math
 from typing import Any
 
-from toyrl.config import InvalidInput
+from toyrl.config import InvalidInput, shown
 from toyrl.trainers import (
     Release,
     Setting,
     ToyMapping,
     Trainer,
+    Unresolved,
     grad_clip_note,
     not_modelled,
     ppo_spec,
     schedule_spec,
 )
+from toyrl.trainers.verl import ratio_clip
 
 # OpenRLHF 0.10.2 renamed train_ppo_ray.py's arguments (0.10.1's names -> 0.10.2's); 0.9.x and
 # 0.6.4 have the older names (0.9.x's generate_max_len was 0.10.1's max_new_tokens).
@@ -82,6 +91,38 @@ ADVANTAGE = {
     "reinforce_baseline": "advantage=token_whiten",
 }
 AGGREGATION = {"token-mean": "token_mean", "seq-mean-token-mean": "seq_mean_token_mean"}
+# why the other estimators are not modelled (experience_maker.py, compute_advantages_and_returns)
+ESTIMATOR_REASONS = {
+    "gae": "PPO's GAE needs a value model",
+    "reinforce": "REINFORCE++: the rewards themselves whitened over the rollout's tokens with the "
+    "population variance, clamped at 1e-8; toyrl's reinforce_pp whitens with the Bessel-corrected "
+    "variance + 1e-8 (verl's), its token_whiten centres each group first",
+    "flash_reinforce": "the reward minus the rollout batch's mean, not whitened: no toyrl advantage stage",
+}
+
+
+class ClipPair(Setting):
+    """--actor.eps_clip_low_high LOW HIGH (argparse's nargs=2 floats, default None): two clip ranges,
+    each a float >= 0, from a command line's two words or one text "LOW HIGH"."""
+
+    def describe(self) -> str:
+        return "two floats LOW HIGH, each >= 0, or None"
+
+    def parse(self, name: str, value: Any) -> Any:
+        if isinstance(value, Unresolved) or value is None or value in ("None", "null"):
+            return super().parse(name, value)
+        words = value.split() if isinstance(value, str) else value
+        if isinstance(words, (list, tuple)) and len(words) == 2:
+            bound = Setting(0.0, kind=float, low=0.0)
+            for word in words:
+                if isinstance(word, Unresolved):
+                    bound.parse(name, word)  # says why it cannot be read
+            try:
+                return tuple(bound.parse(name, word) for word in words)
+            except InvalidInput:
+                pass
+        raise InvalidInput(f"{name}={shown(value)} is not valid; valid: {self.describe()}")
+
 
 SETTINGS_0_11_2 = {
     "algo.advantage.estimator": Setting(
@@ -90,7 +131,9 @@ SETTINGS_0_11_2 = {
     "algo.advantage.no_std_norm": Setting(False, kind=bool),
     "actor.loss_agg_mode": Setting("token-mean", tuple(AGGREGATION)),
     "actor.policy_loss_type": Setting("ppo", ("ppo", "gspo")),
-    "actor.eps_clip": Setting(0.2, kind=float, low=0.0, high=10.0),
+    # any clip range the parser takes (a float; >= 0 here): a large one turns the clip off
+    "actor.eps_clip": Setting(0.2, kind=float, low=0.0),
+    "actor.eps_clip_low_high": ClipPair(None, optional=True),
     "actor.dual_clip": Setting(None, kind=float, low=1.0, optional=True),
     "actor.entropy_coef": Setting(None, kind=float, optional=True),
     "train.max_epochs": Setting(1, kind=int, low=1, high=64),
@@ -106,14 +149,38 @@ SETTINGS_0_11_2 = {
     "data.max_len": Setting(2048, kind=int, low=1),
     "algo.dynamic_filtering_enable": Setting(False, kind=bool),
     "actor.max_norm": Setting(1.0, kind=float, low=0.0),
+    # what makes ppo_train's DataLoader keep the replay buffer's order (should_shuffle)
+    "train.dynamic_batch_enable": Setting(False, kind=bool),
+    "ds.tensor_parallel_size": Setting(1, kind=int, low=1),
+    "ds.ring_attn_size": Setting(1, kind=int, low=1),
 }
+
+
+def _clip_range(s: dict[str, Any], notes: list[str]) -> tuple[float, float]:
+    """PolicyLoss's clamp(rho, 1 - clip_eps_low, 1 + clip_eps_high) (models/loss.py): ActorPPOTrainer
+    builds it from --actor.eps_clip_low_high alone (trainer/ray/ppo_actor.py), which train_ppo_ray.py
+    sets to (eps_clip, eps_clip) where it is not given; a lower bound that cannot bind is the toy's
+    epsilon = 1 (`toyrl.trainers.verl.ratio_clip`)."""
+    pair = s["actor.eps_clip_low_high"]
+    if pair is None:
+        names, (low, high) = ("actor.eps_clip", "actor.eps_clip"), (s["actor.eps_clip"], s["actor.eps_clip"])
+    else:
+        names, (low, high) = ("actor.eps_clip_low_high's LOW", "actor.eps_clip_low_high's HIGH"), pair
+        if s["actor.eps_clip"] != SETTINGS_0_11_2["actor.eps_clip"].default:
+            notes.append(
+                f"actor.eps_clip={s['actor.eps_clip']}: no effect; --actor.eps_clip_low_high sets both "
+                "bounds of the clip (train_ppo_ray.py reads eps_clip only where eps_clip_low_high is unset)"
+            )
+    low, high = ratio_clip(names[0], low, names[1], high, notes)
+    return 1.0 if low is None else low, high
 
 
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     estimator = s["algo.advantage.estimator"]
     if estimator not in ADVANTAGE:
-        why = "PPO's GAE needs a value model" if estimator == "gae" else ""
-        raise not_modelled("algo.advantage.estimator", estimator, ADVANTAGE, why)
+        raise not_modelled(
+            "algo.advantage.estimator", estimator, ADVANTAGE, ESTIMATOR_REASONS.get(estimator, "")
+        )
     gspo = s["actor.policy_loss_type"] == "gspo"
     if estimator == "reinforce_baseline" and s["algo.advantage.no_std_norm"]:
         why = "token-weighted centring without the std"
@@ -131,14 +198,16 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     coef, estimator_kl = s["algo.kl.init_coef"], s["algo.kl.estimator"]
     in_loss = coef > 0 and s["algo.kl.use_loss"] and estimator_kl == "k3"
     in_reward = coef > 0 and not s["algo.kl.use_loss"] and estimator_kl == "k1"
+    low, high = _clip_range(s, notes)
     spec += ppo_spec(
-        s["actor.eps_clip"],
+        low,
+        high,
         epochs=s["train.max_epochs"],
         beta=coef if in_loss else 0.0,
         dual_clip=None if gspo else s["actor.dual_clip"],
     )
-    if gspo:  # the sequence's ratio in PPO's clip, the same eps_clip on both sides
-        spec += ["objective=gspo", f"epsilon_high={s['actor.eps_clip']}"]
+    if gspo:  # the sequence's ratio in PPO's clip (gspo's own default epsilon_high is not epsilon)
+        spec += ["objective=gspo"] + ([f"epsilon_high={high}"] if high == low else [])
         if s["actor.dual_clip"] is not None:
             unmodelled.append(
                 f"actor.dual_clip={s['actor.dual_clip']} with gspo: OpenRLHF bounds the sequence ratio's "
@@ -167,14 +236,26 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             "loss and k1 in the reward; left out (zero while the policy is the reference)"
         )
     n = s["rollout.n_samples_per_prompt"]
-    # the rollout's samples in a replay buffer, read by a shuffling data loader in optimiser steps
-    # of train.batch_size samples; token-mean's normaliser is the step's (since 0.10.4)
+    # the rollout's samples in a replay buffer, read by a data loader in optimiser steps of
+    # train.batch_size samples, shuffled each epoch unless should_shuffle is False (ppo_actor.py,
+    # ppo_train); token-mean's normaliser is the step's (since 0.10.4; with dynamic batching
+    # always: the replay buffer's dynamic_batch_num_tokens, setup_dynamic_batch)
+    kept = [
+        f"{key}={s[key]}"
+        for key in ("train.dynamic_batch_enable", "ds.tensor_parallel_size", "ds.ring_attn_size")
+        if s[key] != SETTINGS_0_11_2[key].default
+    ]
     schedule, notes_of_schedule = schedule_spec(
         s["rollout.batch_size"] * n,
         s["train.batch_size"],
-        "epoch",
+        "none" if kept else "epoch",
         "rollout.batch_size x n_samples_per_prompt / train.batch_size",
     )
+    if kept and len(schedule) > 0:
+        notes.append(
+            f"{', '.join(kept)}: ppo_train's DataLoader does not shuffle the replay buffer (should_shuffle), "
+            "so the optimiser steps take the rollout's samples in its order, every epoch"
+        )
     spec += schedule
     unmodelled += notes_of_schedule
     if estimator == "group_norm" and n > 1 and (1 - 1 / n) * math.sqrt(n) > 10:
@@ -237,6 +318,12 @@ SETTINGS_0_10_3 = {
 
 def _mapping_0_10_3(s: dict[str, Any]) -> ToyMapping:
     mapped = _mapping(s | {"actor.loss_agg_mode": "token-mean"})
+    if s["train.dynamic_batch_enable"]:  # get_loss_batch_info takes the replay buffer's step totals
+        mapped.notes.append(
+            "OpenRLHF 0.10.3 with train.dynamic_batch_enable divides every micro-batch by the optimiser "
+            "step's tokens (setup_dynamic_batch's dynamic_batch_num_tokens): the step's token mean"
+        )
+        return mapped
     micro = s["train.micro_batch_size"]
     accumulation = max(1, s["train.batch_size"] // micro)
     spec = mapped.spec
@@ -330,6 +417,8 @@ MARKS = (
 )
 OTHER_NAMES = frozenset(
     {
+        "local_rank",  # DeepSpeed's launcher argument (TrainingArguments has one too)
+        "use_ms",  # models from ModelScope
         "algo.dynamic_filtering_range",
         "critic.max_norm",
         "eval.n_samples_per_prompt",

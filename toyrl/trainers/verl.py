@@ -24,15 +24,21 @@ What the mapping follows:
   (`ranks`); micro-batches of `ppo_micro_batch_size_per_gpu`, or with `use_dynamic_bsz` of at
   most `ppo_max_token_len_per_gpu` tokens (`token_budget`), prompts counted at
   `data.max_prompt_length`; where they matter (several mini-batches, or a divisor per micro-batch);
-- `clip_ratio_low`/`clip_ratio_high` (each `clip_ratio` when unset), `clip_ratio_c` (the dual
-  clip, 3 by default), `ppo_epochs`; the KL loss (`use_kl_loss`, `kl_loss_coef`, `kl_loss_type`
+- `clip_ratio_low`/`clip_ratio_high` (each `clip_ratio` when null; both are 0.2 by default, so
+  clip_ratio alone does nothing), any size verl takes (it checks none): a lower bound 1 - low below
+  0 cannot bind (`ratio_clip`: no lower clip), an upper one of 1 + 10 or more, and GMPO's log-ratio
+  clip at 10 or more, are beyond the toy's clip ranges (refused in one line); `clip_ratio_c` (the
+  dual clip, 3 by default), `ppo_epochs`; the KL loss (`use_kl_loss`, `kl_loss_coef`, `kl_loss_type`
   low_var_kl = k3);
 - `data.train_batch_size` / `ppo_mini_batch_size` (1024 / 256 by default): optimiser steps per
   generated batch, each on its mini-batch, in the batch's order (reshuffled each epoch with
   `actor.shuffle`);
 - `reward.reward_manager.name='dapo'` with `reward.reward_kwargs.overlong_buffer_cfg` (enable, len,
   penalty_factor) and `max_resp_len`: DAPO's soft overlong punishment (`soft_overlong`, the buffer
-  as a fraction of the longest response), on the math score 1 / -1;
+  as a fraction of the longest response), on the math score 1 / -1; 0.7.0 reads them as
+  `reward_model.reward_manager` and `reward_model.reward_kwargs.*` (verl/trainer/main_ppo.py),
+  which 0.9.1 accepts and never reads (`IGNORED_0_9_1`: only its fully async trainer migrates
+  them, migrate_legacy_reward_impl), so DAPO scripts in the old form run 0.9.1 without the penalty;
   `algorithm.filter_groups` (enable, max_num_gen_batches): dynamic sampling (`filter_groups`);
 - `actor_rollout_ref.rollout.n`: the group size G.
 """
@@ -43,6 +49,8 @@ import dataclasses
 from typing import Any
 
 from toyrl.config import InvalidInput
+from toyrl.stages.objective import PPOClip
+from toyrl.stages.registry import declarations
 from toyrl.trainers import (
     MicroLayout,
     Release,
@@ -114,6 +122,7 @@ LOSS_MODES = (
     "bypass_mode",
 )
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
+MANAGERS = ("naive", "prime", "batch", "dapo")
 
 SETTINGS_0_9_1 = {
     "algorithm.adv_estimator": Setting("gae", ESTIMATORS),
@@ -123,9 +132,10 @@ SETTINGS_0_9_1 = {
     ACTOR + "loss_agg_mode": Setting("token-mean", tuple(AGGREGATION)),
     ACTOR + "loss_scale_factor": Setting(None, kind=float, low=0.0, optional=True),
     ACTOR + "policy_loss.loss_mode": Setting("vanilla", LOSS_MODES),
-    ACTOR + "clip_ratio": Setting(0.2, kind=float, low=0.0, high=10.0),
-    ACTOR + "clip_ratio_low": Setting(0.2, kind=float, low=0.0, high=10.0, optional=True),
-    ACTOR + "clip_ratio_high": Setting(0.2, kind=float, low=0.0, high=10.0, optional=True),
+    # any clip range verl takes (it checks none): large ones are how its scripts turn a clip off
+    ACTOR + "clip_ratio": Setting(0.2, kind=float, low=0.0),
+    ACTOR + "clip_ratio_low": Setting(0.2, kind=float, low=0.0, optional=True),
+    ACTOR + "clip_ratio_high": Setting(0.2, kind=float, low=0.0, optional=True),
     ACTOR + "clip_ratio_c": Setting(3.0, kind=float, low=1.0),
     ACTOR + "ppo_epochs": Setting(1, kind=int, low=1, high=64),
     ACTOR + "ppo_mini_batch_size": Setting(256, kind=int, low=1),
@@ -135,7 +145,7 @@ SETTINGS_0_9_1 = {
     ACTOR + "shuffle": Setting(False, kind=bool),
     "actor_rollout_ref.rollout.n": Setting(1, kind=int, low=1, high=10_000),
     "data.train_batch_size": Setting(1024, kind=int, low=1),
-    "reward.reward_manager.name": Setting("naive", ("naive", "prime", "batch", "dapo")),
+    "reward.reward_manager.name": Setting("naive", MANAGERS),
     "reward.reward_kwargs.overlong_buffer_cfg.enable": Setting(False, kind=bool),
     "reward.reward_kwargs.overlong_buffer_cfg.len": Setting(0, kind=int, low=0),
     "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": Setting(1.0, kind=float, low=0.0),
@@ -160,8 +170,11 @@ SETTINGS_0_9_1 = {
 }
 
 # 0.7.0: the legacy actor (dp_actor.update_policy) normalises each micro-batch on its own and
-# divides by the gradient-accumulation steps; it never reads actor.shuffle; no filter_groups or
-# reward manager settings in this form.
+# divides by the gradient-accumulation steps; it never reads actor.shuffle; no filter_groups; the
+# reward manager and its keyword arguments in the reward_model section (verl/trainer/main_ppo.py
+# passes reward_model.reward_kwargs to load_reward_manager, whose manager is reward_manager.name,
+# ${oc.select:reward_model.reward_manager,naive}).
+LEGACY_REWARD = "reward_model.reward_kwargs."
 SETTINGS_0_7_0 = {
     key: setting
     for key, setting in SETTINGS_0_9_1.items()
@@ -181,34 +194,47 @@ SETTINGS_0_7_0 = {
 } | {
     ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
     ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
+    "reward_model.reward_manager": Setting("naive", MANAGERS),
+    LEGACY_REWARD + "overlong_buffer_cfg.enable": Setting(False, kind=bool),
+    LEGACY_REWARD + "overlong_buffer_cfg.len": Setting(0, kind=int, low=0),
+    LEGACY_REWARD + "overlong_buffer_cfg.penalty_factor": Setting(1.0, kind=float, low=0.0),
+    LEGACY_REWARD + "max_resp_len": Setting(None, kind=int, low=1, optional=True),
 }
 REWARD = "reward.reward_kwargs."
 
 
-def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
-    """The DAPO reward manager (its math score, 1 / -1, and the overlong buffer) and filter_groups."""
+def _dapo_spec(
+    s: dict[str, Any],
+    unmodelled: list[str],
+    manager: str = "reward.reward_manager.name",
+    kwargs: str = REWARD,
+) -> list[str]:
+    """The DAPO reward manager (the setting `manager` names it; `kwargs`, the section of its keyword
+    arguments: 0.9.1's reward.reward_kwargs., 0.7.0's reward_model.reward_kwargs.): its math score,
+    1 / -1, and the overlong buffer; and filter_groups (0.9.1's)."""
     spec = []
-    if s["reward.reward_manager.name"] == "dapo":
+    if s[manager] == "dapo":
         factor, length = (
-            s[REWARD + "overlong_buffer_cfg.penalty_factor"],
-            s[REWARD + "overlong_buffer_cfg.len"],
+            s[kwargs + "overlong_buffer_cfg.penalty_factor"],
+            s[kwargs + "overlong_buffer_cfg.len"],
         )
-        if not s[REWARD + "overlong_buffer_cfg.enable"]:
+        longest = s[kwargs + "max_resp_len"]
+        if not s[kwargs + "overlong_buffer_cfg.enable"]:
             factor = 0.0
-        elif s[REWARD + "max_resp_len"] is None or not 0 < length <= s[REWARD + "max_resp_len"]:
+        elif longest is None or not 0 < length <= longest:
             raise InvalidInput(
-                f"{REWARD}overlong_buffer_cfg.len={length} must be in 1..{REWARD}max_resp_len "
-                f"(={s[REWARD + 'max_resp_len']}), as verl's DAPO reward manager requires"
+                f"{kwargs}overlong_buffer_cfg.len={length} must be in 1..{kwargs}max_resp_len "
+                f"(={longest}), as verl's DAPO reward manager requires"
             )
-        buffer = length / s[REWARD + "max_resp_len"] if factor > 0 else 0.2
+        buffer = length / longest if factor > 0 else 0.2
         spec += ["reward=soft_overlong", f"buffer={buffer:.6g}", f"penalty_factor={factor}"]
         unmodelled.append(
-            "reward.reward_manager.name='dapo': its score is the data source's (DAPO's math score: 1 / -1, "
-            "as the toy takes it)"
+            f"{manager}='dapo': its score is the data source's (DAPO's math score: 1 / -1, as the toy takes "
+            "it)"
         )
-    elif s[REWARD + "overlong_buffer_cfg.enable"]:
+    elif s[kwargs + "overlong_buffer_cfg.enable"]:
         unmodelled.append("overlong_buffer_cfg: only the 'dapo' reward manager reads it; left out")
-    if s["algorithm.filter_groups.enable"]:
+    if s.get("algorithm.filter_groups.enable"):  # not a setting of 0.7.0
         rounds = s["algorithm.filter_groups.max_num_gen_batches"] or 100_000
         spec += ["sampler=filter_groups", f"max_rounds={rounds}"]
         metric = s["algorithm.filter_groups.metric"]
@@ -220,21 +246,65 @@ def _dapo_spec(s: dict[str, Any], unmodelled: list[str]) -> list[str]:
     return spec
 
 
-def _objective_spec(s: dict[str, Any], low: float, high: float, epochs: int, beta: float) -> list[str]:
+TOY_CLIP = declarations(PPOClip)["epsilon_high"]["high"]  # the toy's clip ranges are below this
+
+
+def ratio_clip(
+    low_name: str, low: float, high_name: str, high: float, notes: list[str]
+) -> tuple[float | None, float]:
+    """A ratio clip clamp(rho, 1 - low, 1 + high) (verl's vanilla, gspo and cispo losses,
+    OpenRLHF's PolicyLoss) on the toy's clip range: a lower bound below 0 (low > 1) cannot bind,
+    ratios being positive: no lower clip (None), which the scripts of both trainers set by a large
+    low; an upper bound the toy's clip ranges do not reach is refused in one line."""
+    if high >= TOY_CLIP:
+        raise InvalidInput(
+            f"{high_name}={high:g} clips the ratio at 1 + {high:g}, beyond the toy's clip ranges; valid on "
+            f"the toy: {high_name} below {TOY_CLIP:g}"
+        )
+    if low <= 1:
+        return low, high
+    notes.append(
+        f"{low_name}={low:g}: the lower clip at ratio 1 - {low:g} < 0 cannot bind (ratios are positive): "
+        "no lower clip"
+    )
+    return None, high
+
+
+def _clip_names(s: dict[str, Any]) -> tuple[str, str]:
+    """The settings that give the clip range: clip_ratio_low / _high, each clip_ratio where it is None."""
+    low, high = ACTOR + "clip_ratio_low", ACTOR + "clip_ratio_high"
+    return low if s[low] is not None else ACTOR + "clip_ratio", high if s[
+        high
+    ] is not None else ACTOR + "clip_ratio"
+
+
+def _objective_spec(s: dict[str, Any], epochs: int, beta: float, notes: list[str]) -> list[str]:
     """The policy loss: "vanilla" PPO with the dual clip clip_ratio_c; "gspo" (the sequence ratio,
     clipped at clip_ratio_low / _high, no dual clip); "cispo" (the weight clip(rho, 1 - low,
     1 + high), detached); "sapo" (the gate at actor.tau_pos / tau_neg); "gpg" (-A log pi);
-    "geo_mean" (GMPO: the token log-ratios clipped at -low / high, their geometric mean)."""
+    "geo_mean" (GMPO: the token log-ratios clipped at -low / high, their geometric mean). A lower
+    ratio clip that cannot bind is none (`ratio_clip`): PPO's and GSPO's epsilon = 1 (a bound at 0,
+    which binds no more), CISPO's epsilon unset."""
     mode = s[ACTOR + "policy_loss.loss_mode"]
+    low_name, high_name = _clip_names(s)
+    low, high = s[low_name], s[high_name]
+    if mode == "geo_mean":  # the log-ratio's clip, at -low and high: any size can bind
+        for name, value in ((low_name, low), (high_name, high)):
+            if value >= TOY_CLIP:
+                raise InvalidInput(
+                    f"{name}={value:g} with policy_loss.loss_mode='geo_mean' clips the log-ratio at "
+                    f"{value:g}, beyond the toy's clip ranges; valid on the toy: {name} below {TOY_CLIP:g}"
+                )
+    elif mode in ("vanilla", "gspo", "cispo"):
+        low, high = ratio_clip(low_name, low, high_name, high, notes)
     if mode == "vanilla":
-        return ppo_spec(low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
-    spec = [item for item in ppo_spec(low, high, epochs, beta) if not item.startswith("epsilon")]
+        return ppo_spec(1.0 if low is None else low, high, epochs, beta, dual_clip=s[ACTOR + "clip_ratio_c"])
+    spec = [item for item in ppo_spec(0.2, None, epochs, beta) if not item.startswith("epsilon")]
     if mode in ("gspo", "cispo", "geo_mean"):
-        spec += [
-            f"objective={'gmpo' if mode == 'geo_mean' else mode}",
-            f"epsilon={low}",
-            f"epsilon_high={high}",
-        ]
+        spec.append(f"objective={'gmpo' if mode == 'geo_mean' else mode}")
+        if low is not None or mode != "cispo":  # CISPO's default: no lower bound
+            spec.append(f"epsilon={1.0 if low is None else low}")
+        spec.append(f"epsilon_high={high}")
     elif mode == "sapo":
         spec.append("objective=sapo")
         for key, field in (("tau_pos", 1.0), ("tau_neg", 1.05)):
@@ -295,10 +365,6 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             "leaves out (Adam nearly ignores it)"
         )
     spec = [f"advantage={advantage}", f"aggregation={AGGREGATION[aggregation]}"]
-    low = s[ACTOR + "clip_ratio_low"] if s[ACTOR + "clip_ratio_low"] is not None else s[ACTOR + "clip_ratio"]
-    high = (
-        s[ACTOR + "clip_ratio_high"] if s[ACTOR + "clip_ratio_high"] is not None else s[ACTOR + "clip_ratio"]
-    )
     epochs = s[ACTOR + "ppo_epochs"]
     beta = 0.0
     if s[ACTOR + "use_kl_loss"]:
@@ -307,7 +373,12 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             beta = s[ACTOR + "kl_loss_coef"]
         else:
             unmodelled.append(f"kl_loss_type={kl_type!r}: toyrl's KL term is k3 (low_var_kl); left out")
-    spec += _objective_spec(s, low, high, epochs, beta)
+    spec += _objective_spec(s, epochs, beta, notes)
+    if s[ACTOR + "clip_ratio"] != 0.2 and ACTOR + "clip_ratio" not in _clip_names(s):
+        notes.append(
+            f"actor.clip_ratio={s[ACTOR + 'clip_ratio']}: verl reads it only where clip_ratio_low or "
+            "clip_ratio_high is null, and both are set (0.2 by default): no effect"
+        )
     if s["algorithm.use_kl_in_reward"]:
         unmodelled.append("algorithm.use_kl_in_reward=True: a KL penalty in the reward; left out")
     # data.train_batch_size prompts a step, ppo_mini_batch_size prompts an optimiser step (both
@@ -455,6 +526,8 @@ def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
     }
     mapped = _mapping({**SETTINGS_DEFAULTS_0_9_1, **s, **newer})
     spec = mapped.spec.replace("aggregation=seq_mean_token_sum_norm", "aggregation=token_sum_norm")
+    reward = _dapo_spec(s, mapped.unmodelled, "reward_model.reward_manager", LEGACY_REWARD)
+    spec += "".join(f",{item}" for item in reward)
     accumulation = max(1, responses // micro)
     if accumulation > 1:
         spec += f",micro_batches={accumulation},per_micro_batch=True"
@@ -495,7 +568,11 @@ MARKS = (
 )
 OTHER_NAMES = frozenset(
     {
+        "actor_rollout_ref.ref.ulysses_sequence_parallel_size",  # the reference model's, and ...
+        "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size",  # ... its newer place
         ACTOR + "ppo_micro_batch_size",
+        "reward_model.enable",  # the reward model's switch (0.9.1: reward.reward_model.enable)
+        "reward_manager.module.name",  # 0.7.0's custom manager (0.9.1: reward.reward_manager.module.name)
         "actor_rollout_ref.rollout.val_kwargs.n",
         "data.gen_batch_size",
         "data.val_batch_size",
@@ -503,6 +580,19 @@ OTHER_NAMES = frozenset(
         "reward_manager.name",
     }
 )
+
+# The legacy reward_model section, which 0.7.0 reads (LEGACY_REWARD) and 0.9.1 accepts and never
+# reads: only the fully async trainer moves it to reward. (migrate_legacy_reward_impl,
+# verl/experimental/reward_loop/reward_loop.py); verl/trainer/main_ppo.py does not call it.
+LEGACY = (
+    "its main_ppo never reads the legacy reward_model section; only its fully async trainer moves it to "
+    "reward. (verl/experimental/reward_loop/reward_loop.py, migrate_legacy_reward_impl)"
+)
+IGNORED_0_9_1 = {
+    LEGACY_REWARD: f"{LEGACY}: DAPO's overlong penalty is off; reward.reward_kwargs.* sets it",
+    "reward_model.reward_manager": f"{LEGACY}: the reward manager is reward.reward_manager.name's, 'naive' "
+    "by default, with no DAPO score or overlong penalty",
+}
 
 TRAINER = Trainer(
     name="verl",
@@ -522,12 +612,19 @@ TRAINER = Trainer(
                 "reward.reward_manager.name": ("naive",),
                 "algorithm.filter_groups.enable": (False,),
             },
+            ignores=IGNORED_0_9_1,
         ),
         "0.7.0": Release(
             SETTINGS_0_7_0,
             "verl/trainer/config/ppo_trainer.yaml, verl/workers/actor/dp_actor.py (update_policy), "
             "verl/trainer/ppo/core_algos.py",
             _mapping_0_7_0,
+            aliases={
+                "reward_manager.name": (
+                    "reward_model.reward_manager",
+                    "verl 0.7.0's reward manager, which defaults to reward_model.reward_manager",
+                )
+            },
         ),
     },
     marks=MARKS,
