@@ -172,6 +172,31 @@ def test_a_syntax_error_names_its_line() -> None:
     assert refusal("from trl import GRPOConfig\n\nGRPOConfig(beta=)\n").endswith(", line 3)")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'GRPOConfig(\n    ...\n    loss_type="dr_grpo",\n    beta=0.0,\n)\n',  # alone on its line
+        'GRPOConfig(..., loss_type="dr_grpo", beta=0.0)\n',
+        'GRPOConfig(\n    loss_type="dr_grpo",\n    beta=0.0,\n    ...\n)\n',  # after the keywords
+    ],
+)
+def test_documentation_s_elisions_are_left_out_and_said(text: str) -> None:
+    """TRL's docs write `...` for the other arguments, which Python refuses among keywords; the
+    call is read without them, and the settings they stand for are said to be unread."""
+    trainer, read, line = read_python("from trl import GRPOConfig\n" + text, "doc")
+    assert (trainer, line) == ("trl", 2)
+    assert {key: value for key, value in read.items() if key != "**..."} == {
+        "loss_type": "dr_grpo",
+        "beta": 0.0,
+    }
+    assert isinstance(read["**..."], Unresolved) and "elisions" in read["**..."].why
+
+
+def test_an_error_beside_an_elision_is_told_as_written() -> None:
+    with pytest.raises(InvalidInput, match=r"^doc: not valid Python \(.*line 3\)$"):
+        read_python('GRPOConfig(\n    ...\n    loss_type="dr_grpo" beta=0.0,\n)\n', "doc")
+
+
 def test_an_escape_python_warns_about_is_read_when_warnings_are_errors() -> None:
     # "\\d" is a SyntaxWarning (a DeprecationWarning before 3.12); under -W error, a SyntaxError
     with warnings.catch_warnings():

@@ -5,7 +5,8 @@
 # runtime deps, and TRL (default 1.16.0) with its declared dependencies (transformers,
 # accelerate, datasets, ...), every one pinned to the versions a first install resolved. The
 # tests build a tiny random LlamaForCausalLM in-process: nothing downloads model weights.
-# TRL_VERSION 0.22.1 builds the release whose scale_rewards is swapped (its own pins), e.g.
+# With the default release, the wheels of the older releases toyrl models are downloaded (not installed)
+# into VENV_DIR/trl-releases. TRL_VERSION 0.22.1 builds the release whose scale_rewards is swapped (its own pins), e.g.
 #     bash scripts/conformance/trl.sh .trainers/trl-0.22.1 0.22.1
 # Idempotent: an existing venv is reused and pip skips what is installed already. No stand-ins.
 set -euo pipefail
@@ -72,3 +73,13 @@ echo "$repo" > "$site/toyrl-source.pth"
 
 # TRL and its dependencies (the list chosen above).
 "${pip[@]}" -c "$constraints" "${trl_requirements[@]}"
+
+# The wheels of the older releases toyrl models (toyrl/trainers/trl.py), never installed: the tests
+# read each one's trl/trainer/grpo_config.py from the wheel with `ast` (test_each_release_s_defaults).
+if [ "$version" = "1.16.0" ]; then
+    for release in 0.14.0 0.15.2 0.16.1 0.17.0 0.18.0 0.19.1 0.21.0 0.22.0 0.22.1 0.22.2 0.25.1 0.26.2 \
+        0.27.2 0.29.1 1.7.1 1.8.0 1.9.0 1.9.2; do
+        "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+            --dest "$venv/trl-releases" "trl==$release"
+    done
+fi

@@ -1368,3 +1368,161 @@ def test_luspo_vespo_presets(
     ]
     assert all(np.abs(weights(t, 0)).max() > 0 for t in found)
     record(conform, setting, preset, found, plan, worst, metric=metric)
+
+
+# Every name `trl grpo` takes, each release's defaults from its own grpo_config.py, and the soft
+# overlong punishment of trl/rewards against the toy's overlong reward.
+
+RELEASE_WHEELS = os.path.join(sys.prefix, "trl-releases")  # scripts/conformance/trl.sh downloads them
+# settings toyrl reads that are not GRPOConfig's own fields: transformers' TrainingArguments (which
+# GRPOConfig 0.14.0 overrides) and `trl grpo`'s script arguments (trl/scripts/grpo.py)
+NOT_GRPO_CONFIG = {
+    "gradient_accumulation_steps",
+    "max_grad_norm",
+    "per_device_train_batch_size",
+    "reward_funcs",
+    "reward_model_name_or_path",
+}
+
+
+def test_every_trl_key_is_known(trl_env: Environment) -> None:
+    """Every field of the installed GRPOConfig (with TrainingArguments'), of `trl grpo`'s
+    GRPOScriptArguments and of ModelConfig, given at its default, is in every release modelled a
+    setting, a note or a name toyrl does not read: never taken for a misspelling."""
+    import dataclasses
+
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    from toyrl.trainers import resolve
+    from toyrl.trainers.trl import TRAINER
+
+    fields = {
+        f.name: f.default
+        for cls in (trl_env.trl.GRPOConfig, GRPOScriptArguments, trl_env.trl.ModelConfig)
+        for f in dataclasses.fields(cls)
+    }
+    assert {"loss_type", "learning_rate", "reward_funcs", "model_name_or_path"} <= set(fields)
+    for version, release in TRAINER.releases.items():
+        given = {
+            name: release.settings[name].default if name in release.settings else default
+            for name, default in fields.items()
+        }
+        resolved = resolve("trl", version, given, from_file=frozenset(given))
+        assert resolved.misspelt == {}, version
+
+
+def _grpo_config_defaults(source: str) -> dict[str, Any]:
+    """GRPOConfig's own fields and their literal defaults (a non-literal default: `...`), read with
+    `ast` from a grpo_config.py, never imported."""
+    import ast
+
+    (config,) = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "GRPOConfig"]
+    defaults: dict[str, Any] = {}
+    for item in config.body:
+        if not isinstance(item, ast.AnnAssign) or not isinstance(item.target, ast.Name):
+            continue
+        value = item.value
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "field":
+            value = next((k.value for k in value.keywords if k.arg == "default"), None)
+        try:
+            defaults[item.target.id] = ast.literal_eval(value) if value is not None else ...
+        except ValueError:
+            defaults[item.target.id] = ...
+    return defaults
+
+
+def _loss_types(source: str) -> set[str]:
+    """The loss types a grpo_trainer.py compares `self.loss_type` with."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and getattr(node.left, "attr", "") == "loss_type":
+            for right in node.comparators:
+                items = right.elts if isinstance(right, ast.List | ast.Tuple) else [right]
+                found |= {item.value for item in items if isinstance(item, ast.Constant)}
+    return found
+
+
+def _release_files(version: str) -> dict[str, str]:
+    """A release's grpo_config.py, grpo_trainer.py and scripts/grpo.py: the installed release's
+    files, or those in its wheel (scripts/conformance/trl.sh puts them in RELEASE_WHEELS)."""
+    import importlib.util
+    import zipfile
+
+    paths = ("trl/trainer/grpo_config.py", "trl/trainer/grpo_trainer.py", "trl/scripts/grpo.py")
+    if version == version_of("trl"):
+        spec = importlib.util.find_spec("trl")
+        assert spec is not None and spec.origin is not None
+        root = os.path.dirname(os.path.dirname(spec.origin))
+        return {path: open(os.path.join(root, path)).read() for path in paths}
+    wheel = os.path.join(RELEASE_WHEELS, f"trl-{version}-py3-none-any.whl")
+    assert os.path.exists(wheel), f"{wheel} is missing: scripts/conformance/trl.sh downloads it"
+    with zipfile.ZipFile(wheel) as archive:
+        return {path: archive.read(path).decode() for path in paths}
+
+
+def test_each_release_s_defaults_are_its_grpo_config_s(trl_env: Environment) -> None:
+    """Per release modelled, from its own files: every setting toyrl reads that its GRPOConfig has
+    defaults as there, every GRPOConfig field toyrl reads in some release is a setting of it (no
+    more, no fewer), its loss types are those its `_compute_loss` takes, and `trl grpo` builds the
+    soft overlong punishment as toyrl takes it (from 0.23.0; 0.22 registers it unbuilt)."""
+    import ast
+
+    from toyrl.trainers.trl import OVERLONG, OVERLONG_CACHE, OVERLONG_LONGEST, SETTINGS_1_16_0, TRAINER
+
+    for version, release in TRAINER.releases.items():
+        files = _release_files(version)
+        defaults = _grpo_config_defaults(files["trl/trainer/grpo_config.py"])
+        for name in SETTINGS_1_16_0:
+            if name in NOT_GRPO_CONFIG and name not in defaults:
+                continue
+            assert (name in release.settings) == (name in defaults), (version, name)
+            if name in defaults:
+                assert release.settings[name].default == defaults[name], (version, name, defaults[name])
+        if "loss_type" in release.settings:
+            losses = set(release.settings["loss_type"].choices)
+            assert losses == _loss_types(files["trl/trainer/grpo_trainer.py"]), version
+        built = [
+            {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+            for node in ast.walk(ast.parse(files["trl/scripts/grpo.py"]))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == OVERLONG
+        ]
+        registered = f'"{OVERLONG}"' in files["trl/scripts/grpo.py"]
+        if tuple(int(p) for p in version.split(".")) >= (0, 23):
+            assert built == [{"max_completion_len": OVERLONG_LONGEST, "soft_punish_cache": OVERLONG_CACHE}]
+        else:
+            assert built == [] and registered == version.startswith("0.22."), version
+
+
+@pytest.mark.parametrize(("longest", "weight"), [(1280, 1.0), (1152, 0.5), (1100, 2.0)])
+def test_soft_overlong_punishment_is_the_toy_s_reward(
+    trl_env: Environment, longest: int, weight: float
+) -> None:
+    """trl.rewards.get_soft_overlong_punishment as `trl grpo` builds it (1280, 256), weighted beside
+    accuracy_reward, against the toy's soft_overlong reward of the mapped spec at every length up to
+    max_completion_length (the toy's longest response: its cap and approach token)."""
+    import dataclasses
+
+    from trl.rewards import get_soft_overlong_punishment
+
+    from toyrl.policy import Batch
+    from toyrl.trainers import resolve
+    from toyrl.trainers.trl import OVERLONG_CACHE, OVERLONG_LONGEST
+
+    punishment = get_soft_overlong_punishment(OVERLONG_LONGEST, OVERLONG_CACHE)
+    settings = {
+        "reward_funcs": ["accuracy_reward", "get_soft_overlong_punishment"],
+        "reward_weights": [1.0, weight],
+        "max_completion_length": longest,
+    }
+    stage = parse_variant(resolve("trl", None, settings).mapping.spec).reward
+    config = dataclasses.replace(toy_config, cap=longest - 1)  # the approach token and ramble: `longest`
+    ramble = np.arange(0, longest)
+    tokens = ramble + config.approach_tokens
+    wrong = np.zeros(len(ramble), dtype=bool)
+    batch = Batch(np.zeros(len(ramble), dtype=np.int64), wrong, ramble.astype(np.int64), ~wrong)
+    trl_rewards = weight * np.array(punishment([[RAMBLE] * int(n) for n in tokens]))
+    assert trl_rewards.min() < 0
+    difference = np.abs(stage.rewards(batch, config) - trl_rewards).max()
+    assert difference < 1e-12, difference

@@ -283,12 +283,12 @@ def resolve_input(
             "or --set KEY=VALUE; --trainer NAME alone checks its defaults"
         )
     if version is None:  # the input does not say which release it is for
-        releases = named_trainer(name).releases
+        releases = list(named_trainer(name).releases)
         read_as += (
-            f"; release {next(iter(releases))} assumed, the newest modelled (--version RELEASE for another: "
-            f"{', '.join(list(releases)[1:])})"
+            f"; release {releases[0]} assumed, the newest of the {len(releases)} modelled ({releases[-1]} to "
+            f"{releases[0]}; --version RELEASE for another)"
             if len(releases) > 1
-            else f"; release {next(iter(releases))} assumed, the one modelled"
+            else f"; release {releases[0]} assumed, the one modelled"
         )
     from_file = frozenset(given.settings) - set(sets)
     resolved = resolve(name, version, given.settings | sets, from_file, read_as)

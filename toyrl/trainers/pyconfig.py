@@ -11,6 +11,8 @@ a call, arithmetic) is not known without running the script, and stays `Unresolv
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 import warnings
 from typing import Any
 
@@ -39,21 +41,67 @@ def read_python(text: str, origin: str) -> tuple[str, dict[str, Any], int]:
     InvalidInput, in one line, for source Python does not parse (a keyword given twice in the call
     included, as Python's compiler refuses it), nesting deeper than the parser or the reading
     takes, an integer of more digits than Python converts, and no call or several."""
+    elided = False
     try:
         with warnings.catch_warnings():  # an invalid escape ("\d") warns, or is an error under -W error
             warnings.simplefilter("ignore")
-            tree = ast.parse(text)
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                shorter = _without_elisions(text)
+                if shorter == text:
+                    raise
+                tree = ast.parse(shorter)  # an error here is one of the source's, not an elision's
+                elided = True
     except SyntaxError as error:
-        line = f", line {error.lineno}" if error.lineno else ""
-        raise InvalidInput(f"{origin}: not valid Python ({error.msg}{line})") from None
+        where = f", line {error.lineno}" if error.lineno else ""
+        raise InvalidInput(f"{origin}: not valid Python ({error.msg}{where})") from None
     except ValueError as error:  # a lone surrogate (not UTF-8); null bytes, in Python 3.10
         raise InvalidInput(f"{origin}: not valid Python ({json_problem(error)})") from None
     except (RecursionError, MemoryError):  # the parser's own stack: thousands of `-` or `x.` in a row
         raise InvalidInput(f"{origin}: nested too deeply for Python's parser") from None
     try:
-        return _read_call(tree, origin)
+        trainer, settings, line = _read_call(tree, origin)
     except (RecursionError, MemoryError):  # an expression Python parses and literal_eval or unparse cannot
         raise InvalidInput(f"{origin}: an argument of {EXPECTED} is nested too deeply to read") from None
+    if elided:
+        settings[ELISION] = ELIDED
+    return trainer, settings, line
+
+
+# documentation's `...` for "the other arguments": the settings it stands for are unknown
+ELISION = "**..."
+ELIDED = Unresolved(
+    "...", "the call's ... elisions, as documentation writes them: the settings there are unread"
+)
+
+
+def _without_elisions(text: str) -> str:
+    """`text` without the `...` that documentation writes for "other arguments" in a call
+    (`GRPOConfig(..., loss_type="dr_grpo")`, or alone on a line): each ellipsis token standing as a
+    whole argument (after `(` or `,`, and before `,`, `)` or the next line), with its comma, found
+    by Python's own tokenizer; `text` as it is when it does not tokenize."""
+    try:
+        tokens = [
+            token
+            for token in tokenize.generate_tokens(io.StringIO(text).readline)
+            if token.type
+            not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+        ]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return text
+    lines = text.splitlines(keepends=True)
+    cuts = []
+    for i, token in enumerate(tokens[1:-1], start=1):
+        before, after = tokens[i - 1].string, tokens[i + 1].string
+        own_line = tokens[i + 1].start[0] > token.end[0]  # `...` alone on its line, no comma after it
+        if token.string == "..." and before in ("(", ",") and (after in (",", ")") or own_line):
+            comma = after == "," and tokens[i + 1].start[0] == token.start[0]
+            cuts.append((token.start, tokens[i + 1].end if comma else token.end))
+    for (row, first), (_, last) in reversed(cuts):
+        text_of_row = lines[row - 1]
+        lines[row - 1] = text_of_row[:first] + text_of_row[last:]
+    return "".join(lines)
 
 
 def _read_call(tree: ast.Module, origin: str) -> tuple[str, dict[str, Any], int]:
@@ -82,6 +130,8 @@ def _read_call(tree: ast.Module, origin: str) -> tuple[str, dict[str, Any], int]
         )
     call = calls[0]
     settings: dict[str, Any] = {}
+    if any(isinstance(argument, ast.Constant) and argument.value is Ellipsis for argument in call.args):
+        settings[ELISION] = ELIDED
     for keyword in call.keywords:
         if keyword.arg is None:
             splat = f"**{_source(keyword.value, origin, '**')}"
