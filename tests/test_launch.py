@@ -171,6 +171,37 @@ def test_trl_command_lines_and_their_config_files(tmp_path: Path) -> None:
     assert json.loads(stdout)["given"] == {"loss_type": "dr_grpo"}
 
 
+def test_a_launcher_after_a_wrapper_and_its_options_given_with_equals(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        "srun --nodes=4 accelerate launch --config_file=zero3.yaml --num_processes 32 grpo.py \\\n"
+        "  --model_name_or_path Qwen/Qwen2.5-0.5B --loss_type grpo --lora_target_modules q_proj v_proj\n",
+    )
+    read = read_input([str(script)])
+    assert read.origin == f"{script}, line 1: grpo.py"
+    assert read.settings == {
+        "model_name_or_path": "Qwen/Qwen2.5-0.5B",
+        "loss_type": "grpo",
+        "lora_target_modules": ["q_proj", "v_proj"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "flags"),
+    [
+        ("accelerate launch train_grpo.py\n", "no flags"),
+        ("python train_grpo.py --server_ip x\n", "flags of no trainer toyrl models (server_ip)"),
+    ],
+)
+def test_a_script_launched_without_a_trainer_s_flags_points_to_the_script(
+    tmp_path: Path, line: str, flags: str
+) -> None:
+    code, _, stderr = invoke("check", str(_script(tmp_path, line)), *SMALL)
+    assert code == 2 and stderr.count("\n") == 1
+    assert f"line 1: train_grpo.py is launched with {flags}" in stderr
+    assert "toyrl check train_grpo.py reads its GRPOConfig(...) call" in stderr
+
+
 def test_a_data_preparation_script_beside_the_launch_is_passed_over(tmp_path: Path) -> None:
     script = _script(
         tmp_path,

@@ -192,6 +192,12 @@ def test_documentation_s_elisions_are_left_out_and_said(text: str) -> None:
     assert isinstance(read["**..."], Unresolved) and "elisions" in read["**..."].why
 
 
+def test_a_snippet_indented_as_a_list_item_is_read() -> None:
+    text = "   from trl import GRPOConfig\n\n   args = GRPOConfig(\n       ...,\n       beta=0.1,\n   )\n"
+    trainer, read, line = read_python(text, "doc")
+    assert (trainer, line, read["beta"]) == ("trl", 3, 0.1) and "**..." in read
+
+
 def test_an_error_beside_an_elision_is_told_as_written() -> None:
     with pytest.raises(InvalidInput, match=r"^doc: not valid Python \(.*line 3\)$"):
         read_python('GRPOConfig(\n    ...\n    loss_type="dr_grpo" beta=0.0,\n)\n', "doc")

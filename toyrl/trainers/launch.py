@@ -94,10 +94,11 @@ def anchor(words: list[Word]) -> _Anchor | None:
             return _Anchor("verl", i + (1 if text.endswith(".py") else 2), module, _overrides)
         if Path(text).name == "trl" and texts[i + 1 : i + 2] == ["grpo"]:
             return _Anchor("trl", i + 2, "trl grpo", _flags_of("trl"))
-    launched = Path(texts[0]).name if texts else ""
-    if launched.startswith(LAUNCHERS):
-        for i, text in enumerate(texts[1:], start=1):
-            if text.endswith(".py") and not texts[i - 1].startswith("--config"):
+    launcher = next((i for i, text in enumerate(texts) if Path(text).name.startswith(LAUNCHERS)), None)
+    if launcher is not None:  # python, accelerate launch ..., also after a wrapper (srun, nohup)
+        for i, text in enumerate(texts[launcher + 1 :], start=launcher + 1):
+            option_value = texts[i - 1].startswith("--config") and "=" not in texts[i - 1]
+            if text.endswith(".py") and not option_value:
                 return _Anchor(None, i + 1, text, _script_arguments)
     return None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import io
+import textwrap
 import tokenize
 import warnings
 from typing import Any
@@ -47,12 +48,13 @@ def read_python(text: str, origin: str) -> tuple[str, dict[str, Any], int]:
             warnings.simplefilter("ignore")
             try:
                 tree = ast.parse(text)
-            except SyntaxError:
-                shorter = _without_elisions(text)
+            except SyntaxError:  # a snippet of documentation: indented as a list's item, `...` elisions
+                dedented = textwrap.dedent(text)
+                shorter = _without_elisions(dedented)
                 if shorter == text:
                     raise
                 tree = ast.parse(shorter)  # an error here is one of the source's, not an elision's
-                elided = True
+                elided = shorter != dedented
     except SyntaxError as error:
         where = f", line {error.lineno}" if error.lineno else ""
         raise InvalidInput(f"{origin}: not valid Python ({error.msg}{where})") from None

@@ -98,6 +98,18 @@ def read_script(path: Path) -> Launch:
         own = [(line, launch) for line, launch in launches if _fits_a_trainer(launch.settings)]
     if not own and script.broken:
         raise InvalidInput(f"{path}, line {script.broken[0]}: {BROKEN}")
+    if not own and launches:  # Python scripts launched, with no trainer's flags: settings in the script
+        line, launch = launches[0]
+        flags = (
+            f"flags of no trainer toyrl models ({', '.join(launch.settings)})"
+            if launch.settings
+            else "no flags"
+        )
+        script_name = launch.origin.rpartition(": ")[2]
+        raise InvalidInput(
+            f"{path}, line {line}: {script_name} is launched with {flags}; where its settings are in the "
+            f"script, toyrl check {script_name} reads its GRPOConfig(...) call"
+        )
     if not own:
         raise InvalidInput(f"{path}: no trainer's launch command in it; toyrl reads {FORMS}")
     if len(own) > 1:
