@@ -1052,7 +1052,12 @@ def test_a_command_line_is_openrlhf_s_only() -> None:
             b"# only a comment\n",
             "expected a mapping of settings at the top level, got nothing",
         ),
-        ("run.sh", b"#!/bin/bash\npython train.py --lr 1e-6\n", "run.sh: no trainer's launch command in it"),
+        ("run.sh", b"#!/bin/bash\necho train\n", "run.sh: no trainer's launch command in it"),
+        (
+            "lr.sh",
+            b"#!/bin/bash\npython train.py --lr 1e-6\n",
+            "line 2: train.py is launched with flags of no trainer toyrl models (lr)",
+        ),
         (
             "two.sh",
             b"python -m openrlhf.cli.train_ppo_ray --a 1\npython -m openrlhf.cli.train_ppo_ray --a 2\n",
