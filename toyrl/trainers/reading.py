@@ -77,18 +77,23 @@ def read_script(path: Path) -> Launch:
     """The one launch command of a shell script (`toyrl.trainers.shell` reads it, never runs it):
     a trainer's own (verl's, OpenRLHF's, `trl grpo`), else the one Python script launched whose
     flags are a trainer's (a script may also prepare data). Several: refused, naming their lines."""
-    script = shell.read_script(_text(path))
+    text = _text(path)
+    try:
+        script = shell.read_script(text)
+    except InvalidInput as error:  # a bound of the expansion
+        raise InvalidInput(f"{path}: {error}") from None
     launches = []
     for command in script.commands:
         where = f"{path}, line {command.line}"
-        if anchor(command.words) is None:
+        found = anchor(command.words)
+        if found is None:
             continue
         if command.broken or any(command.line <= line <= command.last for line in script.broken):
             raise InvalidInput(f"{where}: {BROKEN}")
         try:
             launch = read_command(command, where)
         except InvalidInput:
-            if anchor(command.words).trainer is not None:  # type: ignore[union-attr]
+            if found.trainer is not None:
                 raise
             continue  # a Python script of positional arguments: not a trainer's (data preparation)
         if launch is not None:
