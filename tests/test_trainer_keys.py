@@ -315,3 +315,11 @@ def test_openrlhf_reinforce_is_refused_with_why() -> None:
 @pytest.mark.parametrize("key", ["local_rank", "use_ms", "actor.eps_clip_low_high", "ds.ring_attn_size"])
 def test_openrlhf_s_flat_and_new_arguments_are_known(key: str) -> None:
     assert registry()["openrlhf"].knows(key)
+
+
+def test_a_name_two_trainers_have_tells_neither() -> None:
+    """`local_rank` is TrainingArguments' (so TRL's) and OpenRLHF's: a TRL file holding it is TRL's."""
+    from toyrl.trainers.reading import detect
+
+    assert detect(["loss_type", "local_rank"], "f")[0] == "trl"
+    assert detect(["algo.advantage.estimator", "local_rank"], "f")[0] == "openrlhf"

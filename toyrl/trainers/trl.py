@@ -516,6 +516,7 @@ OTHER_NAMES = frozenset(
         "entropy_coef_delta",
         "entropy_coef_max",
         "entropy_coef_min",
+        "local_rank",  # TrainingArguments' (OpenRLHF's parser has one too: it tells neither)
         "model_name_or_path",
         "eval_accumulation_steps",
         "num_generations_eval",
