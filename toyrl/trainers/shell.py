@@ -15,6 +15,7 @@ named, never guessed (`toyrl.trainers.Unresolved`).
 from __future__ import annotations
 
 import codecs
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,7 @@ class _State:
     depth: int = 0  # of bash -c scripts inside one another
 
 
+@functools.cache
 def _parser() -> Any:
     try:
         import tree_sitter_bash
@@ -132,11 +134,11 @@ def _statements(node: Any, state: _State) -> None:
     for child in node.named_children:
         kind = child.type
         if kind == "variable_assignment":
-            _assign(child, state, state.variables)
+            _assign(child, state)
         elif kind == "declaration_command":
             for part in child.named_children:
                 if part.type == "variable_assignment":
-                    _assign(part, state, state.variables)
+                    _assign(part, state)
         elif kind == "unset_command":
             for part in child.named_children[1:]:
                 state.variables.pop(_text(part), None)
@@ -159,14 +161,16 @@ def _statements(node: Any, state: _State) -> None:
             _statements(child, state)  # lists, pipelines, redirected statements, compound bodies
 
 
-def _assign(node: Any, state: _State, variables: dict[str, _Value]) -> None:
+def _assign(node: Any, state: _State) -> None:
     """`NAME=value`, `NAME+=value`, `NAME=(a b c)`: no word splitting in a string's value."""
     name_node = node.child_by_field_name("name")
     value_node = node.child_by_field_name("value")
     name = _text(name_node)
     if name_node.type == "subscript":  # ARRAY[i]=value: the array's elements unknown from here
         name = _text(name_node.child_by_field_name("name"))
-        variables[name] = _unknown_value(f"${{{name}[@]}}", "an array changed element by element", array=True)
+        state.variables[name] = _unknown_value(
+            f"${{{name}[@]}}", "an array changed element by element", array=True
+        )
         return
     append = any(child.type == "+=" for child in node.children)
     if value_node is None:
@@ -182,14 +186,14 @@ def _assign(node: Any, state: _State, variables: dict[str, _Value]) -> None:
     if state.uncertain:
         why = f"${name} is {state.uncertain}"
         value = _unknown_value(f"${name}", why, array=value.array)
-    elif append and name in variables:
-        before = variables[name]
+    elif append and name in state.variables:
+        before = state.variables[name]
         if value.array or before.array:
             value = _Value(before.words + value.words, array=True)
         else:
             value = _Value([_join([before.words[0], value.words[0]])])
     _count(state, value.words)
-    variables[name] = value
+    state.variables[name] = value
 
 
 def _unknown_value(text: str, why: str, array: bool = False) -> _Value:
@@ -224,7 +228,7 @@ def _inner(script: Word, line: int, state: _State) -> None:
     if state.depth >= MAX_DEPTH:
         raise InvalidInput(f"more than {MAX_DEPTH} levels of bash -c inside one another")
     tree = _parser().parse(script.text.encode("utf-8"))
-    inner = _State(state.variables, [], state.uncertain, state.words, state.depth + 1)
+    inner = _State(dict(state.variables), [], state.uncertain, state.words, state.depth + 1)  # a child shell
     _statements(tree.root_node, inner)
     state.words = inner.words
     state.commands += [
