@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import string
+import sys
 from pathlib import Path
 
 import pytest
@@ -332,3 +333,24 @@ def test_any_command_line_is_read_or_refused_in_one_line(words: list[str]) -> No
             read_input([*anchor, *words])
         except InvalidInput as error:
             assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("module", "line"), [("tree_sitter_bash", "x.sh"), ("hydra.core.override_parser.overrides_parser", "--")]
+)
+def test_without_the_check_extra_the_reader_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, line: str
+) -> None:
+    from toyrl.trainers import shell
+
+    monkeypatch.setitem(sys.modules, module, None)
+    shell._parser.cache_clear()
+    try:
+        if line == "--":
+            arguments = ["python3", "-m", "verl.trainer.main_ppo", "algorithm.adv_estimator=grpo"]
+        else:
+            arguments = [str(_script(tmp_path, "python3 -m verl.trainer.main_ppo a=1\n", line))]
+        with pytest.raises(InvalidInput, match=r"pip install 'toyrl\[check\]'$"):
+            read_input(arguments)
+    finally:
+        shell._parser.cache_clear()
