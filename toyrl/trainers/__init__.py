@@ -419,8 +419,7 @@ def resolve(
         renamed,
         read_as,
         unused,
-        (),
-        unknown,
+        unknown=unknown,
     )
 
 

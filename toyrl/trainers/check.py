@@ -279,8 +279,8 @@ def resolve_input(
         name, read_as = detect([*given.settings, *sets], given.origin or "the --set settings")
     else:
         raise InvalidInput(
-            "nothing to check: give a trainer's configuration file, an OpenRLHF command line after --, "
-            "or --set KEY=VALUE; --trainer NAME alone checks its defaults"
+            "nothing to check: give a trainer's configuration file or launch script, a launch command line "
+            "after --, or --set KEY=VALUE; --trainer NAME alone checks its defaults"
         )
     if version is None:  # the input does not say which release it is for
         releases = list(named_trainer(name).releases)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +89,13 @@ def anchor(words: list[Word]) -> _Anchor | None:
         module = texts[i + 1] if text in ("-m", "--module") and i + 1 < len(texts) else ""
         if text.endswith(".py"):
             module = _as_module(text) or (OPENRLHF_MODULE if text.endswith(OPENRLHF_SCRIPT) else "")
+        start = i + (1 if text.endswith(".py") else 2)  # after the script, or after -m MODULE
         if module == OPENRLHF_MODULE:
-            return _Anchor("openrlhf", i + (1 if text.endswith(".py") else 2), module, _flags_of("openrlhf"))
+            return _Anchor("openrlhf", start, module, partial(read_flags, trainer="openrlhf"))
         if module and _verl_entry(module):
-            return _Anchor("verl", i + (1 if text.endswith(".py") else 2), module, _overrides)
+            return _Anchor("verl", start, module, _overrides)
         if Path(text).name == "trl" and texts[i + 1 : i + 2] == ["grpo"]:
-            return _Anchor("trl", i + 2, "trl grpo", _flags_of("trl"))
+            return _Anchor("trl", i + 2, "trl grpo", partial(read_flags, trainer="trl"))
     launcher = next((i for i, text in enumerate(texts) if Path(text).name.startswith(LAUNCHERS)), None)
     if launcher is not None:  # python, accelerate launch ..., also after a wrapper (srun, nohup)
         for i, text in enumerate(texts[launcher + 1 :], start=launcher + 1):
@@ -133,13 +135,6 @@ def _unknown(word: Word, text: str | None = None) -> Unresolved:
 
 def _spread_note(word: Word, origin: str) -> str:
     return f"{word.text} in {origin}: {word.unknown[0]}; settings given there are not read (--set gives them)"
-
-
-def _flags_of(trainer: str | None) -> Callable[[list[Word], str], Launch]:
-    def read(words: list[Word], origin: str) -> Launch:
-        return read_flags(words, origin, trainer)
-
-    return read
 
 
 def read_flags(words: list[Word], origin: str, trainer: str | None) -> Launch:
