@@ -50,7 +50,8 @@ stderr. Writes, under --out-dir:
     (max |cosine - 1|), `dr_grpo.max_norm_ratio_relative_deviation`, `dr_grpo.states`.
 - `seed_study_curves.csv`: Dr. GRPO's mean-over-seeds curves, one row per step: `six_correct`,
   `six_incorrect`, `all_correct`, `all_incorrect`, `all_fraction_incorrect_below`.
-- `seed_study.md`: markdown tables made from the same numbers.
+- `seed_study.md`: markdown tables made from the same numbers (a bias metric within rounding of the
+  exact 0 or 1 it has in exact arithmetic is shown as that value, without an SE: `bias_cell`).
 """
 
 from __future__ import annotations
@@ -341,6 +342,26 @@ def pm(mean: float, spread: float, metric: str) -> str:
     return f"{mean:.{d}f} ± {spread:.{d}f}"
 
 
+# A bias metric this close to the exact value it has in exact arithmetic (Dr. GRPO's and std_only's
+# zero along phi_wrong, Dr. GRPO's cosine 1) is rounding residue: 16 ulp of 1 for a cosine, its square
+# for a share (a cosine squared).
+ROUNDING = 2.0**-48
+EXACT_WITHIN = {
+    "cosine": (1.0, ROUNDING),
+    "phi_wrong_cosine": (0.0, ROUNDING),
+    "phi_wrong_share": (0.0, ROUNDING * ROUNDING),
+}
+
+
+def bias_cell(metric: str, *values: float) -> str | None:
+    """The exact value `values` all round to, as the table shows it ("0", "1"), or None if one of them
+    is farther from it than rounding residue (or the metric has no exact value)."""
+    if metric not in EXACT_WITHIN:
+        return None
+    exact, within = EXACT_WITHIN[metric]
+    return f"{exact:g}" if all(abs(value - exact) <= within for value in values) else None
+
+
 def markdown(result: dict[str, Any]) -> str:
     meta, h, p, a, c, dr, b = (
         result[k] for k in ("meta", "headline", "pairing", "article", "convention", "dr_grpo_curves", "bias")
@@ -554,19 +575,33 @@ def markdown(result: dict[str, Any]) -> str:
         for variant in NAMES:
             for metric in BIAS_METRICS:
                 key = f"{state}.{variant}.{metric}"
-                wide = f"{b[key + '.all.mean']:.4g} ± {b[key + '.all.se']:.2g}" if state == "init" else "–"
+                wide = "–"
+                if state == "init":
+                    spread = (b[key + ".all.min"], b[key + ".all.max"])
+                    wide = (
+                        bias_cell(metric, *spread) or f"{b[key + '.all.mean']:.4g} ± {b[key + '.all.se']:.2g}"
+                    )
                 rows.append(
                     [
                         "θ0" if state == "init" else f"step {state[4:]}",
                         f"`{variant}`",
                         metric,
-                        f"{b[key + '.six.min']:.4g}",
-                        f"{b[key + '.six.max']:.4g}",
-                        f"{b[key + '.six.mean']:.4g}",
+                        *(
+                            bias_cell(metric, b[f"{key}.six.{stat}"]) or f"{b[f'{key}.six.{stat}']:.4g}"
+                            for stat in ("min", "max", "mean")
+                        ),
                         wide,
                     ]
                 )
-    parts += [table(header, rows, "lllrrrr"), ""]
+    parts += [
+        table(header, rows, "lllrrrr"),
+        "",
+        "A value within 2^-48 (16 ulp of 1) of the exact 0 or 1 it has in exact arithmetic (Dr. GRPO's and "
+        "`std_only`'s zero along φ_wrong, Dr. GRPO's cosine 1; for the φ_wrong share, within 2^-96) is "
+        "rounding residue and is shown as that value, without an SE: the spread of rounding errors over "
+        "seeds measures nothing.",
+        "",
+    ]
     header = ["state", "variant", "metric", *(f"seed {s}" for s in meta["seeds"]["six"])]
     rows = []
     for state in states:
@@ -578,7 +613,10 @@ def markdown(result: dict[str, Any]) -> str:
                         "θ0" if state == "init" else f"step {state[4:]}",
                         f"`{variant}`",
                         metric,
-                        *(f"{b[f'{key}.six.seed{s}']:.4g}" for s in meta["seeds"]["six"]),
+                        *(
+                            bias_cell(metric, b[f"{key}.six.seed{s}"]) or f"{b[f'{key}.six.seed{s}']:.4g}"
+                            for s in meta["seeds"]["six"]
+                        ),
                     ]
                 )
     parts += ["Each seed's value:", "", table(header, rows, "lll" + "r" * len(meta["seeds"]["six"])), ""]

@@ -155,12 +155,20 @@ def test_check_gives_the_verdict_toyrl_check_gives(tmp_path: Path) -> None:
             InvalidInput,
             "unknown setting 'stepz'; Config's fields",
         ),
-        (lambda: toyrl.run("grpo", seeds=0), InvalidInput, "seeds must be a number of seeds >= 1"),
+        (
+            lambda: toyrl.run("grpo", seeds=0),
+            InvalidInput,
+            r"seeds must be an integer in 1\.\.1,000,000 \(got 0\)",
+        ),
         (lambda: toyrl.run([], seeds=1), InvalidInput, "no variants given"),
         (lambda: toyrl.run("grpo", seeds=1, group_size=1), ConfigError, "group_size"),
         (lambda: toyrl.run("nonsense", seeds=1), InvalidInput, "nonsense"),
         (lambda: toyrl.check(), InvalidInput, "nothing to check"),
-        (lambda: toyrl.check(trainer="trl", seeds=1), InvalidInput, "seeds must be in 2..10,000"),
+        (
+            lambda: toyrl.check(trainer="trl", seeds=1),
+            InvalidInput,
+            r"seeds must be an integer in 2\.\.10,000 \(a standard error needs two\)",
+        ),
     ],
 )
 def test_bad_input_is_refused_in_one_line(call: object, error: type, message: str) -> None:

@@ -44,9 +44,15 @@ REFUSED = [
     (["check", "{verl}", "--bridge"], "holds verl's settings"),
     (["check", "--trainer", "trl", "--version", "0.22.1", "--bridge"], "the bridge runs TRL 1.16.0 only"),
     # valid input, no bridge extra: the install command, before the toy's check runs
-    (["bridge", "--quick", "--out", "{tmp}/q.csv"], 'pip install "toyrl[bridge]"'),
+    (
+        ["bridge", "--quick", "--out", "{tmp}/q.csv"],
+        "[bridge]'",
+    ),  # this checkout's extra, never the index's toyrl
     (["bridge", "--set", "loss_type=grpo", "--out", "{tmp}/q.csv"], "download.pytorch.org/whl/cpu"),
-    (["check", "--trainer", "trl", "--set", "loss_type=dapo", "--bridge"], 'pip install "toyrl[bridge]"'),
+    (
+        ["check", "--trainer", "trl", "--set", "loss_type=dapo", "--bridge"],
+        "[bridge]'",
+    ),  # this checkout's extra, never the index's toyrl
 ]
 
 

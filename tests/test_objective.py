@@ -228,3 +228,21 @@ def test_variant_weights_leave_truncated_responses_out_with_mask_truncated() -> 
     w_plain = variant_weights(plain, GROUPS_REWARDS, GROUPS_TOKENS, 0.0, 100.0, GROUPS_STOPPED)
     assert (w_masked[~GROUPS_STOPPED] == 0).all() and (w_plain[~GROUPS_STOPPED] != 0).all()
     np.testing.assert_array_equal(w_masked[GROUPS_STOPPED], w_plain[GROUPS_STOPPED])
+
+
+def test_the_epsilon_s_effect_stated_in_the_model_doc() -> None:
+    """docs/model.md: TRL's or verl's std epsilon changes G = 8 binary advantages by at most the
+    percentage it states (the smallest nonzero std, one success in eight, is changed most)."""
+    import math
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "model.md").read_text(encoding="utf-8")
+    stated = re.findall(r"either changes advantages by at most ([0-9.]+)%", " ".join(text.split()))
+    largest = 0.0
+    for successes in range(1, 8):
+        rewards = np.array([1.0] * successes + [0.0] * (8 - successes))
+        exact = advantages(rewards, "group_std", std_eps=0.0)
+        for eps in (1e-6, 1e-4):
+            largest = max(largest, float(np.max(np.abs(advantages(rewards, "group_std", eps) / exact - 1))))
+    assert stated == [f"{math.ceil(largest * 1e6) / 1e4:.4f}"], (stated, largest)

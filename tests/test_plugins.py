@@ -719,7 +719,7 @@ class Idle(Epochs):
     def updates(self):
         return 0
 """,
-        "schedule custom:idle raises TypeError: updates is 0: a whole number at least 1",
+        "schedule custom:idle breaks its contract: updates must be an integer in 1..262,144 (got 0)",
     ),
 }
 
@@ -784,3 +784,90 @@ class NoBeta:
         'Value of type variable "AdvantageT" of function cannot be "TooFew"  [type-var]',
         'Value of type variable "KLT" of function cannot be "NoBeta"  [type-var]',
     ], result.stdout + result.stderr
+
+
+PARTS = """
+@register("schedule", "parts")
+@dataclass(frozen=True)
+class Parts:
+    parts: int = 2
+    rk: int = 1
+    order_count: int = 0
+
+    def __post_init__(self):
+        assert self.parts != 5, "five parts are not modelled"
+
+    updates = property(lambda self: self.parts)
+    mini_batches = property(lambda self: self.parts)
+    micro_batches = property(lambda self: 1)
+    orders = property(lambda self: (0, 1, 2)[self.order_count] if self.order_count >= 0 else self.order_count)
+    ranks = property(lambda self: self.rk)
+    token_budget = property(lambda self: 0)
+    prompt_tokens = property(lambda self: 0)
+    max_grad_norm = property(lambda self: None)
+    laid_out = property(lambda self: self.rk > 1)
+
+    def check(self, config):
+        pass
+"""
+PLAIN_KL = """
+@register("kl", "plain")
+@dataclass(frozen=True)
+class Plain:
+    beta: float = 0.1
+
+    def loss(self, ratio, log_ref_ratio):
+        return np.exp(log_ref_ratio) - 1
+
+    def token_advantages(self, advantage, old, ref, batch, counts):
+        return None
+"""
+SCHEDULE = "schedule custom:parts"
+BUILT = {  # a spec's parameters that build a stage toyrl cannot run, and the line that says so
+    "schedule=custom:parts,parts=0": f"{SCHEDULE} (parts=0, rk=1, order_count=0): mini_batches must be an "
+    "integer in 1..4,096 (got 0)",
+    "schedule=custom:parts,order_count=7": f"{SCHEDULE} (parts=2, rk=1, order_count=7): reading orders "
+    "raises IndexError: tuple index out of range",
+    "schedule=custom:parts,parts=5": f"{SCHEDULE}: building it with (parts=5, rk=1, order_count=0) raises "
+    "AssertionError: five parts are not modelled",
+    "schedule=custom:parts,parts=8192": f"{SCHEDULE} (parts=8192, rk=1, order_count=0): mini_batches must be "
+    "an integer in 1..4,096 (got 8192)",
+    "schedule=custom:parts,order_count=-1": f"{SCHEDULE} (parts=2, rk=1, order_count=-1): orders must be an "
+    "integer in 0..64 (got -1)",
+    "schedule=custom:parts,parts=64": f"{SCHEDULE} (parts=64, rk=1, order_count=0): mini_batches x "
+    "micro_batches = 64 must divide the batch's 16 responses (batch_prompts x group_size)",
+    "schedule=custom:parts,rk=3": f"{SCHEDULE} (parts=2, rk=3, order_count=0): mini_batches x "
+    "micro_batches x ranks = 6 must divide the batch's 16 responses (batch_prompts x group_size)",
+    "kl=custom:plain,beta=inf": "kl custom:plain (beta=inf): beta must be a number in [0, 1e6) (got inf)",
+    "kl=custom:plain,beta=-1": "kl custom:plain (beta=-1.0): beta must be a number in [0, 1e6) (got -1.0)",
+}
+
+
+@pytest.mark.parametrize("spec", list(BUILT))
+def test_a_stage_built_from_a_spec_s_parameters_is_checked_as_it_is_built(spec: str, tmp_path: Path) -> None:
+    """The probe checks a plugin stage's defaults; a spec's parameters build another stage, which is
+    checked too: an exception while building it, a count out of the range toyrl knows, parts that do
+    not cut the batch, a KL's beta that is not finite. One line naming the plugin, the stage and its
+    parameters, exit 2, nothing written (once a ZeroDivisionError traceback, or results written)."""
+    path = write(tmp_path, "mine.py", HEADER + PARTS + PLAIN_KL)
+    out = tmp_path / "r.csv"
+    result = CliRunner().invoke(
+        app, ["run", "--plugin", str(path), "--variant", spec, *SMALL_RUN, "--out", str(out), "-q"]
+    )
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"plugin {path}" in result.stderr and BUILT[spec] in result.stderr, result.stderr
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_a_stage_with_a_list_field_is_refused_at_loading(tmp_path: Path) -> None:
+    source = PLAIN_KL.replace('"plain"', '"listy"').replace(
+        "beta: float = 0.1", "beta: float = 0.1\n    weights: list = dataclasses.field(default_factory=list)"
+    )
+    path = write(tmp_path, "listy.py", "import dataclasses\n" + HEADER + source)
+    with pytest.raises(InvalidInput) as error:
+        load_plugin(path)
+    assert str(error.value) == (
+        f"plugin {path}: kl custom:listy breaks its contract: parameter weights is a list, which cannot be "
+        "hashed (use a tuple)"
+    )
+    assert not LOADED

@@ -353,7 +353,7 @@ def test_the_arguments_and_their_defaults() -> None:
 
 def test_the_script_exits_2_with_one_line_before_making_anything() -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--envs", "nowhere"], capture_output=True, text=True, timeout=60
+        [sys.executable, str(SCRIPT), "--envs", "nowhere"], capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (

@@ -21,6 +21,7 @@ from toyrl.cli import app
 from toyrl.results import load_results
 
 from .files import assert_identical_files, first_difference
+from .output import error_line
 
 TINY = ["--steps", "20", "--prompts", "8", "--batch-prompts", "4", "--seeds", "2", "-q"]
 
@@ -229,11 +230,12 @@ def test_a_second_writer_of_the_same_results_is_refused_at_once(tmp_path: Path) 
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", "run", "-q", "--out", str(out)]
     first = subprocess.Popen([*command, "--seeds", "60"], stderr=subprocess.PIPE, text=True)
     lock = tmp_path / ".r.csv.lock"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard: imports are slow on a loaded machine
     while not lock.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert lock.exists(), "the first run never started writing"
     second = subprocess.run([*command, "--lr", "0.05", "--seeds", "1"], capture_output=True, text=True)
-    _, first_stderr = first.communicate(timeout=120)
+    _, first_stderr = first.communicate(timeout=240)
     assert first.returncode == 0, first_stderr
     assert second.returncode == 2 and second.stderr.count("\n") == 1
     assert "another toyrl command is writing results" in second.stderr
@@ -260,7 +262,7 @@ def test_workers_end_with_a_killed_parent(tmp_path: Path) -> None:
     time.sleep(1.0)  # the workers are computing
     parent.kill()
     parent.wait(timeout=10)
-    _, alive = psutil.wait_procs(workers, timeout=10)
+    _, alive = psutil.wait_procs(workers, timeout=120)  # a hang guard: a loaded machine is slow to end them
     assert not alive, [w.pid for w in alive]
     assert parent.stdout is not None and parent.stdout.read() == b""  # the pipe closed: nobody holds it
 
@@ -285,11 +287,12 @@ def test_results_written_in_pieces_are_the_bytes_of_one_piece(
     from toyrl.experiment import run_experiment
     from toyrl.variants import ARTICLE
 
-    frame = run_experiment(Config(steps=12, prompts=8, batch_prompts=4), list(ARTICLE), [0, 1])
+    config = Config(steps=12, prompts=8, batch_prompts=4)
+    frame = run_experiment(config, list(ARTICLE), [0, 1])
     meta = {
         "toyrl_version": results.__version__,
         "arithmetic": results.ARITHMETIC,
-        "config": Config().to_dict(),
+        "config": config.to_dict(),  # the one that made the frame: load checks it against step 0
     }
     results.save_results(frame, tmp_path / "whole.csv", meta)
     monkeypatch.setattr(results, "CSV_ROWS_PER_WRITE", 7)
@@ -550,14 +553,15 @@ def test_a_vanishing_length_norm_is_refused_up_front() -> None:
 
 
 def _toyrl(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """toyrl in a fresh process, within 120 s and 4 GB of address space: a read that waits for a
-    FIFO's writer or never ends fails the test instead of holding the suite."""
+    """toyrl in a fresh process, within 240 s (a hang guard, however loaded the machine) and 4 GB of
+    address space: a read that waits for a FIFO's writer or never ends fails the test instead of
+    holding the suite."""
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
     command = [sys.executable, "-c", "from toyrl.cli import main; main()", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=240, preexec_fn=limit)
 
 
 def _results(tmp: Path) -> None:
@@ -632,8 +636,7 @@ def test_a_fifo_or_device_where_toyrl_reads_a_file_is_refused_without_reading_it
     before = _tree(tmp_path)
     result = _toyrl(args, tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.startswith("toyrl: error: ") and result.stderr.count("\n") == 1, result.stderr
-    assert f"{name}: {message}" in result.stderr
+    assert f"{name}: {message}" in error_line(result.stderr)  # after progress lines on a slow machine
     assert _tree(tmp_path) == before
 
 
@@ -664,6 +667,62 @@ def test_a_file_beyond_its_kind_s_size_cap_is_refused_naming_its_size_and_the_ca
     before = _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     result = invoke(*args)
-    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
-    assert f"{name}: {cap + 1:,} bytes" in result.stderr and message in result.stderr
+    assert result.exit_code == 2, result.output
+    error = error_line(result.stderr)  # after progress lines, on a slow machine
+    assert f"{name}: {cap + 1:,} bytes" in error and message in error
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["into a pipe", "on a terminal"])
+def test_an_error_after_progress_lines_is_the_last_line_and_the_only_other_one(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    """A step slow enough to show its progress (here made so at once, whatever the machine's speed)
+    that then fails: the error comes after the statuses, on a line of its own, the status drawn on a
+    terminal erased first, so a user and a log both end with the error alone."""
+    import threading
+
+    import toyrl.results
+    from toyrl.cli import terminal as output
+    from toyrl.config import InvalidInput
+
+    shown = threading.Event()
+    real_show = output.Progress._show
+
+    def show(progress: output.Progress, text: str, final: bool) -> None:
+        real_show(progress, text, final)
+        shown.set()
+
+    def slow_broken_read(path: Path) -> None:
+        assert shown.wait(60), "no progress line"  # a hang guard only
+        raise InvalidInput(f"{path.name}: not a results table")
+
+    monkeypatch.setattr(output, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(output.Progress, "_show", show)
+    monkeypatch.setattr(output, "_is_terminal", lambda stream: terminal)
+    monkeypatch.setattr(toyrl.results, "load_results", slow_broken_read)
+    # color: the terminal's control sequences are kept, as click keeps them for a real terminal
+    result = CliRunner().invoke(app, ["plot", "r.csv", "--out", "figs"], color=True)
+    assert result.exit_code == 2 and "toyrl plot: reading r.csv" in result.stderr, result.stderr
+    assert error_line(result.stderr) == "toyrl: error: r.csv: not a results table"
+    before = "\r\x1b[K" if terminal else "\n"  # the status erased, or ended by its newline
+    assert result.stderr.endswith(f"{before}toyrl: error: r.csv: not a results table\n")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "toyrl: error: x",  # no newline
+        "Traceback (most recent call last):\ntoyrl: error: x\n",
+        "toyrl: warning: y\ntoyrl: error: x\n",
+        "\ntoyrl: error: x\n",
+        "toyrl: error: x\ntoyrl: error: y\n",
+        "toyrl plot: reading r.csv... 1.1 s so far\n",  # no error
+        "toyrl plot: reading r.csv... 1.1 s so fartoyrl: error: x\n",  # glued to a status
+        "\rtoyrl plot: reading r.csv... 1.1 s so far\x1b[K\rtoyrl: error: x\n",  # drawn over, not erased
+    ],
+)
+def test_the_one_line_error_reader_refuses_anything_else(stderr: str) -> None:
+    with pytest.raises(AssertionError):
+        error_line(stderr)

@@ -267,6 +267,23 @@ def test_the_committed_markdown_is_made_from_the_committed_numbers() -> None:
     assert expected == (RESULTS / "init_sensitivity.md").read_text()
 
 
+def test_rounding_residue_of_an_exact_value_is_not_reported_as_a_measurement() -> None:
+    """seed_study.md's bias tables: Dr. GRPO's and std_only's exact zero along phi_wrong is "0" in every
+    cell, not ~8e-17 with an SE that makes it look like a z of hundreds from zero; a real value (GRPO's,
+    or one 1e-13 off) is still shown."""
+    seed_study = load_script("seed_study")
+    rows = [line.split(" | ") for line in (RESULTS / "seed_study.md").read_text().splitlines()]
+    residue = [row for row in rows if len(row) > 3 and row[1] in ("`std_only`", "`dr_grpo`")]
+    residue = [row for row in residue if row[2].startswith("phi_wrong")]
+    assert len(residue) == 2 * 2 * 3 * 2  # variants, metrics, states, tables
+    assert all(cell.strip(" |") in ("0", "–") for row in residue for cell in row[3:]), residue
+    assert not any("±" in "".join(row) for row in residue)
+    assert seed_study.bias_cell("phi_wrong_cosine", 8.2e-17, -1.04e-15) == "0"
+    assert seed_study.bias_cell("phi_wrong_cosine", 8.2e-17, 1e-13) is None
+    assert seed_study.bias_cell("cosine", 1 - 1e-12) is None
+    assert seed_study.bias_cell("norm_ratio", 0.0) is None
+
+
 def test_the_six_seed_headline_is_the_committed_article_run() -> None:
     frame, meta = load_results(RESULTS / "article.csv")
     study = json.loads((RESULTS / "seed_study.json").read_text())

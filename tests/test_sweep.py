@@ -158,7 +158,7 @@ def test_bad_sweeps_are_refused(tmp_path: Path, args: list[str], message: str) -
 def test_the_dask_backend_gives_identical_numbers(tmp_path: Path) -> None:
     """On a cluster and on a local one (closed afterwards), the same bytes as on loky."""
     if not os.environ.get("CI"):
-        pytest.importorskip("dask.distributed", reason="the dask backend needs: pip install 'toyrl[dask]'")
+        pytest.importorskip("dask.distributed", reason="the dask backend needs: the dask extra")
     import psutil
     from dask.distributed import LocalCluster
 

@@ -244,6 +244,33 @@ def test_verl_0_9_1_ignores_the_legacy_reward_kwargs_and_0_7_0_reads_them(tmp_pa
     assert data["misspelt"] == {} and data["ignored_by_the_trainer"] == {}
 
 
+@pytest.mark.parametrize(("version", "moved"), [("0.8.0", True), ("0.7.1", True), ("0.4.0", False)])
+def test_verl_s_older_releases_read_the_legacy_reward_section(
+    tmp_path: Path, version: str, moved: bool
+) -> None:
+    """The same DAPO file for releases before 0.9.0: 0.7.1 and 0.8.0's main_ppo moves the legacy
+    reward_model section onto reward. (migrate_legacy_reward_impl), told as those settings' other
+    names; up to 0.7.0 it is the release's own: DAPO's soft overlong punishment either way."""
+    path = tmp_path / "dapo.yaml"
+    path.write_text(DAPO_LEGACY)
+    code, stdout, stderr = invoke("check", str(path), "--version", version, "--json", *SMALL)
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    spec = parse_variant(data["spec"]).spec()
+    assert spec["reward"] == "soft_overlong" and spec["buffer"] == 0.1
+    assert data["misspelt"] == {} and data["ignored_by_the_trainer"] == {}
+    assert data["renamed"] == (
+        {LEGACY + "max_resp_len": "reward.reward_kwargs.max_resp_len"}
+        | {
+            LEGACY + f"overlong_buffer_cfg.{key}": f"reward.reward_kwargs.overlong_buffer_cfg.{key}"
+            for key in ("enable", "len", "penalty_factor")
+        }
+        | {"reward_model.reward_manager": "reward.reward_manager.name"}
+        if moved
+        else {}
+    )
+
+
 def test_verl_0_7_0_s_reward_manager_name_is_the_legacy_manager() -> None:
     """0.7.0's reward_manager.name defaults to reward_model.reward_manager (an interpolation): the
     same setting, by either name; a DAPO buffer out of range is refused as its manager does."""

@@ -17,11 +17,14 @@ numbers are those of the commands, bit for bit: `toyrl.run(v, seeds=n, **s)` is 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import itertools
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toyrl.config import Config, InvalidInput
+from toyrl.config import MAX_SEED, MAX_SEEDS, Config, ConfigError, InvalidInput, plain
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,30 +43,85 @@ def _config(**settings: Any) -> Config:
     return Config(**settings)
 
 
+# The arguments are checked as the CLI's options are, with the same words: a count is a whole
+# number (a Python or numpy integer; not a bool, a float or text), a flag is True or False, a path
+# is text or a path. Nothing is built from an argument before it is checked.
+
+
+def _count(name: str, value: Any, low: int, high: int, why: str = "") -> int:
+    """`value` as a whole number in low..high, else ConfigError naming `name` and the range."""
+    value = plain(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(name, f"must be an integer in {low:,}..{high:,}{why}", value)
+    return value
+
+
+def _flag(name: str, value: Any) -> bool:
+    value = plain(value)
+    if not isinstance(value, bool):
+        raise ConfigError(name, "must be True or False", value)
+    return value
+
+
+def _text(name: str, value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(name, f"must be {what}", value)
+    return value
+
+
+def _path(name: str, value: Any) -> Path:
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise ConfigError(name, "must be a file's path (text or a pathlib.Path)", value)
+    return Path(value)
+
+
 def _variants(variants: str | Variant | Sequence[str | Variant]) -> list[Variant]:
     """Names, specs ("advantage=rloo,aggregation=token_mean"), "all" (the article's four) or
-    Variant objects, one or several."""
+    Variant objects, one or several; each once (a name given twice is one variant, as on the
+    command line)."""
     from toyrl.objective import Variant
     from toyrl.variants import parse_variants
 
-    chosen = [variants] if isinstance(variants, str | Variant) else list(variants)
-    if not chosen:
+    what = "a variant's name, a spec, 'all', a Variant or a list of them"
+    if isinstance(variants, str | Variant):
+        given: list[Any] = [variants]
+    elif isinstance(variants, list | tuple):
+        given = list(variants)
+    else:
+        raise ConfigError("variants", f"must be {what}", variants)
+    if not given:
         raise InvalidInput("no variants given; name one (toyrl variants lists them), a spec, or 'all'")
-    parsed: list[Variant] = []
-    for item in chosen:
-        parsed += [item] if isinstance(item, Variant) else parse_variants([item])
-    return parsed
+    chosen: dict[str, Variant] = {}
+    for item in given:
+        if not isinstance(item, str | Variant):
+            raise ConfigError("variants", f"must be {what}", item)
+        for variant in [item] if isinstance(item, Variant) else parse_variants([item]):
+            if variant.name in chosen and chosen[variant.name].spec() != variant.spec():
+                raise InvalidInput(
+                    f"two variants are named {variant.name!r}, with different specs; rename one"
+                )
+            chosen[variant.name] = variant
+    return list(chosen.values())
 
 
 def _seeds(seeds: int | Sequence[int]) -> list[int]:
+    """A number of seeds (0 .. n-1) or a list of distinct seeds, checked before a list is built."""
     from toyrl.experiment import check_seeds
 
-    if isinstance(seeds, int):
-        if seeds < 1:
-            raise InvalidInput(f"seeds must be a number of seeds >= 1 or a list of seeds (got {seeds})")
-        return list(range(seeds))
-    chosen = [int(seed) for seed in seeds]
+    seeds = plain(seeds)
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        return list(range(_count("seeds", seeds, 1, MAX_SEEDS)))
+    if isinstance(seeds, str | bytes | bool) or not isinstance(seeds, Iterable):
+        raise ConfigError(
+            "seeds", f"must be a number of seeds in 1..{MAX_SEEDS:,} or a list of integer seeds", seeds
+        )
+    chosen = [plain(seed) for seed in itertools.islice(seeds, MAX_SEEDS + 1)]
+    if len(chosen) > MAX_SEEDS:
+        raise InvalidInput(f"seeds must list at most {MAX_SEEDS:,} seeds (got more)")
     check_seeds(chosen)
+    if len(set(chosen)) < len(chosen):
+        repeated = next(seed for seed, count in Counter(chosen).items() if count > 1)
+        raise InvalidInput(f"seeds must be distinct (seed {repeated} is given twice)")
     return chosen
 
 
@@ -98,6 +156,7 @@ def run(
     chosen_config = _config(**settings)
     chosen = _variants(variants)
     seed_list = _seeds(seeds)
+    mean_field, progress, n_jobs = _flag("mean_field", mean_field), _flag("progress", progress), plain(n_jobs)
     if mean_field:
         from toyrl.expected import check_exact_supported
 
@@ -123,16 +182,23 @@ def save(frame: pd.DataFrame, path: str | Path, force: bool = False) -> Path:
     """Write a frame of `run` (or `load`) to `path` as `toyrl run --out` does: the CSV and its
     configuration beside it (PATH.json), together or not at all, so that `toyrl plot PATH`,
     `toyrl bias --results PATH` and `load` read it. Results of other settings already at `path`
-    are kept unless `force`. Returns the path."""
-    from toyrl.files import check_output_path, claim
-    from toyrl.results import check_overwrite, save_results
+    are kept unless `force`. A frame `load` would refuse (a run twice, a column dropped, a step
+    missing, a configuration that did not make it) is refused before anything is written.
+    Returns the path."""
+    import pandas as pd
 
+    from toyrl.files import check_output_path, claim
+    from toyrl.results import check_overwrite, check_saved, save_results
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ConfigError("frame", "must be a pandas DataFrame of toyrl.run or toyrl.load", frame)
+    out, force = _path("path", path), _flag("force", force)
     meta = frame.attrs.get("toyrl")
     if not isinstance(meta, dict):
         raise InvalidInput(
             "the frame carries no configuration (frame.attrs['toyrl']); make it with toyrl.run"
         )
-    out = Path(path)
+    check_saved(frame, meta)  # what load would refuse is never written
     check_output_path(out)
     with claim(out, "results"):
         check_overwrite(out, meta, force, option="path")
@@ -145,7 +211,7 @@ def load(path: str | Path) -> pd.DataFrame:
     sidecar PATH.json, when there is one) in `frame.attrs["toyrl"]`."""
     from toyrl.results import load_results
 
-    frame, meta = load_results(Path(path))
+    frame, meta = load_results(_path("path", path))
     if meta is not None:
         frame.attrs["toyrl"] = meta
     return frame
@@ -182,17 +248,24 @@ def expected_update(
     chosen = _variants(variants)
     check_exact_supported(chosen)
     size = chosen_config.prompts + 2
+    seed = plain(seed)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError("seed", "must be an integer >= 0 (and below 2**63)", seed)  # toyrl bias --seed's
     if theta is None:
-        if not 0 <= seed < 2**63:
-            raise InvalidInput(f"seed must be an integer >= 0 and below 2**63 (got {seed})")
         policy = initial_theta(chosen_config, run_streams(seed)[0])
     else:
-        policy = np.asarray(theta, dtype=float)
+        wanted = (
+            f"theta must hold {size} finite numbers (prompts = {chosen_config.prompts} prompt logits, "
+            "then 2 stop logits)"
+        )
+        if isinstance(theta, str | bytes):
+            raise ConfigError("theta", wanted.removeprefix("theta "), theta)
+        try:
+            policy = np.asarray(theta, dtype=float)
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError("theta", wanted.removeprefix("theta "), theta) from None
         if policy.shape != (size,) or not np.isfinite(policy).all():
-            raise InvalidInput(
-                f"theta must hold {size} finite numbers (prompts = {chosen_config.prompts} prompt logits, "
-                f"then 2 stop logits); got shape {policy.shape}"
-            )
+            raise InvalidInput(f"{wanted}; got shape {policy.shape}")
     states = np.repeat(policy[None], len(chosen), axis=0)
     update = exact_update(states, chosen_config, chosen)
     gradient = true_gradient(policy[None], chosen_config.cap, chosen_config.min_length)
@@ -204,9 +277,12 @@ def expected_update(
         columns=columns,
     )
     report = bias_report(states, chosen_config, chosen)
-    frame["cosine"] = [float(row["cosine"]) for row in report] + [1.0]
+    moves = gradient.any()  # grad J is 0 where every sigmoid has saturated: it has no direction
+    frame["cosine"] = [float(row["cosine"]) for row in report] + [1.0 if moves else float("nan")]
     # grad J never moves the wrong approach's stop logit: a wrong approach earns nothing at any length
-    frame["stop_logit_wrong_share"] = [float(row["phi_wrong_share"]) for row in report] + [0.0]
+    frame["stop_logit_wrong_share"] = [float(row["phi_wrong_share"]) for row in report] + [
+        0.0 if moves else float("nan")
+    ]
     frame.attrs["toyrl"] = {"config": chosen_config.to_dict(), "seed": None if theta is not None else seed}
     return frame
 
@@ -241,19 +317,43 @@ def check(
     from toyrl.cli.terminal import Progress
     from toyrl.trainers.check import resolve_input, run_check
 
-    if not 2 <= seeds <= 10_000:
-        raise InvalidInput(f"seeds must be in 2..10,000, a standard error needs two (got {seeds})")
+    seeds = _count("seeds", seeds, 2, 10_000, " (a standard error needs two)")
+    progress, n_jobs = _flag("progress", progress), plain(n_jobs)
+    what = "a file's path, a command line as a list of words, or None"
     if config_file is None:
         arguments: list[str] = []
-    elif isinstance(config_file, str | Path):
-        arguments = [str(config_file)]
-    else:
-        arguments = [str(word) for word in config_file]
+    elif isinstance(config_file, str | os.PathLike):
+        arguments = [str(_path("config_file", config_file))]
+    elif isinstance(config_file, list | tuple) and all(isinstance(word, str) for word in config_file):
+        arguments = list(config_file)
         if len(arguments) == 1:
             raise InvalidInput(
                 "a command line needs its words: python -m openrlhf.cli.train_ppo_ray --flag ..."
             )
-    resolved = resolve_input(arguments, trainer, dict(settings or {}), version)
+    else:
+        raise ConfigError("config_file", f"must be {what}", config_file)
+    trainer = _text("trainer", trainer, "a trainer's name: trl, verl, openrlhf or oat")
+    version = _text("version", version, "a release as text, such as '0.16.1'")
+    resolved = resolve_input(arguments, trainer, _settings(settings), version)
+    config = _config(**toy_settings)
     with Progress("toyrl.check", quiet=not progress) as shown:
         shown.begin("simulating")
-        return run_check(resolved, _config(**toy_settings), list(range(seeds)), n_jobs, progress=shown.update)
+        return run_check(resolved, config, list(range(seeds)), n_jobs, progress=shown.update)
+
+
+def _settings(settings: Any) -> dict[str, Any]:
+    """A trainer's settings as `check` takes them: names (text) to text, numbers or booleans, as
+    `--set KEY=VALUE` gives them (numpy scalars as the numbers they hold)."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict):
+        raise ConfigError("settings", "must be a dict of setting names to values", settings)
+    chosen: dict[str, Any] = {}
+    for key, value in settings.items():
+        value = plain(value)
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError("settings", "must be keyed by setting names (text)", key)
+        if not isinstance(value, str | int | float):  # a bool is an int
+            raise ConfigError(f"settings[{key!r}]", "must be text, a number or True/False", value)
+        chosen[key] = value
+    return chosen

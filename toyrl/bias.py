@@ -35,28 +35,47 @@ def bias_report(
     psi block (norms and cosine), phi_right and phi_wrong (values; grad J's phi_wrong is 0), and
     how much of E[g] lies along phi_wrong: the cosine with that axis, u_w / |u| (signed: negative
     when E[g] lowers the wrong approach's stop logit), and its share of the squared norm,
-    u_w^2 / |u|^2 (between 0 and 1; the shares of all P + 2 axes add up to 1).
+    u_w^2 / |u|^2 (between 0 and 1; the shares of all P + 2 axes add up to 1). A cosine, ratio or
+    share of a vector that is 0 (grad J where every sigmoid has saturated to exactly 0 or 1, theta
+    of +-1e308) is NaN: it has no direction.
     """
     update = expected_update(theta, config, variants)
     gradient = true_gradient(theta, config.cap, config.min_length)
 
     # Dot products as elementwise products and numpy's pairwise sum, not BLAS (whose order of
-    # additions depends on the CPU's kernels).
+    # additions depends on the CPU's kernels), of vectors scaled by a power of two to a largest entry
+    # in [0.5, 1): the same bits as unscaled where nothing under- or overflows, and no square of a
+    # tiny gradient (1e-301, at a saturated policy) lost to 0, nor of a huge one to inf.
+    def unit(a: FloatArray) -> tuple[FloatArray, int]:
+        largest = float(np.abs(a).max())
+        exponent = math.frexp(largest)[1] if math.isfinite(largest) else 0
+        return np.ldexp(a, -exponent), exponent
+
     def dot(a: FloatArray, b: FloatArray) -> float:
         return float((a * b).sum())
 
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else math.nan
+
     def norm(a: FloatArray) -> float:
-        return math.sqrt(dot(a, a))
+        scaled, exponent = unit(a)
+        with np.errstate(over="ignore"):
+            return float(np.ldexp(math.sqrt(dot(scaled, scaled)), exponent))
+
+    def cosine(a: FloatArray, b: FloatArray) -> float:
+        (a, _), (b, _) = unit(a), unit(b)
+        return ratio(dot(a, b), math.sqrt(dot(a, a)) * math.sqrt(dot(b, b)))
 
     rows: list[dict[str, float | str]] = []
     for i, variant in enumerate(variants):
         u, g = update[i], gradient[i]
+        unit_u = unit(u)[0]
         rows.append(
             {
                 "variant": variant.name,
-                "cosine": dot(u, g) / (norm(u) * norm(g)),
-                "norm_ratio": norm(u) / norm(g),
-                "psi_cosine": dot(u[:-2], g[:-2]) / (norm(u[:-2]) * norm(g[:-2])),
+                "cosine": cosine(u, g),
+                "norm_ratio": ratio(norm(u), norm(g)),
+                "psi_cosine": cosine(u[:-2], g[:-2]),
                 "psi_norm": norm(u[:-2]),
                 "true_psi_norm": norm(g[:-2]),
                 "phi_right": float(u[-2]),
@@ -64,8 +83,8 @@ def bias_report(
                 "phi_wrong": float(u[-1]),
                 "true_phi_wrong": float(g[-1]),
                 # E[g]'s cosine with the phi_wrong axis, and that axis's share of its squared norm.
-                "phi_wrong_cosine": float(u[-1]) / norm(u),
-                "phi_wrong_share": float(u[-1] * u[-1]) / dot(u, u),
+                "phi_wrong_cosine": ratio(float(unit_u[-1]), math.sqrt(dot(unit_u, unit_u))),
+                "phi_wrong_share": ratio(float(unit_u[-1] * unit_u[-1]), dot(unit_u, unit_u)),
             }
         )
     return rows

@@ -44,17 +44,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from toyrl import kernels
+from toyrl import install, kernels
 from toyrl.config import Config, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray, exact_metrics
 from toyrl.train import initial_theta, run_streams
 from toyrl.variants import VARIANTS
 
-INSTALL = (
-    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
-    '&& pip install "toyrl[bridge]"'
-)
+INSTALL = install.hint("bridge")
 TRL_VERSION = "1.16.0"  # the release whose settings `toyrl.trainers.trl` models
 
 BRIDGE_CONFIG = Config(

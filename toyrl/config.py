@@ -29,14 +29,18 @@ class ConfigError(InvalidInput):
 SHOWN_CHARACTERS = 60  # a longer value is cut in a message, which stays one readable line
 
 
+def plain(value: Any) -> Any:
+    """A numpy scalar (or 0-d array) as the Python value it holds (np.int64(2) -> 2, np.bool_ ->
+    bool); any other value as it is."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) and getattr(value, "shape", None) == () else value
+
+
 def shown(value: object) -> str:
     """A value as a message shows it: its repr, a numpy scalar as the Python number it holds
     (-1.0, not np.float64(-1.0)), a repr longer than SHOWN_CHARACTERS cut in its middle (an
     integer of 400 digits)."""
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
-        value = item()
-    text = repr(value)
+    text = repr(plain(value))
     if len(text) > SHOWN_CHARACTERS:
         half = SHOWN_CHARACTERS // 2 - 2
         text = f"{text[:half]}...{text[-half:]} ({len(text):,} characters)"
@@ -111,6 +115,8 @@ class Config:
 
     def __post_init__(self) -> None:
         for f in fields(self):
+            # a numpy integer is an integer, as for the CLI's digits: steps=np.int64(2) means 2
+            object.__setattr__(self, f.name, plain(getattr(self, f.name)))
             _check_field(self, f.name)
         if self.batch_prompts > self.prompts:
             raise ConfigError(

@@ -182,8 +182,9 @@ def geometric_pmf(stop_logit: FloatArray, cap: int) -> FloatArray:
     blocks = -(-cap // PMF_BLOCK)
     offsets = np.arange(PMF_BLOCK, dtype=np.float64)
     starts = np.arange(blocks, dtype=np.float64) * PMF_BLOCK
-    within = kernels.exp(offsets * log_q)  # q^i [R, PMF_BLOCK]
-    first = kernels.exp(log_s + starts * log_q)  # s q^(PMF_BLOCK j) [R, blocks]
+    with np.errstate(over="ignore"):  # log q near -1e308 (phi near +1e308): i log q is -inf, q^i 0
+        within = kernels.exp(offsets * log_q)  # q^i [R, PMF_BLOCK]
+        first = kernels.exp(log_s + starts * log_q)  # s q^(PMF_BLOCK j) [R, blocks]
     return (first[:, :, None] * within[:, None, :]).reshape(len(stop_logit), -1)[:, :cap]
 
 

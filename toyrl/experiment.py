@@ -25,7 +25,7 @@ import numpy as np
 from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.train import COLUMNS, Diverged, Trajectory, check_variant, train_runs
+from toyrl.train import COLUMNS, Diverged, Trajectory, check_variant, layout_seconds, train_runs
 from toyrl.variants import parse_variant
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ def estimated_cost(
     """A rough (core-seconds of simulation, seconds to write the CSV, bytes of the results table) of
     running every variant with `seeds` seeds. Per run-step costs measured on a 2-core x86-64
     machine: a sampled update about 5 us plus 0.15 us a response, each later PPO epoch about three
-    updates, a sampler's own draws and rounds at worst (`sampler_cost`), a mean-field step 100 us
+    updates, a sampler's own draws and rounds at worst (`sampler_cost`), verl's layout with one
+    count of its token budget tried an update (`toyrl.train.layout_seconds`), a mean-field step 100 us
     plus 0.1 us per cap token; writing about 20 us a row (floats formatted to round-trip, in one
     process); the table's float64 columns twice over (the chunks and their join)."""
     run_steps = seeds * (config.steps + 1)
@@ -107,7 +108,10 @@ def estimated_cost(
         per_run_step = len(variants) * (100e-6 + 0.1e-6 * config.cap)
     else:
         update = 5e-6 + 0.15e-6 * config.batch_prompts * config.group_size
-        per_run_step = sum(update * (1 + 3 * (v.updates - 1)) + sampler_cost(v, config) for v in variants)
+        per_run_step = sum(
+            update * (1 + 3 * (v.updates - 1)) + sampler_cost(v, config) + layout_seconds(v, config)[0]
+            for v in variants
+        )
     rows = run_steps * len(variants)
     return run_steps * per_run_step, 20e-6 * rows, 2.0 * 8 * len(COLUMNS) * rows
 

@@ -42,6 +42,7 @@ from toyrl.plots import (
     VARIANT_LABELS,
 )
 from toyrl.stages import REGISTRY, declarations, parameters, simulated_only
+from toyrl.train import MAX_LAYOUT_MERGES
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
 
 RECORDED = ["accuracy", "length_correct", "length_incorrect"]
@@ -53,6 +54,11 @@ SIMULATOR = ("kernels.js", "random.js", "sim.js")
 # once, in one tab: it holds fewer rows than toyrl run (whose table may take 4 GB), and all its
 # runs' responses of a step within the bound toyrl run puts on one run's.
 PAGE_MAX_ROWS = 1_000_000  # about 140 MB
+# ... and what it holds in all (every run's state and batch besides its rows: about 15 KB a run at
+# least, measured in node), and a step's time: the page computes a step of all its runs at once
+# (sim.js's `footprint` estimates both, before anything is allocated).
+PAGE_MAX_BYTES = 1_000_000_000
+PAGE_MAX_STEP_SECONDS = 2.0
 # toyrl's documents the page names, (path in the repository, what it is about), in reading order.
 DOCS = [
     ("README.md", "README"),
@@ -209,6 +215,9 @@ def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -
             "max_responses": MAX_RESPONSES,
             "max_seeds": MAX_SEEDS,
             "page_rows": PAGE_MAX_ROWS,
+            "page_bytes": PAGE_MAX_BYTES,
+            "page_step_seconds": PAGE_MAX_STEP_SECONDS,
+            "max_layout_merges": MAX_LAYOUT_MERGES,
         },
         "registry": _registry(),
         "defaults": DEFAULTS,

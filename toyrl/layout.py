@@ -21,12 +21,20 @@ response); which mini-batch it is in, for every normaliser.
 from __future__ import annotations
 
 import heapq
+from bisect import insort
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["balanced_partitions", "rank_order", "token_budget_parts", "workload"]
+__all__ = [
+    "balanced_partitions",
+    "fewest_parts",
+    "rank_order",
+    "token_budget_parts",
+    "workload",
+    "worst_tries",
+]
 
 
 def workload(seq_len: int) -> int:
@@ -34,11 +42,13 @@ def workload(seq_len: int) -> int:
     return 24576 * seq_len + seq_len * seq_len
 
 
-# A part is a tuple (sum, size, items), items the (index, value) pairs in the order added: tuples
-# compare as verl's Set does (by sum, then size, then items). A state is its k parts, largest
-# first, in a heap entry (-spread, _First(largest part), parts): heapq pops the largest spread,
-# then the state whose largest part is larger, as verl's State orders them.
-Part = tuple[int, int, list[tuple[int, int]]]
+# A part is a tuple (sum, size, items), items the indices in the order added: tuples compare as
+# verl's Set does (by sum, then size, then its (index, value) items, which compare as their
+# indices do: an index has one value). A state is k parts; it keeps only its non-empty ones,
+# ascending: the others are empty (sum 0, size 0), the smallest of all parts since values are at
+# least 0. Its heap entry is (-spread, _First(largest part), parts): heapq pops the largest
+# spread, then the state whose largest part is larger, as verl's State orders them.
+Part = tuple[int, int, list[int]]
 
 
 class _First:
@@ -53,37 +63,63 @@ class _First:
         return self.part > other.part
 
 
-def _state(parts: list[Part]) -> tuple[int, _First, list[Part]]:
-    parts.sort(reverse=True)
-    return (parts[-1][0] - parts[0][0], _First(parts[0]), parts)
+def _state(parts: list[Part], k: int) -> tuple[int, _First, list[Part]]:
+    """The heap entry of a state of k parts, given its non-empty `parts` (ascending)."""
+    smallest = parts[0][0] if len(parts) == k else 0
+    return (smallest - parts[-1][0], _First(parts[-1]), parts)
+
+
+def _merged(first: list[Part], second: list[Part], k: int) -> list[Part]:
+    """verl's State.merge of two states (their non-empty parts ascending; `first` popped first):
+    the first's i-th largest part joined with the second's i-th smallest, all k parts sorted.
+    Only the parts that meet a non-empty one of the other state change: the first's `paired`
+    smallest with the second's, the rest are carried over, so a state that takes in one item
+    costs a few comparisons, not k (a token budget near the longest sequence cuts a share into
+    nearly as many micro-batches as sequences)."""
+    paired = max(0, len(first) + len(second) - k)
+    joined = []
+    for a, b in zip(reversed(first[:paired]), second[:paired], strict=True):
+        a[2].extend(b[2])  # a state's parts are its own: the merged ones are not used again
+        joined.append((a[0] + b[0], a[1] + b[1], a[2]))
+    kept, added = first[paired:], second[paired:]
+    if len(added) > len(kept):
+        kept, added = added, kept
+    added += joined
+    if 8 * len(added) < len(kept):
+        for part in added:
+            insort(kept, part)
+    else:
+        kept += added
+        kept.sort()
+    return kept
 
 
 def balanced_partitions(values: Sequence[int], k: int, equal_size: bool) -> list[list[int]]:
-    """The indices of `values` in k parts of balanced sums, each part's indices ascending: the
-    largest differencing method as verl runs it (get_seqlen_balanced_partitions): the two states
-    of the largest spread merged, the first's largest part with the second's smallest, until one
-    is left. `equal_size`: each part holds len(values) / k items (k must divide it)."""
+    """The indices of `values` (integers >= 0) in k parts of balanced sums, each part's indices
+    ascending: the largest differencing method as verl runs it (get_seqlen_balanced_partitions):
+    the two states of the largest spread merged, the first's largest part with the second's
+    smallest, until one is left. `equal_size`: each part holds len(values) / k items (k must
+    divide it). Its work is about a merge an item, each a few comparisons (`_merged`)."""
     if not 1 <= k <= len(values):
         raise ValueError(f"{k} parts of {len(values)} items")
     ranked = sorted((int(value), index) for index, value in enumerate(values))
+    if ranked[0][0] < 0:
+        raise ValueError(f"a negative value: {ranked[0][0]}")
     states: list[tuple[int, _First, list[Part]]] = []
     if equal_size:
         if len(values) % k:
             raise ValueError(f"{len(values)} items do not cut into {k} equal parts")
         for offset in range(0, len(ranked), k):
             block = ranked[offset : offset + k]
-            states.append(_state([(value, 1, [(index, value)]) for value, index in block]))
+            states.append(_state([(value, 1, [index]) for value, index in block], k))
     else:
-        empty: list[Part] = [(0, 0, [])] * (k - 1)
-        states = [_state([(value, 1, [(index, value)]), *empty]) for value, index in ranked]
+        states = [_state([(value, 1, [index])], k) for value, index in ranked]
     heapq.heapify(states)
     while len(states) > 1:
         first, second = heapq.heappop(states)[2], heapq.heappop(states)[2]
-        merged = [
-            (a[0] + b[0], a[1] + b[1], a[2] + b[2]) for a, b in zip(first, reversed(second), strict=True)
-        ]
-        heapq.heappush(states, _state(merged))
-    return [sorted(index for index, _ in items) for _, _, items in states[0][2]]
+        heapq.heappush(states, _state(_merged(first, second, k), k))
+    parts = [sorted(items) for _, _, items in reversed(states[0][2])]
+    return parts + [[] for _ in range(k - len(parts))]
 
 
 def rank_order(seq_lens: Sequence[int], ranks: int) -> NDArray[np.intp]:
@@ -95,19 +131,38 @@ def rank_order(seq_lens: Sequence[int], ranks: int) -> NDArray[np.intp]:
     return np.array([index for part in parts for index in part], dtype=np.intp)
 
 
+def fewest_parts(share: Sequence[int], budget: int) -> int:
+    """A lower bound on the parts of at most `budget` each that `share` (sizes, each at most
+    `budget`) can be cut into: Martello and Toth's L2 (Discrete Applied Mathematics 28, 1990),
+    over every threshold a in 0..budget/2 at a size: the items above budget - a each need a part
+    of their own, as do those above budget / 2, and the items of a..budget/2 need parts for what
+    does not fit beside the latter."""
+    sizes = np.sort(np.asarray(share, dtype=np.int64))
+    below = np.concatenate([[0], np.cumsum(sizes)])  # below[i]: the i smallest sizes' sum
+    half = int(np.searchsorted(sizes, budget // 2, side="right"))  # sizes[:half] <= budget / 2
+    thresholds = np.unique(np.concatenate([[0], sizes[:half]]))
+    start = np.searchsorted(sizes, thresholds, side="left")  # J3 = sizes[start:half]
+    alone = np.searchsorted(sizes, budget - thresholds, side="right")  # J1 = sizes[alone:]
+    big = len(sizes) - half  # |J1| + |J2|
+    room = (alone - half) * budget - (below[alone] - below[half])  # what J2's parts leave
+    small = below[half] - below[start]
+    more = np.maximum(0, -((room - small) // budget))
+    return int(max(1, np.max(big + more)))
+
+
 def token_budget_parts(shares: Sequence[Sequence[int]], budget: int) -> list[list[list[int]]]:
     """Each rank's micro-batches of its share of a mini-batch (`shares[r]`: its responses' sequence
-    lengths in its order): the same count k on every rank, at least ceil(tokens / budget) of the
-    rank with the most, raised until every micro-batch of every rank holds at most `budget` tokens;
-    each micro-batch the indices into its rank's share."""
+    lengths in its order): the same count k on every rank, the fewest from ceil(tokens / budget) of
+    the rank with the most, raised until every micro-batch of every rank holds at most `budget`
+    tokens; each micro-batch the indices into its rank's share. The counts below `fewest_parts`
+    of a rank are skipped: no cut into so few parts fits, verl's neither. Each count tried
+    partitions every share (`balanced_partitions`), so a share of n responses costs up to about
+    n^2 merges (`worst_tries`), a few n typically."""
     if max(max(share) for share in shares) > budget:
         raise ValueError("a sequence is longer than the token budget")
-    count = max(min(len(share), -(-sum(share) // budget)) for share in shares)
-    smallest = min(len(share) for share in shares)
+    count = max(fewest_parts(share, budget) for share in shares)
     workloads = [[workload(s) for s in share] for share in shares]  # once, whatever count is tried
     while True:
-        if count > smallest:  # cannot happen: single sequences fit the budget
-            raise ValueError("no layout of the shares fits the token budget")
         layout = [balanced_partitions(values, count, equal_size=False) for values in workloads]
         if all(
             sum(share[i] for i in part) <= budget
@@ -115,4 +170,11 @@ def token_budget_parts(shares: Sequence[Sequence[int]], budget: int) -> list[lis
             for part in parts
         ):
             return layout
-        count += 1
+        count += 1  # at most len(share): one sequence a micro-batch fits
+
+
+def worst_tries(share: int, budget: int, shortest: int) -> int:
+    """The most counts `token_budget_parts` tries for shares of `share` sequences of at least
+    `shortest` tokens each (it starts at ceil(tokens / budget) at least and ends at `share` at
+    most)."""
+    return share - min(share, max(1, -(-share * shortest // budget))) + 1

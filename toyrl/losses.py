@@ -1,4 +1,4 @@
-"""The exercise's token-level loss API for real LLM tensors, in PyTorch (optional: `toyrl[torch]`).
+"""The exercise's token-level loss API for real LLM tensors, in PyTorch (optional: the extra `torch`).
 
 Exercise (`Dr. GRPO Length and Difficulty Bias Corrections`), sections 2-3. Shapes: N = B G
 responses, prompt-major (the G responses of a prompt are adjacent), L token positions; `logp`,
@@ -20,11 +20,13 @@ response, then over responses. How these map onto TRL, verl and oat settings: do
 
 from __future__ import annotations
 
+from toyrl import install
+
 try:
     import torch
     from torch import Tensor
 except ImportError as error:  # the rest of toyrl needs no torch
-    raise ImportError("toyrl.losses needs PyTorch: pip install 'toyrl[torch]'") from error
+    raise ImportError(f"toyrl.losses needs PyTorch: {install.hint('torch')}") from error
 
 
 def _check_matrix(name: str, tensor: Tensor, shape: torch.Size | None = None) -> None:

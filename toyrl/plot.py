@@ -12,10 +12,11 @@ every figure as `toyrl plot` does, the same bytes for the same table.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -34,12 +35,40 @@ class Stages(Protocol):
     def end(self) -> None: ...
 
 
+def _table(frame: Any) -> pd.DataFrame:
+    """`frame` if it is a table of `toyrl.run` or `toyrl.load` (the columns the figures read), else
+    InvalidInput naming what it lacks."""
+    from toyrl.config import ConfigError, InvalidInput
+    from toyrl.results import COLUMN_DOCS, LATER_COLUMNS
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ConfigError("frame", "must be a pandas DataFrame of toyrl.run or toyrl.load", frame)
+    missing = [c for c in COLUMN_DOCS if c not in frame.columns and c not in LATER_COLUMNS]
+    if missing:
+        raise InvalidInput(f"the frame: missing columns {', '.join(missing)}; is it a table of toyrl.run?")
+    return frame
+
+
+def _mark(name: str, value: Any) -> int | None:
+    """A cap or min_length to mark: None (the frame's configuration's) or a Config field's value."""
+    from toyrl.config import ConfigError, field_bounds, plain
+
+    value, bounds = plain(value), field_bounds(name)
+    if value is None:
+        return None
+    high = bounds["high"] if bounds["high"] is not None else value
+    if isinstance(value, bool) or not isinstance(value, int) or not bounds["low"] <= value <= high:
+        raise ConfigError(name, bounds["requirement"] + " or None", value)
+    return value
+
+
 def length_by_correctness(
     frame: pd.DataFrame, cap: int | None = None, min_length: int | None = None, style: str = "paper"
 ) -> Figure:
     """One panel per variant: E[L | correct] and E[L | incorrect] against step, on shared axes
     that hold every curve, the cap and min_length marked (`toyrl.plots.plot_length_by_correctness`)."""
-    return plots.plot_length_by_correctness(frame, cap=cap, min_length=min_length, style=style)
+    cap, min_length = _mark("cap", cap), _mark("min_length", min_length)
+    return plots.plot_length_by_correctness(_table(frame), cap=cap, min_length=min_length, style=style)
 
 
 def length_2x2(
@@ -47,18 +76,23 @@ def length_2x2(
 ) -> Figure:
     """The article's 2 x 2: std scaling (rows) x length normalisation (columns), from a table that
     holds the four variants grpo, std_only, length_only and dr_grpo (`toyrl.run("all")`)."""
-    return plots.plot_length_2x2(frame, cap=cap, min_length=min_length, style=style)
+    cap, min_length = _mark("cap", cap), _mark("min_length", min_length)
+    return plots.plot_length_2x2(_table(frame), cap=cap, min_length=min_length, style=style)
 
 
 def accuracy(frame: pd.DataFrame, ax: Axes | None = None, style: str = "paper") -> Figure:
     """Exact accuracy P(correct) against step, one line per variant."""
-    return plots.plot_accuracy(frame, ax=ax, style=style)
+    from toyrl.config import ConfigError
+
+    if ax is not None and not isinstance(ax, Axes):
+        raise ConfigError("ax", "must be a matplotlib Axes or None", ax)
+    return plots.plot_accuracy(_table(frame), ax=ax, style=style)
 
 
 def branch_lengths(frame: pd.DataFrame, cap: int | None = None, style: str = "paper") -> Figure:
     """Per approach (right, wrong): the expected length and the per-token stop probability (log
     scale) against step: where the drift happens."""
-    return plots.plot_branch_lengths(frame, cap=cap, style=style)
+    return plots.plot_branch_lengths(_table(frame), cap=_mark("cap", cap), style=style)
 
 
 def save(
@@ -76,10 +110,14 @@ def save(
     a closed form, which `warn` is told of: by default a Python warning). `progress` is told
     of each stage (`begin(label)`, `end()`). Returns the paths written."""
     from toyrl.bias import bias_over_training
-    from toyrl.config import Config, InvalidInput
+    from toyrl.config import Config, ConfigError, InvalidInput
     from toyrl.files import write_atomic
     from toyrl.results import final_table_markdown
 
+    if not isinstance(folder, str | os.PathLike) or not str(folder):
+        raise ConfigError("folder", "must be a folder's path (text or a pathlib.Path)", folder)
+    plots.check_style(style)
+    _table(frame)
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     meta = frame.attrs.get("toyrl")

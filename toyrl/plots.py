@@ -166,9 +166,11 @@ def _outcome_label(outcome: str) -> str:
     return rf"$E[L \mid \mathrm{{{outcome}}}]$"
 
 
-def _check_style(style: str) -> Theme:
-    if style not in THEMES:
-        raise ValueError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
+def check_style(style: str) -> Theme:
+    from toyrl.config import ConfigError
+
+    if not isinstance(style, str) or style not in THEMES:
+        raise ConfigError("style", f"must be {' or '.join(STYLES)}", style)  # toyrl plot --style's words
     return THEMES[style]
 
 
@@ -229,7 +231,7 @@ def _legend_labels(name: str, variants: Sequence[str], style: str) -> list[str]:
 
 def figure_size(name: str, variants: Sequence[str] = (), style: str = "paper") -> tuple[float, float]:
     """(width, height) in inches of figure `name` drawn for `variants` in `style`."""
-    theme = _check_style(style)
+    theme = check_style(style)
     width = theme.width if style == "slides" else _WIDTHS.get(name, theme.width)
     paper, slides = _HEIGHTS[name]
     if name == "length_by_correctness":
@@ -584,11 +586,13 @@ def plot_length_2x2(
     are its design, so the frame must hold all four variants (ValueError naming the missing ones
     otherwise); `plot_length_by_correctness` draws any subset.
     """
-    theme = _check_style(style)
+    theme = check_style(style)
     names = ["grpo", "std_only", "length_only", "dr_grpo"]
     missing = [name for name in names if name not in set(frame["variant"])]
     if missing:
-        raise ValueError(
+        from toyrl.config import InvalidInput
+
+        raise InvalidInput(
             f"the 2 x 2 needs the article's four variants {', '.join(names)}; the frame lacks "
             f"{', '.join(missing)} (plot_length_by_correctness draws any subset)"
         )
@@ -620,7 +624,7 @@ def plot_length_by_correctness(
     shared axes that hold every panel's curves, the cap and min_length marked (by default the
     frame's configuration's, `frame.attrs["toyrl"]`). `toyrl plot`'s view of any set of variants;
     the article's four are also drawn as their 2 x 2 design (`plot_length_2x2`)."""
-    theme = _check_style(style)
+    theme = check_style(style)
     cap, min_length = _configured(frame, cap, min_length)
     variants = _variants(frame)
     columns = min(len(variants), 4)
@@ -650,7 +654,7 @@ def plot_length_by_correctness(
 
 def plot_accuracy(frame: pd.DataFrame, ax: Axes | None = None, style: str = "paper") -> Figure:
     """Exact accuracy P(correct) against step, one line per variant."""
-    theme = _check_style(style)
+    theme = check_style(style)
     variants = _variants(frame)
     fig, (ax,) = _new_figure("accuracy", variants, style) if ax is None else (_figure(ax), [ax])
     looks = variant_looks(variants)
@@ -697,7 +701,7 @@ def plot_branch_lengths(
     The cap is marked (by default the frame's configuration's, `frame.attrs["toyrl"]`), and the
     length panels' shared y axis holds every curve of both.
     """
-    theme = _check_style(style)
+    theme = check_style(style)
     cap, _ = _configured(frame, cap, None)
     variants = _variants(frame)
     bands = len(variants) <= MAX_BANDS
@@ -772,7 +776,7 @@ def plot_sweep(table: pd.DataFrame, axes_keys: list[str], style: str = "paper") 
     axes. Points are means over seeds with +-1 sd error bars, each variant's nudged sideways a
     little so that equal ones stay visible.
     """
-    theme = _check_style(style)
+    theme = check_style(style)
     last = table[table["step"] == table.groupby(["variant", *axes_keys])["step"].transform("max")]
     x_key = axes_keys[0] if axes_keys else None
     facets = axes_keys[1:]
@@ -853,7 +857,7 @@ def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None, style: st
     has there is the length bias: negative, it lowers the wrong approach's stop logit, which makes
     wrong answers longer. Its square is that axis's share of |E[g]|^2 (`phi_wrong_share`).
     """
-    theme = _check_style(style)
+    theme = check_style(style)
     variants = _variants(table)
     if axes is None:
         _, axes = _new_figure(BIAS_FIGURE_NAME, variants, style, 1, 3, sharex=True)
@@ -911,7 +915,7 @@ def plot_token_weights(
     costs no more than a short one. Dr. GRPO's weights are flat, so its push grows with length.
     The values at the article's 200-token correct and 800-token wrong answers are written out.
     """
-    theme = _check_style(style)
+    theme = check_style(style)
     if axes is None:
         _, axes = _new_figure("token_weights", [], style, 1, 2, sharex=True)
     fig = _figure(axes[0])
@@ -1020,7 +1024,7 @@ def plot_difficulty(
     follows for every G and GRPO flattens, more as G grows. Markers tell the group sizes apart.
     `profiles` is `toyrl.examples.difficulty_profiles`.
     """
-    theme = _check_style(style)
+    theme = check_style(style)
     if axes is None:
         fig, axes = _new_figure("difficulty", [], style, 1, 2, sharey=True)
         cast(Any, fig.get_layout_engine()).set(wspace=0.06)  # the panels' 1.0 and 0.0 apart
@@ -1109,7 +1113,7 @@ def render_teaching(folder: Path, style: str = "paper") -> list[Path]:
     from toyrl.config import Config
     from toyrl.examples import difficulty_profiles, token_weight_curves
 
-    _check_style(style)
+    check_style(style)
     lengths = np.linspace(1, Config().cap, 300)
     length_norm = worked_length_norm()
     curves = token_weight_curves(lengths, length_norm=length_norm)
@@ -1132,7 +1136,7 @@ def render_all(
     headline when the article's four variants are there); returns the paths written. The cap and
     min_length are marked as given, else as the frame's configuration says (`frame.attrs["toyrl"]`,
     which `toyrl.results.load_results` sets from the sidecar), else not at all."""
-    _check_style(style)
+    check_style(style)
     cap, min_length = _configured(frame, cap, min_length)
     figures = {
         "length_by_correctness": plot_length_by_correctness(
@@ -1178,7 +1182,7 @@ def plot_bridge(
     (solid) are means over the `window` steps up to each step, the toy's (dashed) its exact
     expectations; the panels but the gaps' average the seeds. `names`: each label's legend entry
     (default the label). Each label has its colour and a marker of its own."""
-    theme = _check_style(style)
+    theme = check_style(style)
     labels = list(dict.fromkeys(frame["label"]))
     looks = {
         label: Look(look.colour, "-", BRIDGE_MARKERS[i % len(BRIDGE_MARKERS)])

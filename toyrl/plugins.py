@@ -64,20 +64,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl import kernels, noise
-from toyrl.config import Config, InvalidInput
+from toyrl.config import Config, InvalidInput, plain, shown
 from toyrl.inputs import PLUGIN, Unreadable, read_bytes
 from toyrl.objective import Variant
 from toyrl.policy import Batch, Coefficients, FloatArray, OwnLogits, sample_batch
 from toyrl.stages import (
+    K3,
     KINDS,
     PROTOCOLS,
     REGISTRY,
+    Epochs,
     TokenAdvantage,
     advantages_of,
     correct,
     simulated_only,
     std_eps_of,
 )
+from toyrl.stages.registry import check_declared, declarations, fits
+from toyrl.stages.schedule import MAX_ITERATIONS, MAX_PARTS, check_cuts
 from toyrl.train import Epoch, Part, Plan, initial_theta, run_streams
 
 PREFIX = "custom:"
@@ -413,6 +417,9 @@ def probe(kind: str, stage: Any) -> str:
 
 
 def _probed(kind: str, stage: Any) -> str:
+    problem = stage_problem(kind, stage)
+    if problem:
+        return f"breaks its contract: {problem}"
     batch, theta, moved = probe_inputs()
     outputs_of = PROBES[kind]
     given = f"for {INPUTS[kind]} of shape {batch.right.shape}"
@@ -598,30 +605,53 @@ def _kl(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: An
 
 
 def _schedule(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
-    """Its settings: whole numbers in their ranges, and a configuration it accepts or refuses
-    with its own one line (InvalidInput)."""
-    for name, low in SCHEDULE_COUNTS.items():
-        value = getattr(stage, name)
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-            raise TypeError(f"{name} is {value!r}: a whole number at least {low}")
-    if stage.max_grad_norm is not None and not stage.max_grad_norm > 0:
-        raise TypeError(f"max_grad_norm is {stage.max_grad_norm!r}: a positive number or None")
-    if not isinstance(stage.laid_out, bool | np.bool_):
-        raise TypeError(f"laid_out is {stage.laid_out!r}: true or false")
+    """A configuration it accepts or refuses with its own one line (InvalidInput); its settings
+    are held to their ranges before (`stage_problem`)."""
     with contextlib.suppress(InvalidInput):
         stage.check(PROBE_CONFIG)
     return []
 
 
-SCHEDULE_COUNTS = {  # each schedule setting that counts something, and its least value
-    "updates": 1,
-    "mini_batches": 1,
-    "micro_batches": 1,
-    "ranks": 1,
-    "orders": 0,
-    "token_budget": 0,
-    "prompt_tokens": 0,
-}
+@functools.cache
+def known_ranges() -> dict[str, dict[str, dict[str, Any]]]:
+    """The values of a kind that toyrl knows the range of, whoever's stage gives them, and their
+    rules (`toyrl.stages.registry.declarations`): a KL's beta, a schedule's counts, its clip and
+    whether it lays batches out, as toyrl's own stages of the kind declare them."""
+    schedule = {
+        name: rule
+        for name, rule in declarations(Epochs).items()
+        if name in protocol_members(PROTOCOLS["schedule"])
+    }
+    counted = {"kind": "integer", "low_open": False, "high_open": False, "optional": False, "choices": []}
+    for name, low, high in (("updates", 1, MAX_ITERATIONS * MAX_PARTS), ("orders", 0, MAX_ITERATIONS)):
+        schedule[name] = counted | {
+            "low": low,
+            "high": high,
+            "requirement": f"must be an integer in {low}..{high:,}",
+        }
+    schedule["laid_out"] = {"kind": "boolean", "optional": False, "requirement": "must be true or false"}
+    return {"kl": {"beta": declarations(K3)["beta"]}, "schedule": schedule}
+
+
+def stage_problem(kind: str, stage: Any) -> str:
+    """What toyrl can tell is wrong with a built stage of `kind` ('' if nothing): a parameter that
+    cannot be hashed (a variant is kept in sets and dicts: a tuple, not a list), a value of the
+    kind outside the range toyrl knows (`known_ranges`), or reading one raises."""
+    for f in fields(stage):
+        try:
+            hash(getattr(stage, f.name))
+        except TypeError:
+            value = getattr(stage, f.name)
+            return f"parameter {f.name} is a {type(value).__name__}, which cannot be hashed (use a tuple)"
+    for name, rule in known_ranges().get(kind, {}).items():
+        try:
+            with _contained():
+                value = plain(getattr(stage, name))
+        except Exception as error:
+            return f"reading {name} raises {_describe(error)}"
+        if not fits(value, rule):
+            return f"{name} {rule['requirement']} (got {shown(value)})"
+    return ""
 
 
 def _sampler(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
@@ -813,10 +843,53 @@ GUARDS: dict[str, dict[str, Callable[..., str]]] = {
 }
 
 
+def _built(stage: Any) -> str:
+    """A stage's parameters as a message names them: (parts=0, rk=1)."""
+    return "(" + ", ".join(f"{f.name}={shown(getattr(stage, f.name, '?'))}" for f in fields(stage)) + ")"
+
+
+def _guard_building(stage_class: Any, kind: str, name: str, given: str, key: str) -> None:
+    """Wrap the plugin class's __init__ so that every stage built from it (a spec's parameters
+    over its defaults, in this process or a worker) is checked as it is built: an exception while
+    building it, or a problem `stage_problem` finds, is a PluginError naming the plugin, the stage
+    and its parameters. The stage's own one-line refusal (InvalidInput) stays as it is."""
+    init = stage_class.__init__
+    if getattr(init, "__toyrl_guarded__", False):
+        return
+
+    def built(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            with _contained():
+                init(self, *args, **kwargs)
+        except (InvalidInput, KeyboardInterrupt):
+            raise
+        except BaseException as error:
+            given_values = ", ".join([*map(shown, args), *(f"{k}={shown(v)}" for k, v in kwargs.items())])
+            where = f"plugin {given}{_line(error, key)}: {kind} {name}"
+            raise PluginError(
+                f"{where}: building it with ({given_values}) raises {_describe(error)}"
+            ) from None
+        check_declared(self)  # its declared parameters first, in their own words (as toyrl's stages)
+        problem = stage_problem(kind, self)
+        if problem:
+            raise PluginError(f"plugin {given}: {kind} {name} {_built(self)}: {problem}")
+
+    functools.update_wrapper(built, init)
+    built.__toyrl_guarded__ = True  # type: ignore[attr-defined]
+    stage_class.__init__ = built
+
+
+# What toyrl asks of a kind's stage beyond the stage's own method, after it: every schedule's parts
+# must cut the batch (a plugin's own check may not say so).
+AFTER: dict[tuple[str, str], Callable[..., None]] = {("schedule", "check"): check_cuts}
+
+
 def _guard(stage_class: Any, kind: str, name: str, given: str, key: str) -> None:
     """Wrap the methods of a plugin's stage class that toyrl calls (`GUARDS`) so that every call is
     checked: an exception or a breach of the contract is a PluginError naming the plugin, the stage,
-    the method and the problem. The class is the plugin's own: toyrl's stages are not touched."""
+    the method and the problem, and then toyrl's own check of the method (`AFTER`) applies. Its
+    __init__ too (`_guard_building`). The class is the plugin's own: toyrl's stages are not touched."""
+    _guard_building(stage_class, kind, name, given, key)
     for method, check in GUARDS[kind].items():
         static = inspect.getattr_static(stage_class, method, None)
         if static is None or getattr(static, "__toyrl_guarded__", False):
@@ -827,6 +900,7 @@ def _guard(stage_class: Any, kind: str, name: str, given: str, key: str) -> None
             continue
         skip = 0 if binding is staticmethod else 1  # self or cls
         stage_method = f"{kind} {name}: {method}"
+        after = AFTER.get((kind, method))
 
         def guarded(
             *args: Any,
@@ -834,6 +908,7 @@ def _guard(stage_class: Any, kind: str, name: str, given: str, key: str) -> None
             _check: Any = check,
             _skip: int = skip,
             _stage_method: str = stage_method,
+            _after: Callable[..., None] | None = after,
             **kwargs: Any,
         ) -> Any:
             try:
@@ -847,6 +922,12 @@ def _guard(stage_class: Any, kind: str, name: str, given: str, key: str) -> None
             problem = _check(out, *args[_skip:])
             if problem:
                 raise PluginError(f"plugin {given}: {_stage_method} {problem}")
+            if _after is not None and _skip == 1:
+                try:
+                    _after(*args)
+                except InvalidInput as error:
+                    stage = _stage_method.rpartition(":")[0]
+                    raise PluginError(f"plugin {given}: {stage} {_built(args[0])}: {error}") from None
             return out
 
         functools.update_wrapper(guarded, function)

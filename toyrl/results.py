@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, overload
 import numpy as np
 
 from toyrl import __version__
-from toyrl.config import Config, InvalidInput, shown
+from toyrl.config import MAX_SEED, Config, InvalidInput, shown
 from toyrl.files import write_together
 from toyrl.inputs import RESULTS, SIDECAR, Unreadable, json_problem, open_regular, read_bytes
 from toyrl.objective import Variant, from_spec
@@ -477,12 +477,11 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """A results CSV of `toyrl run` and its sidecar (None if absent), or InvalidInput naming the file.
 
     Checked before use: the sidecar's digest (a mismatched pair is the first thing to name), the
-    columns, and that every run has each of its steps once. With a sidecar, the frame carries it
-    as `frame.attrs["toyrl"]` (the dict of `metadata`), where the plot functions read the cap and
+    columns, that every run has each of its steps once, and that the sidecar's configuration is the
+    one that made the CSV (`check_table`). With a sidecar, the frame carries it as
+    `frame.attrs["toyrl"]` (the dict of `metadata`), where the plot functions read the cap and
     min_length.
     """
-    import pandas as pd
-
     if not os.path.exists(path):
         raise InvalidInput(f"{path}: no such results file")
     with open_regular(path, RESULTS) as stream:
@@ -493,22 +492,81 @@ def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         if column not in frame.columns and set(COLUMN_DOCS) - set(LATER_COLUMNS) <= set(frame.columns):
             before = list(COLUMN_DOCS)[list(COLUMN_DOCS).index(column) - 1]
             frame.insert(list(frame.columns).index(before) + 1, column, np.nan)  # not measured then
-    missing = [column for column in COLUMN_DOCS if column not in frame.columns]
-    if missing:
-        raise InvalidInput(f"{path}: missing columns {', '.join(missing)}; is it a toyrl results CSV?")
-    if frame.empty:
-        raise InvalidInput(f"{path}: has no rows")
-    numeric = [c for c in COLUMN_DOCS if c != "variant" and not pd.api.types.is_numeric_dtype(frame[c])]
-    if numeric:
-        raise InvalidInput(f"{path}: columns {', '.join(numeric)} must hold numbers")
-    frame["variant"] = frame["variant"].astype(str)
-    _check_runs(frame, path)
+    check_table(frame, meta, str(path))
     version = meta.get("toyrl_version") if meta else None
     if version and version != __version__:
         warnings.warn(f"{path} was made by toyrl {version}; this is toyrl {__version__}", stacklevel=2)
     if meta is not None:
         frame.attrs["toyrl"] = meta
     return frame, meta
+
+
+def check_saved(frame: pd.DataFrame, meta: dict[str, Any]) -> None:
+    """InvalidInput naming the problem unless `load_results` would read `frame` and `meta` back once
+    written (`toyrl.save` asks before it writes anything): the sidecar's checks but its digest, then
+    `check_table` (on a copy: the frame is left as it is)."""
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"the frame's configuration (frame.attrs['toyrl']) is not JSON: {error}") from None
+    if meta.get("arithmetic") != ARITHMETIC:
+        raise InvalidInput(
+            "the frame's configuration (frame.attrs['toyrl']) is not one of this toyrl's (its arithmetic "
+            "is not recorded as toyrl.run records it); make the frame with toyrl.run or toyrl.load"
+        )
+    check_table(frame.copy(deep=False), meta, "the frame")
+
+
+def check_table(frame: pd.DataFrame, meta: dict[str, Any] | None, where: str) -> None:
+    """InvalidInput, naming `where`, unless `frame` holds every column of COLUMN_DOCS, numbers where
+    numbers belong, and whole runs (`_check_runs`), and unless the configuration in `meta` (if it has
+    one) is a valid one that made the frame's first run (`_check_configuration`). Makes the variant
+    column text and seed and step int64."""
+    import pandas as pd
+
+    missing = [column for column in COLUMN_DOCS if column not in frame.columns]
+    if missing:
+        raise InvalidInput(f"{where}: missing columns {', '.join(missing)}; is it a toyrl results CSV?")
+    if frame.empty:
+        raise InvalidInput(f"{where}: has no rows")
+    numeric = [c for c in COLUMN_DOCS if c != "variant" and not pd.api.types.is_numeric_dtype(frame[c])]
+    if numeric:
+        raise InvalidInput(f"{where}: columns {', '.join(numeric)} must hold numbers")
+    frame["variant"] = frame["variant"].astype(str)
+    _check_runs(frame, where)
+    if meta is not None and "config" in meta:
+        _check_configuration(frame, meta["config"], where)
+
+
+def _check_configuration(frame: pd.DataFrame, recorded: Any, where: str) -> None:
+    """InvalidInput unless `recorded` is a valid configuration whose initial policy, at the seed of
+    the frame's first run, has that run's step-0 row: a sidecar edited by hand (a cap, a min_length,
+    the initial stop probabilities) would otherwise mark the figures wrongly. The row is the exact
+    expectations of `toyrl.policy.exact_metrics`, the same bits on every machine; a tolerance of
+    1e-12 of each value leaves room for nothing else (a cap one token off moves E[L] by about its
+    truncated share, 1e-4 of it)."""
+    from toyrl.policy import exact_metrics
+    from toyrl.train import EXACT_COLUMNS, initial_theta, run_streams
+
+    try:
+        if not isinstance(recorded, dict):
+            raise InvalidInput(f"config must be a JSON object (got {shown(recorded)})")
+        config = Config.from_dict(recorded)
+    except (InvalidInput, TypeError) as error:
+        raise InvalidInput(f"{where}: the sidecar's configuration is not a valid one ({error})") from None
+    first = frame.iloc[0]
+    seed = int(first["seed"])
+    start = frame[(frame["variant"] == first["variant"]) & (frame["seed"] == seed) & (frame["step"] == 0)]
+    theta = initial_theta(config, run_streams(seed)[0])
+    expected = exact_metrics(theta[None], config.cap, config.min_length)
+    for column in EXACT_COLUMNS:  # step 0's, which the configuration alone decides (with the seed)
+        saved, made = float(start[column].iloc[0]), float(expected[column][0])
+        if not abs(saved - made) <= 1e-12 * abs(made):
+            raise InvalidInput(
+                f"{where}: the sidecar's configuration did not make these results ({column} at step 0 of "
+                f"variant {first['variant']}, seed {seed} is {saved!r}; that configuration starts at "
+                f"{made!r}); was the sidecar edited? Run the command that made them again"
+            )
 
 
 def _load_sidecar(path: Path, stream: BinaryIO) -> dict[str, Any] | None:
@@ -551,15 +609,20 @@ def _read_csv(path: Path, stream: BinaryIO) -> pd.DataFrame:
         raise InvalidInput(f"{path}: not a readable CSV ({reason})") from None
 
 
-def _check_runs(frame: pd.DataFrame, path: Path) -> None:
-    """InvalidInput unless every run (variant, seed) has whole steps 0, 1, ..., its last, once each."""
+def _check_runs(frame: pd.DataFrame, where: str) -> None:
+    """InvalidInput unless every run (variant, seed) has whole steps 0, 1, ..., its last, once each,
+    seeds and steps in 0..MAX_SEED (the int64 column they become: 2**63 would wrap to -2**63)."""
     for column in ("seed", "step"):
-        values = frame[column].to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
+        values = frame[column].to_numpy()
+        if values.dtype.kind in "iu":  # compared as integers: as floats, 2**63 - 1 and 2**63 are one
+            bad = (values < 0) | (values > MAX_SEED)
+        else:
+            values = values.astype(np.float64)
+            bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values)) | (values >= 2.0**63)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise InvalidInput(
-                f"{path}: column {column} must hold whole numbers >= 0 "
+                f"{where}: column {column} must hold whole numbers in 0..{MAX_SEED:,} "
                 f"(row {row + 2} has {shown(values[row])})"
             )
     frame["seed"] = frame["seed"].astype(np.int64)
@@ -569,13 +632,13 @@ def _check_runs(frame: pd.DataFrame, path: Path) -> None:
     if repeated.any():
         row = int(np.flatnonzero(repeated.to_numpy())[0])
         variant, seed, step = (frame[key].iloc[row] for key in keys)
-        raise InvalidInput(f"{path}: variant {variant}, seed {seed}, step {step} appears more than once")
+        raise InvalidInput(f"{where}: variant {variant}, seed {seed}, step {step} appears more than once")
     runs = frame.groupby(["variant", "seed"], sort=False)["step"].agg(["min", "max", "size"]).reset_index()
     gaps = runs[(runs["min"] != 0) | (runs["size"] != runs["max"] + 1)]
     if len(gaps):
         first = gaps.iloc[0]
         raise InvalidInput(
-            f"{path}: variant {first['variant']}, seed {first['seed']} has steps "
+            f"{where}: variant {first['variant']}, seed {first['seed']} has steps "
             f"{first['min']}..{first['max']} with {first['size']} rows; each run needs every step from 0 "
             "to its last"
         )

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import pandas as pd
 from joblib import Parallel, delayed
 
-from toyrl import __version__
+from toyrl import __version__, install
 from toyrl.config import Config, InvalidInput
 from toyrl.experiment import (
     MAX_ROWS,
@@ -231,7 +231,9 @@ def _check_backend(n_jobs: int, backend: str, scheduler: str | None) -> None:
         try:
             import dask.distributed  # noqa: F401
         except ImportError:
-            raise InvalidInput("--backend dask needs the optional extra: pip install 'toyrl[dask]'") from None
+            raise InvalidInput(
+                f"--backend dask needs the optional extra dask: {install.hint('dask')}"
+            ) from None
 
 
 def _check_size(runs_per_point: int, grid: dict[str, list[Any]], base: Config) -> None:

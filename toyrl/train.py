@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from toyrl import kernels, noise
 from toyrl.config import Config, InvalidInput
-from toyrl.layout import rank_order, token_budget_parts
+from toyrl.layout import rank_order, token_budget_parts, worst_tries
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import (
     Batch,
@@ -331,9 +331,46 @@ class Plan:
         return denominator, n
 
 
+# verl's V1 layout (`toyrl.layout`), measured on a 2-core x86-64 machine: dealing a batch to its
+# ranks about 9 us a response (once a step), each count the token budget tries about 16 us a
+# response of the mini-batch; an update's tries at worst are bounded (MAX_LAYOUT_MERGES, about
+# 30 minutes at worst, a few seconds typically), before any work.
+DEAL_SECONDS = 9e-6
+MERGE_SECONDS = 16e-6
+MAX_LAYOUT_MERGES = 100_000_000
+
+
+def layout_work(variant: Variant, config: Config) -> tuple[int, int, int]:
+    """(responses a run's step deals to its ranks, responses a run's update lays out by the token
+    budget at best (one count tried) and at worst (`toyrl.layout.worst_tries`)): the work of
+    verl's V1 layout, which `Plan.parts` does for every update of a laid-out run."""
+    schedule = variant.schedule
+    responses = config.batch_prompts * config.group_size
+    dealt = responses if schedule.ranks > 1 else 0
+    if not (schedule.token_budget and getattr(variant.normaliser, "per_micro_batch", False)):
+        return dealt, 0, 0  # micro-batches no normaliser sees are not laid out
+    share = responses // schedule.ranks // schedule.mini_batches
+    shortest = schedule.prompt_tokens + 1 + config.approach_tokens  # a response has a token at least
+    tries = worst_tries(share, schedule.token_budget, shortest)
+    laid_out = responses // schedule.mini_batches  # every rank's share, each count tried
+    return dealt, laid_out, tries * laid_out
+
+
+def layout_seconds(variant: Variant, config: Config) -> tuple[float, float]:
+    """Rough core-seconds a run's step spends laying its batch out (`layout_work`): at best and at
+    worst (every update's token budget trying every count it may)."""
+    dealt, best, worst = layout_work(variant, config)
+    updates = variant.updates
+    return (
+        DEAL_SECONDS * dealt + MERGE_SECONDS * best * updates,
+        DEAL_SECONDS * dealt + MERGE_SECONDS * worst * updates,
+    )
+
+
 def check_variant(variant: Variant, config: Config) -> None:
     """InvalidInput unless every stage of the variant fits the configuration (a stage's `check`:
-    a schedule's parts divide the batch, a reward's buffer fits the cap)."""
+    a schedule's parts divide the batch, a reward's buffer fits the cap) and its layout's work at
+    worst fits its bound (`layout_work`)."""
     for kind in variant.names():
         check = getattr(variant.stage(kind), "check", None)
         if check is not None:
@@ -345,6 +382,15 @@ def check_variant(variant: Variant, config: Config) -> None:
                 f"per_micro_batch only for aggregation=seq_mean_token_sum_longest (got "
                 f"{variant.names()['normaliser']})"
             )
+    _, _, merges = layout_work(variant, config)
+    if merges > MAX_LAYOUT_MERGES:
+        schedule = variant.schedule
+        share = config.batch_prompts * config.group_size // schedule.ranks // schedule.mini_batches
+        raise InvalidInput(
+            f"token_budget={schedule.token_budget} lays out shares of {share:,} responses: up to "
+            f"{merges:,} merges an update; the limit is {MAX_LAYOUT_MERGES:,}: use fewer responses a "
+            f"rank's mini-batch (batch_prompts x group_size / (ranks x mini_batches))"
+        )
     objective = variant.names()["objective"]
     if objective in SEQUENCE_OBJECTIVES and variant.names()["kl"] == "k1_reward" and variant.kl.beta > 0:
         raise InvalidInput(

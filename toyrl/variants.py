@@ -341,8 +341,9 @@ VARIANTS: dict[str, Variant] = {
             "dynamic_sampling",
             "advantage=group_std_sample,aggregation=token_mean,sampler=filter_groups,std_eps=1e-06",
             "DAPO's dynamic sampling alone, token mean",
-            "DAPO (Yu et al. 2025, section 3.2) groups all right or all wrong dropped and refilled (verl "
-            "algorithm.filter_groups.enable=True, metric 'acc', max_num_gen_batches 10)",
+            "DAPO (Yu et al. 2025, section 3.2) groups all right or all wrong dropped and refilled (verl's "
+            "DAPO recipe: algorithm.filter_groups.enable=True, metric 'acc', max_num_gen_batches 10; verl "
+            "0.9.x's V1 trainer has no cap)",
         ),
         _named(
             "gfpo",

@@ -10,6 +10,9 @@
 # --no-deps so that nothing can pull another torch. OpenRLHF's GPU-only and cluster imports
 # (deepspeed, flash_attn, vllm, ray) are never called by the tested functions;
 # tests/conformance/standins/openrlhf/ stands in for them, put on sys.path by a .pth file.
+# With the default release, the wheels of the older releases toyrl models (toyrl/trainers/openrlhf.py,
+# RELEASES) are downloaded (not installed) into VENV_DIR/openrlhf-releases: the tests read each one's
+# train_ppo_ray.py and loss path with `ast` (test_each_release_s_*).
 # Idempotent: an existing VENV_DIR is completed, not rebuilt.
 #
 # The releases this script knows (tests/conformance/test_openrlhf.py follows the one it finds):
@@ -161,3 +164,12 @@ for name in modules:
 assert importlib.metadata.version("openrlhf") == version, importlib.metadata.version("openrlhf")
 assert torch.__version__.startswith("2.13.0"), torch.__version__
 EOF_CHECK
+
+# The wheels of the older releases toyrl models (toyrl/trainers/openrlhf.py's RELEASES), never installed.
+if [ "$version" = "0.11.2" ]; then
+    for release in 0.11.1 0.11.0 0.10.3 0.10.2 0.10.1.post2 0.9.10 0.9.7 0.8.8 0.8.7 0.8.6 0.8.5 0.8.4 0.8.2 \
+        0.8.1.post1 0.8.0.post1 0.7.3 0.7.1.post2 0.6.4 0.6.3.post2 0.6.3.post1 0.6.0; do
+        "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+            --dest "$venv/openrlhf-releases" "openrlhf==$release"
+    done
+fi

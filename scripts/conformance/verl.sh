@@ -11,7 +11,10 @@
 #      verl.utils.torch_functional's tokenizer type, datasets for verl.utils.dataset's RLHFDataset,
 #      psutil for verl.workers.reward_manager, whose prime manager imports it, for the DAPO manager);
 #   4. a .pth file putting tests/conformance/standins/verl on sys.path: a stand-in for `ray`, which
-#      verl's package __init__ imports but the tested functions never call (see its docstring).
+#      verl's package __init__ imports but the tested functions never call (see its docstring);
+#   5. (default build) the wheels of the older releases toyrl models (toyrl/trainers/verl.py RELEASES),
+#      downloaded into VENV_DIR/verl-releases, never installed: the tests read each one's
+#      configuration and loss code from the wheel (test_each_release_is_its_own_wheel_s).
 # No GPU stack (vllm, flash-attn, megatron), no ray, no model weights.
 set -euo pipefail
 
@@ -147,6 +150,13 @@ echo "$repo" > "$site/toyrl-source.pth"
 
 site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$repo/tests/conformance/standins/verl" > "$site/toyrl-conformance-standins.pth"
+
+if [ "$version" = "0.9.1" ]; then
+    for release in 0.4.0 0.4.1 0.5.0 0.6.0 0.6.1 0.7.0 0.7.1 0.8.0 0.9.0; do
+        "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+            --dest "$venv/verl-releases" "verl==$release"
+    done
+fi
 # the stand-in is the ray that imports, and nothing is installed unpinned
 "$python" - "$constraints" "$repo" <<'CHECK'
 import importlib.metadata, re, sys

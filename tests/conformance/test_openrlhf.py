@@ -1,4 +1,5 @@
-"""OpenRLHF (openrlhf==0.11.2; 0.10.3 and 0.6.4 where built) against toyrl's `openrlhf_*` presets.
+"""OpenRLHF (openrlhf==0.11.2; 0.10.3 and 0.6.4 where built) against toyrl's `openrlhf_*` presets,
+and every release toyrl models (0.6.0 to 0.11.2) against its own wheel.
 
 Toy batches go through the installed trainer's own steps, in the order its PPO loop runs them:
 rollout samples (one `Experience` per response, as `SamplesGenerator` makes them: a one-token
@@ -91,6 +92,15 @@ follow the release they find, by its code (`installed`: its loss normaliser's sc
   (`cuda_is_the_cpu`), the left-padded actor forward (`LeftPaddedLeafActor`), the fields
   BasePPOTrainer.__init__ sets; ppo_train's Ray and torch.distributed calls around ppo_train_actor
   are not made. Two names its modules import are stood in for by `legacy_standins`.
+
+Every release toyrl models (toyrl/trainers/openrlhf.py's RELEASES): the default build downloads
+each one's wheel (never installed) and the tests read it with `ast`, never running it: its
+train_ppo_ray.py arguments against toyrl's table of that release (names, defaults, choices,
+store_true; `test_each_release_s_settings_are_its_parser_s`), and its loss path against the
+mapping (`test_each_release_s_loss_path_is_toyrl_s`): which estimators it whitens over the tokens,
+whether its token mean is each response's, each micro-batch's or the optimiser step's, whether gspo
+averages each sample's token mean, and what keeps the replay buffer's order. What runs is the
+installed release's code only (0.11.2; 0.10.3 and 0.6.4 in their own builds).
 """
 
 from __future__ import annotations
@@ -103,6 +113,7 @@ import importlib
 import importlib.util
 import inspect
 import multiprocessing
+import os
 import runpy
 import sys
 import tempfile
@@ -2035,3 +2046,288 @@ def test_the_replay_buffer_s_order_is_kept_where_toyrl_says(orl) -> None:
     ):
         variant = parse_variant(resolve("openrlhf", orl.version, base | {setting: value}).mapping.spec)
         assert variant.schedule.shuffle == "none" and variant.schedule.mini_batches == 4, setting
+
+
+# --- each release toyrl models, from its own wheel ----------------------------------------------
+
+RELEASE_WHEELS = os.path.join(
+    sys.prefix, "openrlhf-releases"
+)  # scripts/conformance/openrlhf.sh downloads them
+RELEASE_FILES = (
+    "openrlhf/cli/train_ppo_ray.py",
+    "openrlhf/models/loss.py",
+    "openrlhf/utils/loss_utils.py",
+    "openrlhf/trainer/ppo_trainer.py",
+    "openrlhf/trainer/ray/ppo_actor.py",
+    "openrlhf/trainer/ppo_utils/experience_maker.py",
+)
+
+
+def release_files(version: str) -> dict[str, str]:
+    """A release's files that toyrl's table follows (those it has): the installed release's, or
+    those in its wheel (under openrlhf/ or openrlhf-VERSION.data/purelib/openrlhf/), never imported."""
+    import glob
+    import zipfile
+
+    if version == version_of(DIST):
+        spec = importlib.util.find_spec("openrlhf")
+        assert spec is not None and spec.origin is not None
+        root = os.path.dirname(os.path.dirname(spec.origin))
+        paths = [path for path in RELEASE_FILES if os.path.exists(os.path.join(root, path))]
+        return {path: open(os.path.join(root, path)).read() for path in paths}
+    wheels = glob.glob(os.path.join(RELEASE_WHEELS, f"openrlhf-{version}-*.whl"))
+    assert len(wheels) == 1, (
+        f"openrlhf {version}'s wheel is missing: scripts/conformance/openrlhf.sh downloads it"
+    )
+    with zipfile.ZipFile(wheels[0]) as archive:
+        members = {name.split("/purelib/")[-1]: name for name in archive.namelist()}
+        return {path: archive.read(members[path]).decode() for path in RELEASE_FILES if path in members}
+
+
+def parser_arguments(source: str) -> dict[str, dict[str, Any]]:
+    """train_ppo_ray.py's `add_argument` calls, read with `ast`: each option's name without its
+    dashes -> its default (store_true: False; a non-literal: `...`), choices (or None), action,
+    type and nargs. An option named by an f-string in a `for prefix in ("actor", "critic")` loop
+    is one option per value of the loop."""
+    arguments: dict[str, dict[str, Any]] = {}
+
+    def literal(keywords: dict[str, ast.expr], key: str, absent: Any) -> Any:
+        try:
+            return ast.literal_eval(keywords[key]) if key in keywords else absent
+        except ValueError:
+            return ...
+
+    def names(option: ast.expr, loop: dict[str, str]) -> list[str]:
+        if isinstance(option, ast.Constant):
+            return [str(option.value)]
+        if isinstance(option, ast.JoinedStr):
+            parts = [
+                str(part.value) if isinstance(part, ast.Constant) else loop[ast.unparse(part.value)]
+                for part in option.values
+            ]
+            return ["".join(parts)]
+        return []
+
+    def visit(node: ast.AST, loop: dict[str, str]) -> None:
+        literal_loop = isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple | ast.List)
+        if isinstance(node, ast.For) and literal_loop and isinstance(node.target, ast.Name):
+            for value in ast.literal_eval(node.iter):
+                for child in node.body:
+                    visit(child, loop | {node.target.id: value})
+            return
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+            action = literal(keywords, "action", None)
+            argument = {
+                "default": literal(keywords, "default", False if action == "store_true" else None),
+                "choices": tuple(literal(keywords, "choices", ())) or None,
+                "action": action,
+                "type": ast.unparse(keywords["type"]) if "type" in keywords else None,
+                "nargs": literal(keywords, "nargs", None),
+            }
+            for option in node.args:
+                for name in names(option, loop):
+                    if name.startswith("--"):
+                        arguments[name[2:]] = argument
+        for child in ast.iter_child_nodes(node):
+            visit(child, loop)
+
+    visit(ast.parse(source), {})
+    return arguments
+
+
+@pytest.fixture(scope="module")
+def releases(installed: SimpleNamespace) -> Any:
+    """toyrl's OpenRLHF table, where the environment holds the release wheels: the default build
+    (the newest release modelled) downloads them; the builds of older releases skip."""
+    from toyrl.trainers.openrlhf import TRAINER
+
+    if installed.version != TRAINER.latest:
+        pytest.skip(
+            f"openrlhf {installed.version}: the wheels of the releases come with the {TRAINER.latest} build"
+        )
+    return TRAINER
+
+
+def test_each_release_s_settings_are_its_parser_s(releases) -> None:
+    """Per release modelled, from its own train_ppo_ray.py: every setting toyrl reads is an
+    argument with the same default, choices and kind (store_true: bool; nargs 2: the clip pair);
+    every argument that toyrl reads in some release of the same naming (flat before 0.10.2,
+    dotted since) is a setting of it, unless toyrl reads it no more (`UNREAD_FROM`); every name it
+    refuses, and every other release's name it reads as its own, is not an argument."""
+    from toyrl.trainers.openrlhf import RENAMED_IN, UNREAD_FROM, ClipPair, _at
+
+    assert len(releases.releases) >= 20
+    for version, release in releases.releases.items():
+        arguments = parser_arguments(release_files(version)["openrlhf/cli/train_ppo_ray.py"])
+        assert len(arguments) > 80, version
+        for name, setting in release.settings.items():
+            assert name in arguments, (version, name)
+            argument = arguments[name]
+            default = argument["default"]
+            assert setting.default == default and (setting.default is None) == (default is None), (
+                version,
+                name,
+                default,
+            )
+            assert (setting.choices or None) == argument["choices"], (version, name, argument["choices"])
+            assert (setting.kind is bool) == (argument["action"] == "store_true"), (version, name)
+            if isinstance(setting, ClipPair):
+                assert (argument["type"], argument["nargs"]) == ("float", 2), (version, name)
+            elif setting.kind is not bool and not setting.choices:
+                assert argument["type"] == setting.kind.__name__, (version, name, argument["type"])
+        flat = _at(version) < _at(RENAMED_IN)
+        read = {
+            name
+            for other in releases.releases.values()
+            for name in other.settings
+            if ("." not in name) == flat
+        }
+        unread = {name for name, since in UNREAD_FROM.items() if _at(version) >= _at(since)}
+        assert not (read & set(arguments)) - unread - set(release.settings), version
+        assert not set(release.refuses) & set(arguments), version
+        assert not set(release.aliases) & set(arguments), version
+        # a command line of every argument (those toyrl reads at their defaults): none misspelt
+        given = {
+            name: release.settings[name].default if name in release.settings else "x" for name in arguments
+        }
+        estimator = "algo.advantage.estimator" if not flat else "advantage_estimator"
+        given[estimator] = "group_norm"
+        assert resolve("openrlhf", version, given, frozenset(arguments)).misspelt == {}, version
+
+
+def test_each_release_s_loss_path_is_toyrl_s(releases) -> None:
+    """Per release modelled, from its own code read with `ast`: the estimators whose advantages it
+    whitens over the tokens (the `if` on the estimator around `normalize` / `rsqrt`), the scope of
+    its token mean (PolicyLoss's token_level_loss from 0.7.0, iter_grad_accum_global_norm from
+    0.10.4), gspo's per-sample mean (PolicyLoss turning token_level_loss off, from 0.8.9) and what
+    keeps the replay buffer's order (the DataLoader's `shuffle`): toyrl's mapping of that release
+    says the same."""
+    from toyrl.trainers.openrlhf import ADVANTAGE, RENAMED_0_10_2, RENAMED_IN, _at
+
+    modelled = set(ADVANTAGE)
+    for version, release in releases.releases.items():
+        files = release_files(version)
+        flat = _at(version) < _at(RENAMED_IN)
+        own = {new: old for old, new in RENAMED_0_10_2.items() if old in release.settings} if flat else {}
+
+        def spec(settings: dict[str, Any], own: dict[str, str] = own, version: str = version) -> Any:
+            given = {own.get(key, key): value for key, value in settings.items()}
+            return parse_variant(resolve("openrlhf", version, given).mapping.spec)
+
+        estimators = [
+            e
+            for e in release.settings[own.get("algo.advantage.estimator", "algo.advantage.estimator")].choices
+        ]
+        whitened = set()
+        for path in (
+            "openrlhf/trainer/ppo_utils/experience_maker.py",
+            "openrlhf/trainer/ray/ppo_actor.py",
+            "openrlhf/trainer/ppo_trainer.py",
+        ):
+            for node in ast.walk(ast.parse(files.get(path, ""))):
+                if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
+                    continue
+                if not ast.unparse(node.test.left).endswith(("advantage_estimator", "advantage.estimator")):
+                    continue
+                called = {
+                    n.func.attr
+                    for b in node.body
+                    for n in ast.walk(b)
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                }
+                if not called & {"normalize", "rsqrt"}:
+                    continue
+                (op,), (right,) = node.test.ops, node.test.comparators
+                listed = {right.value} if isinstance(right, ast.Constant) else set(ast.literal_eval(right))
+                whitened |= listed if isinstance(op, ast.In | ast.Eq) else set(estimators) - listed
+        assert whitened, version
+        for estimator in modelled & set(estimators):
+            group = {"algo.advantage.estimator": estimator, "rollout.n_samples_per_prompt": 8}
+            names = spec(group).names()
+            assert (names["advantage"] == "token_whiten") == (estimator in whitened), (version, estimator)
+
+        loss = ast.parse(files["openrlhf/models/loss.py"])
+        (policy,) = [n for n in loss.body if isinstance(n, ast.ClassDef) and n.name == "PolicyLoss"]
+        (init,) = [n for n in policy.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+        token_level = "token_level_loss" in [a.arg for a in init.args.args]
+        gspo_by_sample = any(
+            isinstance(n, ast.If)
+            and "gspo" in ast.unparse(n.test)
+            and "token_level_loss" in ast.unparse(n.body[0])
+            for n in ast.walk(init)
+        )
+        utils = ast.parse(files.get("openrlhf/utils/loss_utils.py", ""))
+        step = "iter_grad_accum_global_norm" in {n.name for n in utils.body if isinstance(n, ast.FunctionDef)}
+        steps = {"algo.advantage.estimator": "dr_grpo" if "dr_grpo" in estimators else "group_norm"}
+        steps |= {"train.batch_size": 8, "rollout.batch_size": 2, "rollout.n_samples_per_prompt": 4}
+        if own.get("train.micro_batch_size", "train.micro_batch_size") in release.settings:
+            steps["train.micro_batch_size"] = 2  # 4 micro-batches a step where their size matters
+        variant = spec(steps)
+        scope = "step" if step else "micro-batch" if token_level else "response"
+        got = (
+            "micro-batch"
+            if variant.normaliser.per_micro_batch
+            else "response"
+            if variant.names()["normaliser"] == "seq_mean_token_mean"
+            else "step"
+        )
+        assert got == scope, (version, got, scope)
+        if "actor.policy_loss_type" in release.settings or "policy_loss_type" in release.settings:
+            gspo = spec(steps | {"actor.policy_loss_type": "gspo"})
+            by_sample = gspo.names()["normaliser"] == "seq_mean_token_mean"
+            assert by_sample == (gspo_by_sample or scope == "response"), version
+
+        tree = ast.parse(
+            files["openrlhf/trainer/ray/ppo_actor.py"] + "\n" + files["openrlhf/trainer/ppo_trainer.py"]
+        )
+        read: set[str] = set()
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for call in ast.walk(function):
+                keywords = {k.arg: k.value for k in getattr(call, "keywords", [])}
+                if (
+                    not (isinstance(call, ast.Call) and ast.unparse(call.func).endswith("DataLoader"))
+                    or "shuffle" not in keywords
+                ):
+                    continue
+                if not any("replay_buffer" in ast.unparse(a) for a in call.args):
+                    continue
+                names = {n.id for n in ast.walk(keywords["shuffle"]) if isinstance(n, ast.Name)}
+                sources = [keywords["shuffle"]] + [
+                    a.value
+                    for a in ast.walk(function)
+                    if isinstance(a, ast.Assign) and ast.unparse(a.targets[0]) in names
+                ]
+                read |= {
+                    ast.unparse(n).rpartition(".")[2]
+                    for s in sources
+                    for n in ast.walk(s)
+                    if isinstance(n, ast.Attribute)
+                }
+        keepers = {
+            "ring_attn_group": "ds.ring_attn_size",
+            "ds_tensor_parallel_size": "ds.tensor_parallel_size",
+            "tensor_parallel_size": "ds.tensor_parallel_size",
+            "use_dynamic_batch": "train.dynamic_batch_enable",
+            "dynamic_batch_enable": "train.dynamic_batch_enable",
+        }
+        keeping = {keepers[name] for name in read if name in keepers}
+        assert "ds.ring_attn_size" in keeping, (version, read)
+        base = {
+            "algo.advantage.estimator": "group_norm",
+            "rollout.batch_size": 16,
+            "rollout.n_samples_per_prompt": 8,
+            "train.batch_size": 32,
+        }
+        for setting, value in (
+            ("ds.ring_attn_size", 2),
+            ("ds.tensor_parallel_size", 2),
+            ("train.dynamic_batch_enable", True),
+        ):
+            if own.get(setting, setting) not in release.settings:
+                assert setting not in keeping, (version, setting)
+                continue
+            shuffle = spec(base | {setting: value}).schedule.shuffle
+            assert (shuffle == "none") == (setting in keeping), (version, setting, shuffle)

@@ -52,6 +52,13 @@ In a release that still has `verl.workers.actor` (<= 0.7.0, built with `scripts/
 computes instead (its mini- and micro-batch loop restated, see `legacy_updates`): consecutive
 mini-batches (it never reads actor.shuffle) and a normaliser taken on each micro-batch, toyrl's
 per_micro_batch=true (token-mean: token_mean; seq-mean-token-sum-norm: token_sum_norm).
+
+The older releases toyrl models (toyrl/trainers/verl.py RELEASES, 0.4.0 to 0.9.0), each from its
+own wheel (downloaded, never installed, by the default build of `scripts/conformance/verl.sh`):
+`test_each_release_*` read its full configuration with OmegaConf and its code with `ast` (the
+estimators, policy losses, loss_agg_modes it has, dp_actor's micro-batch loop, GSPO's aggregation,
+where main_ppo takes the DAPO manager's settings), and run its own agg_loss, compiled alone from its
+core_algos.py with its own masked_sum / masked_mean, against toyrl's normaliser for that release.
 """
 
 from __future__ import annotations
@@ -63,7 +70,9 @@ import importlib
 import importlib.util
 import inspect
 import pathlib
+import sys
 import types
+import zipfile
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -1913,3 +1922,437 @@ def test_the_legacy_reward_section_is_read_as_toyrl_says(verl: Verl) -> None:
     assert callers and "trainer/main_ppo.py" not in callers and all("fully_async" in c for c in callers)
     assert all(key not in release.settings and release.ignoring(key) for key in keys)
     assert "overlong penalty is off" in (release.ignoring(keys[2]) or "")
+
+
+# --- the older releases toyrl models, each from its own wheel --------------------------------------
+
+# scripts/conformance/verl.sh downloads them (never installed); the installed release is read in place
+RELEASE_WHEELS = pathlib.Path(sys.prefix) / "verl-releases"
+RELEASE_PATHS = (
+    "verl/trainer/config/_generated_ppo_trainer.yaml",  # the full configuration, from 0.5.0
+    "verl/trainer/config/ppo_trainer.yaml",  # the full configuration before 0.5.0 (later: a defaults list)
+    "verl/trainer/ppo/core_algos.py",
+    "verl/trainer/ppo/ray_trainer.py",
+    "verl/trainer/main_ppo.py",
+    "verl/utils/torch_functional.py",
+    "verl/workers/actor/dp_actor.py",  # before 0.8.0
+    "verl/workers/reward_manager/dapo.py",
+)
+
+
+def _modelled_releases() -> list[str]:
+    from toyrl.trainers import registry
+
+    return list(registry()[TRAINER].releases)
+
+
+@functools.cache
+def release_files(version: str) -> dict[str, str]:
+    """The files of RELEASE_PATHS a release has (a path it lacks is absent): the installed release's,
+    or its wheel's (with the default build only: scripts/conformance/verl.sh downloads them there)."""
+    from toyrl.trainers.verl import VERSION
+
+    if version != version_of(TRAINER) and version_of(TRAINER) != VERSION:
+        pytest.skip(f"the older releases' wheels come with verl {VERSION}'s environment")
+    if version == version_of(TRAINER):
+        spec = importlib.util.find_spec("verl")
+        assert spec is not None and spec.origin is not None
+        root = pathlib.Path(spec.origin).parent.parent
+        return {path: (root / path).read_text() for path in RELEASE_PATHS if (root / path).exists()}
+    wheels = list(RELEASE_WHEELS.glob(f"verl-{version}-*.whl"))
+    assert len(wheels) == 1, (
+        f"verl {version}'s wheel is missing from {RELEASE_WHEELS}: scripts/conformance/verl.sh"
+    )
+    with zipfile.ZipFile(wheels[0]) as archive:
+        names = set(archive.namelist())
+        return {path: archive.read(path).decode() for path in RELEASE_PATHS if path in names}
+
+
+def release_config(files: dict[str, str]) -> Any:
+    from omegaconf import OmegaConf
+
+    full = RELEASE_PATHS[0] if RELEASE_PATHS[0] in files else RELEASE_PATHS[1]
+    return OmegaConf.create(files[full])
+
+
+def functions(source: str) -> dict[str, ast.FunctionDef]:
+    return {node.name: node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
+
+
+def compiled(source: str, names: tuple[str, ...], namespace: dict[str, Any]) -> dict[str, Any]:
+    """The functions `names` of a module's source, compiled alone (decorators dropped) into
+    `namespace`: a release's own code without importing its package."""
+    found = functions(source)
+    module = ast.Module(body=[found[name] for name in names], type_ignores=[])
+    for node in module.body:
+        assert isinstance(node, ast.FunctionDef)
+        node.decorator_list = []
+    exec(compile(ast.fix_missing_locations(module), "<verl release>", "exec"), namespace)
+    return namespace
+
+
+def registered(source: str, decorator: str) -> set[str]:
+    """The names a module registers by `@decorator("name")` on its functions and classes."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            for call in node.decorator_list:
+                if isinstance(call, ast.Call) and getattr(call.func, "id", "") == decorator:
+                    names.add(ast.unparse(call.args[0]).strip("'\""))
+    return names
+
+
+def enum_values(source: str, name: str) -> dict[str, str]:
+    """An Enum class's members (NAME -> value) in a module's source."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return {
+                item.targets[0].id: item.value.value
+                for item in node.body
+                if isinstance(item, ast.Assign)
+                and isinstance(item.targets[0], ast.Name)
+                and isinstance(item.value, ast.Constant)
+            }
+    return {}
+
+
+@pytest.mark.parametrize("version", _modelled_releases())
+def test_each_release_s_settings_are_its_configuration_s(verl: Verl, version: str) -> None:
+    """Per release modelled, from its own full configuration (_generated_ppo_trainer.yaml, from
+    0.5.0; ppo_trainer.yaml before): every setting toyrl reads in some release is a key of this one
+    exactly where `SINCE` says; every one toyrl reads in this release defaults as there; and a key of
+    the file toyrl reads in another release is, in this one, another name of a setting (`aliases`),
+    a key the release ignores (`ignores`), or the V1 trainer's layout (read from 0.9.0). The DAPO
+    manager's reward_kwargs are no keys of the file: their section's manager key stands for them."""
+    from omegaconf import OmegaConf
+
+    from toyrl.trainers import registry
+    from toyrl.trainers.verl import SINCE, V1_LAYOUT, _has
+
+    table = registry()[TRAINER]
+    release = table.releases[version]
+    config = release_config(release_files(version))
+    read = set().union(*(r.settings for r in table.releases.values()))
+    absent = object()
+    for key in sorted(read):
+        section, _, leaf = key.partition(".reward_kwargs.")
+        if leaf:
+            manager = "reward.reward_manager.name" if section == "reward" else "reward_model.reward_manager"
+            assert (key in release.settings) == (manager in release.settings), (version, key)
+            continue
+        value = OmegaConf.select(config, key, default=absent)
+        assert (value is not absent) == _has(version, key, SINCE, {}), (version, key)
+        if key in release.settings:
+            assert value == release.settings[key].default, (version, key, value)
+        elif value is not absent:
+            known = key in release.aliases or release.ignoring(key) is not None
+            assert known or (key in V1_LAYOUT and "trainer.use_v1" not in release.settings), (version, key)
+
+
+@pytest.mark.parametrize("version", _modelled_releases())
+def test_each_release_s_choices_are_its_code_s(verl: Verl, version: str) -> None:
+    """Per release, from its own code: the estimators algorithm.adv_estimator takes are its
+    AdvantageEstimator's values (core_algos.py from 0.4.1, ray_trainer.py before); the policy losses
+    are those it registers (register_policy_loss), with "vanilla", which dp_actor computes itself
+    before 0.6.0 (0.4.0 has no policy_loss section: always vanilla); the loss_agg_modes are those
+    agg_loss compares with; the reward managers toyrl takes are among those it registers."""
+    from toyrl.trainers import registry
+    from toyrl.trainers.verl import ACTOR
+
+    release = registry()[TRAINER].releases[version]
+    files = release_files(version)
+    core = files["verl/trainer/ppo/core_algos.py"]
+    estimators = enum_values(core, "AdvantageEstimator") or enum_values(
+        files["verl/trainer/ppo/ray_trainer.py"], "AdvantageEstimator"
+    )
+    assert set(release.settings["algorithm.adv_estimator"].choices) == set(estimators.values()), version
+    losses = registered(core, "register_policy_loss")
+    mode = ACTOR + "policy_loss.loss_mode"
+    if "vanilla" not in losses:
+        assert (
+            'loss_mode == "vanilla"' in files["verl/workers/actor/dp_actor.py"]
+            or mode not in release.settings
+        )
+        losses = losses | {"vanilla"} if mode in release.settings else set()
+    assert set(release.settings[mode].choices if mode in release.settings else ()) == losses, version
+    compared = [
+        item
+        for node in ast.walk(functions(core)["agg_loss"])
+        if isinstance(node, ast.Compare) and ast.unparse(node.left) == "loss_agg_mode"
+        for right in node.comparators
+        for item in (right.elts if isinstance(right, ast.List | ast.Tuple) else [right])
+    ]
+    aggregations = {ast.literal_eval(item) for item in compared}
+    assert set(release.settings[ACTOR + "loss_agg_mode"].choices) == aggregations, version
+    manager = "reward.reward_manager.name" if "reward.reward_manager.name" in release.settings else None
+    manager = manager or "reward_model.reward_manager"
+    assert "dapo" in release.settings[manager].choices
+    assert (
+        "dapo" in registered(files["verl/workers/reward_manager/dapo.py"], "register") or version == "0.4.0"
+    )
+
+
+@pytest.mark.parametrize("version", _modelled_releases())
+def test_each_release_s_agg_loss_is_toyrl_s_normaliser(verl: Verl, version: str) -> None:
+    """Each release's own agg_loss (compiled from its core_algos.py with its own masked_sum /
+    masked_mean, run here) on one micro-batch of five responses padded to the longest (7 tokens,
+    data.max_response_length, the width the legacy trainer pads to), against the loss toyrl's
+    normaliser for that release gives (sum_i S_i / (D_i n), S_i a response's token sum), for every
+    loss_agg_mode the release has: seq-mean-token-sum-norm is the responses' sum over the width up to
+    0.7.0 (token_sum_norm), their mean over it from 0.7.1. And GSPO aggregates seq-mean-token-mean
+    whatever loss_agg_mode says before 0.9.1, as toyrl's mapping does."""
+    from typing import Optional
+
+    from toyrl.trainers import resolve
+    from toyrl.trainers.verl import ACTOR
+
+    files = release_files(version)
+    masked = compiled(
+        files["verl/utils/torch_functional.py"], ("masked_sum", "masked_mean"), {"torch": torch}
+    )
+    namespace = {"torch": torch, "Optional": Optional, "verl_F": types.SimpleNamespace(**masked)}
+    agg_loss = compiled(files["verl/trainer/ppo/core_algos.py"], ("agg_loss",), namespace)["agg_loss"]
+    lengths = np.array([7, 3, 5, 1, 6])
+    mask = (np.arange(7) < lengths[:, None]).astype(np.float64)
+    losses = np.random.default_rng(0).normal(size=mask.shape)
+    sums = (losses * mask).sum(axis=1)
+    settings = {
+        "algorithm.adv_estimator": "grpo",
+        "actor_rollout_ref.rollout.n": 5,
+        "data.train_batch_size": 1,
+        "data.max_response_length": 7,
+        ACTOR + "ppo_mini_batch_size": 1,
+        ACTOR + "ppo_micro_batch_size_per_gpu": 5,
+    }
+    modes = resolve("verl", version, settings).release.settings[ACTOR + "loss_agg_mode"].choices
+    for mode in modes:
+        verl_loss = float(agg_loss(torch.tensor(losses), torch.tensor(mask), mode))
+        variant = parse_variant(
+            resolve("verl", version, settings | {ACTOR + "loss_agg_mode": mode}).mapping.spec
+        )
+        included = np.ones((1, 5), dtype=bool)
+        denominators, n = variant.normaliser.denominators(
+            lengths.reshape(1, 5).astype(np.float64), included, 7.0
+        )
+        toy_loss = float((sums.reshape(1, 5) / (denominators * n)).sum())
+        assert abs(verl_loss - toy_loss) <= 1e-7 * abs(toy_loss), (version, mode, verl_loss, toy_loss)
+    gspo = functions(files["verl/trainer/ppo/core_algos.py"]).get("compute_policy_loss_gspo")
+    if gspo is not None:
+        (call,) = [
+            n for n in ast.walk(gspo) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "agg_loss"
+        ]
+        (mode_given,) = [k.value for k in call.keywords if k.arg == "loss_agg_mode"]
+        forced = isinstance(mode_given, ast.Constant) and mode_given.value == "seq-mean-token-mean"
+        gspo_settings = settings | {ACTOR + "policy_loss.loss_mode": "gspo"}
+        aggregation = parse_variant(resolve("verl", version, gspo_settings).mapping.spec).names()[
+            "normaliser"
+        ]
+        assert (aggregation == "seq_mean_token_mean") == forced, (version, aggregation)
+
+
+@pytest.mark.parametrize("version", _modelled_releases())
+def test_each_release_s_worker_is_toyrl_s(verl: Verl, version: str) -> None:
+    """Which worker updates the actor: dp_actor.py's update_policy where the release has it (before
+    0.8.0, its default, use_legacy_worker_impl=auto), read with `ast`: its mini-batches are
+    `split` in the batch's order (no shuffle), its micro-batches' losses each scaled by 1 /
+    gradient_accumulation, agg_loss given no global batch info (dp_actor never sets it), the
+    gradient's norm clipped at actor.grad_clip; toyrl's mapping takes each micro-batch's normaliser
+    on its own there (per_micro_batch), and the engine worker's (from 0.8.0) over the mini-batch."""
+    from toyrl.trainers import resolve
+    from toyrl.trainers.verl import ACTOR
+
+    files = release_files(version)
+    settings = {
+        "algorithm.adv_estimator": "grpo",
+        "actor_rollout_ref.rollout.n": 4,
+        ACTOR + "ppo_micro_batch_size_per_gpu": 64,  # 256 x 4 responses a mini-batch: 16 micro-batches
+    }
+    resolved = resolve("verl", version, settings)
+    variant = parse_variant(resolved.mapping.spec)
+    source = files.get("verl/workers/actor/dp_actor.py")
+    if source is None:
+        assert not variant.normaliser.per_micro_batch and "losses.py" in resolved.release.source
+        assert ACTOR + "optim.clip_grad" in resolved.release.settings
+        return
+    update = functions(source)["update_policy"]
+    text = ast.unparse(update)
+    attributes = {node.attr for node in ast.walk(update) if isinstance(node, ast.Attribute)}
+    assert "shuffle" not in attributes and "global_batch_info" not in attributes
+    assert "self.gradient_accumulation" in text and ".split(self.config.ppo_mini_batch_size)" in text
+    assert "max_norm=self.config.grad_clip" in source
+    assert variant.normaliser.per_micro_batch and variant.schedule.micro_batches == 16
+    assert ACTOR + "grad_clip" in resolved.release.settings and "dp_actor.py" in resolved.release.source
+    assert resolved.release.ignoring(ACTOR + "shuffle") is not None
+
+
+@pytest.mark.parametrize("version", _modelled_releases())
+def test_each_release_reads_its_reward_section_as_toyrl_says(verl: Verl, version: str) -> None:
+    """Where a release's main_ppo takes the DAPO manager's settings: the legacy reward_model section
+    (reward_model.reward_kwargs handed to load_reward_manager) up to 0.7.0, settings of toyrl's
+    table; moved onto reward. by migrate_legacy_reward_impl in 0.7.1 and 0.8.0, other names of
+    reward.'s settings (`aliases`); neither from 0.9.0, keys the release ignores. The overlong
+    penalty is the same expression in every release's DAPO manager."""
+    from toyrl.trainers import registry
+    from toyrl.trainers.verl import LEGACY_REWARD
+
+    release = registry()[TRAINER].releases[version]
+    files = release_files(version)
+    main = ast.parse(files["verl/trainer/main_ppo.py"])
+    hands = any(
+        isinstance(node, ast.Call)
+        and getattr(node.func, "attr", "") == "get"
+        and ast.unparse(node.func.value).endswith("reward_model")
+        and [ast.literal_eval(arg) for arg in node.args[:1]] == ["reward_kwargs"]
+        for node in ast.walk(main)
+    )
+    migrates = any(
+        isinstance(node, ast.Call) and getattr(node.func, "id", "") == "migrate_legacy_reward_impl"
+        for node in ast.walk(main)
+    )
+    key = LEGACY_REWARD + "overlong_buffer_cfg.enable"
+    assert hands == (key in release.settings), version
+    assert migrates == (key in release.aliases), version
+    assert (not hands and not migrates) == (release.ignoring(key) is not None), version
+    penalty = "min(-exceed_len / overlong_buffer_len * overlong_penalty_factor, 0)"
+    assert penalty in ast.unparse(ast.parse(files["verl/workers/reward_manager/dapo.py"]))
+
+
+@functools.cache
+def release_package(version: str) -> dict[str, ast.Module]:
+    """Every Python file of a release's verl package (path from `verl/` -> its syntax tree): the
+    installed release's, or its wheel's."""
+    release_files(version)  # skips as it does where the older releases' wheels are absent
+    if version == version_of(TRAINER):
+        spec = importlib.util.find_spec("verl")
+        assert spec is not None and spec.origin is not None
+        root = pathlib.Path(spec.origin).parent.parent
+        return {
+            str(path.relative_to(root)): ast.parse(path.read_text()) for path in (root / "verl").rglob("*.py")
+        }
+    (wheel,) = RELEASE_WHEELS.glob(f"verl-{version}-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = [name for name in archive.namelist() if name.startswith("verl/") and name.endswith(".py")]
+        return {name: ast.parse(archive.read(name).decode()) for name in names}
+
+
+def readers_of(package: dict[str, ast.Module], name: str) -> set[str]:
+    """The files whose code names `name`: an attribute `.name` or the string "name" (the way a
+    config is read: `config.algorithm.filter_groups`, `filter_groups.get("max_num_gen_batches")`)."""
+    return {
+        path
+        for path, tree in package.items()
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Attribute) and node.attr == name)
+        or (isinstance(node, ast.Constant) and node.value == name)
+    }
+
+
+def _filter_releases() -> list[str]:
+    from toyrl.trainers import registry
+
+    releases = registry()[TRAINER].releases
+    return [
+        version
+        for version, release in releases.items()
+        if "algorithm.filter_groups.enable" in release.settings
+    ]
+
+
+@pytest.mark.parametrize("version", _filter_releases())
+def test_each_release_s_filter_groups_is_read_as_toyrl_says(verl: Verl, version: str) -> None:
+    """Who reads algorithm.filter_groups in a release that has it (0.9.0 on), by the syntax trees of
+    its whole package: only the V1 trainer (verl/trainer/ppo/v1/), never the legacy trainer
+    (ray_trainer.py, main_ppo_v0.py), so toyrl applies no dynamic sampling with trainer.use_v1=False;
+    max_num_gen_batches only in trainer_base.py's _resolve_filter_groups_metric, where its value
+    goes only to a comparison and a logger.warning (no cap), so toyrl says the release ignores it;
+    the sync ReplayBuffer's sample (trainer.v1.trainer_mode's default) loops until the batch is
+    full: its only break is where it selects the batch, it raises nothing inside the loop, and it
+    refills two prompts for each group evicted; toyrl's filter_groups stage runs with its most
+    rounds there. The metric "reward" is the reward itself only where the buffer says so (0.9.1)."""
+    from omegaconf import OmegaConf
+
+    from toyrl.stages.registry import declarations
+    from toyrl.stages.sampler import FilterGroups
+    from toyrl.trainers import registry, resolve
+
+    package = release_package(version)
+    v1 = "verl/trainer/ppo/v1/"
+    readers = readers_of(package, "filter_groups")
+    assert readers and all(path.startswith(v1) for path in readers), readers
+    assert "verl/trainer/ppo/ray_trainer.py" in package and "verl/trainer/main_ppo_v0.py" in package
+    assert readers_of(package, "max_num_gen_batches") == {v1 + "trainer_base.py"}
+    (resolver,) = [
+        node
+        for node in ast.walk(package[v1 + "trainer_base.py"])
+        if isinstance(node, ast.FunctionDef) and node.name == "_resolve_filter_groups_metric"
+    ]
+    parents = {child: node for node in ast.walk(resolver) for child in ast.iter_child_nodes(node)}
+    (bound,) = [
+        target.id
+        for node in ast.walk(resolver)
+        if isinstance(node, ast.Assign)
+        and any(
+            isinstance(c, ast.Constant) and c.value == "max_num_gen_batches" for c in ast.walk(node.value)
+        )
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    uses = [
+        n
+        for n in ast.walk(resolver)
+        if isinstance(n, ast.Name) and n.id == bound and isinstance(n.ctx, ast.Load)
+    ]
+    assert uses and all(
+        isinstance(parents[use], ast.Compare)
+        or (isinstance(parents[use], ast.Call) and getattr(parents[use].func, "attr", "") == "warning")
+        for use in uses
+    )
+    assert OmegaConf.select(release_config(release_files(version)), "trainer.v1.trainer_mode") == "sync"
+    (buffer,) = [
+        node
+        for node in ast.walk(package[v1 + "replay_buffer.py"])
+        if isinstance(node, ast.ClassDef) and node.name == "ReplayBuffer"
+    ]
+    (sample,) = [node for node in buffer.body if isinstance(node, ast.FunctionDef) and node.name == "sample"]
+    (loop,) = [node for node in ast.walk(sample) if isinstance(node, ast.While)]
+    assert ast.unparse(loop.test) == "True"
+    selects = [
+        node for node in ast.walk(loop) if isinstance(node, ast.If) and ast.unparse(node.test) == "can_select"
+    ]
+    breaks = [node for node in ast.walk(loop) if isinstance(node, ast.Break)]
+    assert len(selects) == 1 and breaks and all(any(b is n for n in ast.walk(selects[0])) for b in breaks)
+    assert not any(isinstance(node, ast.Raise) for node in ast.walk(loop))
+    assert "2 * dapo_count" in ast.unparse(loop)
+    release = registry()[TRAINER].releases[version]
+    key = "algorithm.filter_groups.max_num_gen_batches"
+    assert key not in release.settings and "never reads it" in (release.ignoring(key) or "")
+    on = {
+        "algorithm.adv_estimator": "grpo",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 64,
+        "algorithm.filter_groups.enable": True,
+        "algorithm.filter_groups.metric": "acc",
+    }
+    variant = parse_variant(resolve(TRAINER, version, on | {key: 3}).mapping.spec)
+    assert variant.sampler.max_rounds == declarations(FilterGroups)["max_rounds"]["high"]
+    legacy = parse_variant(resolve(TRAINER, version, on | {"trainer.use_v1": False}).mapping.spec)
+    assert legacy.names()["sampler"] == "once"
+    # the metric "reward": the reward itself where the buffer names FILTER_GROUPS_REWARD_METRIC (0.9.1),
+    # else a reward_extra_info key that no reward manager of the release writes
+    canonical = any(
+        isinstance(n, ast.Name) and n.id == "FILTER_GROUPS_REWARD_METRIC" for n in ast.walk(buffer)
+    )
+    written = {
+        ast.literal_eval(node.slice)
+        for tree in package.values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.ctx, ast.Store)
+        and ast.unparse(node.value) == "reward_extra_info"
+        and isinstance(node.slice, ast.Constant)
+    }
+    assert "acc" in written and (canonical or "reward" not in written), written
+    by_reward = resolve(TRAINER, version, on | {"algorithm.filter_groups.metric": "reward"}).mapping
+    told = any(
+        "reads every metric from the reward manager's reward_extra_info" in x for x in by_reward.unmodelled
+    )
+    assert told != canonical

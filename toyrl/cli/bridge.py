@@ -173,8 +173,8 @@ def bridge(
     beside the toy's exact curves at the same configuration.
 
     The network is fitted first to the toy's starting policy of each seed (cached). Writes the
-    per-step table (network and toy) with its settings, and a figure. Needs the bridge extra
-    (pip install "toyrl[bridge]", with torch's CPU build)."""
+    per-step table (network and toy) with its settings, and a figure. Needs the optional extra
+    bridge, with torch's CPU build first (pip install -e ".[bridge]" in toyrl's checkout)."""
     from toyrl import bridge as bridging
     from toyrl.files import check_output_path, claim
     from toyrl.results import check_overwrite, save_results

@@ -194,15 +194,20 @@ def run(
 def _announce_cost(
     label: str, config: Config, variants: list[Any], seeds: int, mean_field: bool, workers: int
 ) -> None:
-    """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise."""
+    """Say up front what a big job will take (over 20 s or 1 GB): a rough estimate, not a promise;
+    with a token budget's layout, what it may take more at worst (`toyrl.train.layout_seconds`)."""
     from toyrl.experiment import estimated_cost
+    from toyrl.train import layout_seconds
 
     simulation, writing, table = estimated_cost(config, variants, seeds, mean_field)
-    if simulation / workers + writing > 20 or table > 1e9:
+    spans = [layout_seconds(variant, config) for variant in variants] if not mean_field else []
+    worse = seeds * (config.steps + 1) * sum(worst - best for best, worst in spans) / workers
+    if simulation / workers + worse + writing > 20 or table > 1e9:
+        more = f" (up to {worse:,.0f} s more, the token budget's layout at worst)" if worse >= 1 else ""
         typer.echo(
             wrap(
                 f"{label}: {len(variants) * seeds:,} runs x {config.steps + 1:,} steps: roughly "
-                f"{simulation / workers:,.0f} s on {_workers(workers)}, "
+                f"{simulation / workers:,.0f} s on {_workers(workers)}{more}, "
                 f"{writing:,.0f} s to write the CSV and {table / 1e6:,.0f} MB for the results table",
                 output_width(),
                 hanging="    ",
@@ -587,7 +592,8 @@ def sweep(
         str,
         typer.Option(
             metavar="loky|dask",
-            help="loky (joblib's processes) or dask (a Dask cluster; pip install toyrl[dask]).",
+            help="loky (joblib's processes) or dask (a Dask cluster; the optional extra dask: "
+            "pip install -e '.[dask]' in toyrl's checkout).",
         ),
     ] = "loky",
     scheduler: Annotated[
@@ -719,7 +725,8 @@ def check(
             "verl.trainer.main_ppo key=value ..., TRL's trl grpo or accelerate launch script.py --flag "
             "value ..., OpenRLHF's python3 -m openrlhf.cli.train_ppo_ray ...; read with bash's grammar, "
             "never run) or Python source holding a GRPOConfig(...) call (.py, read, never imported); or, "
-            "after --, a launch command line. pip install 'toyrl[check]' brings the readers.",
+            "after --, a launch command line. The optional extra check (pip install -e '.[check]' in "
+            "toyrl's checkout) brings the readers.",
             show_default=False,
         ),
     ] = None,

@@ -366,7 +366,10 @@ const toyrlKernels = (function () {
     if (y === 0.0 || x === 1.0) return 1.0;
     if (x !== x || y !== y || x < 0.0) return NaN;
     if (y === 1.0) return x;
-    if (x === 0.0) return y > 0.0 ? 0.0 : Infinity;
+    if (x === 0.0) {
+      const zero = y > 0.0 ? 0.0 : Infinity;
+      return 1.0 / x < 0.0 && y - 2.0 * Math.floor(0.5 * y) === 1.0 ? -zero : zero; // -0, odd y: C99
+    }
     if (x === Infinity) return y > 0.0 ? Infinity : 0.0;
     logDD(x);
     const yc = y < -POW_Y_MAX ? -POW_Y_MAX : y > POW_Y_MAX ? POW_Y_MAX : y;

@@ -491,26 +491,24 @@
   const workload = (s) => 24576 * s + s * s;
   const workloadBig = (s) => 24576n * BigInt(s) + BigInt(s) * BigInt(s);
 
-  // A part: { sum, items } (items: [index, value] in the order added), compared as verl's Set is.
+  // A part: { sum, items } (items: the indices in the order added), compared as verl's Set is (its
+  // (index, value) items compare as their indices: an index has one value). A state keeps its
+  // non-empty parts only, ascending: its other parts are empty, the smallest of all (toyrl.layout).
   function compareParts(a, b) { // Python's (sum, len(items), items) order
     if (a.sum !== b.sum) return a.sum < b.sum ? -1 : 1;
     if (a.items.length !== b.items.length) return a.items.length - b.items.length;
-    for (let i = 0; i < a.items.length; i++) {
-      const [ai, av] = a.items[i], [bi, bv] = b.items[i];
-      if (ai !== bi) return ai - bi;
-      if (av !== bv) return av < bv ? -1 : 1;
-    }
+    for (let i = 0; i < a.items.length; i++) if (a.items[i] !== b.items[i]) return a.items[i] - b.items[i];
     return 0;
   }
 
-  function makeState(parts) { // the parts largest first, and the heap's keys
-    parts.sort((a, b) => compareParts(b, a));
-    return { parts, spread: parts[0].sum - parts[parts.length - 1].sum };
+  function makeState(parts, k, zero) { // the heap's keys: the spread, the largest part
+    const largest = parts[parts.length - 1];
+    return { parts, largest, spread: largest.sum - (parts.length === k ? parts[0].sum : zero) };
   }
 
   function stateBefore(a, b) { // the heap pops the largest spread, then the larger largest part
     if (a.spread !== b.spread) return a.spread > b.spread;
-    return compareParts(a.parts[0], b.parts[0]) > 0;
+    return compareParts(a.largest, b.largest) > 0;
   }
 
   function heapPush(heap, state) {
@@ -540,6 +538,31 @@
     return top;
   }
 
+  /* verl's State.merge (toyrl.layout._merged): the first's i-th largest part joined with the
+     second's i-th smallest; only the parts that meet a non-empty one change. */
+  function mergedParts(first, second, k) {
+    const paired = Math.max(0, first.length + second.length - k), joined = [];
+    for (let j = 0; j < paired; j++) {
+      const a = first[paired - 1 - j], b = second[j];
+      for (const index of b.items) a.items.push(index); // a state's parts are its own
+      joined.push({ sum: a.sum + b.sum, items: a.items });
+    }
+    let kept = first.slice(paired), added = second.slice(paired);
+    if (added.length > kept.length) [kept, added] = [added, kept];
+    for (const part of joined) added.push(part);
+    if (8 * added.length < kept.length) {
+      for (const part of added) { // after any equal part, as Python's insort
+        let lo = 0, hi = kept.length;
+        while (lo < hi) { const mid = (lo + hi) >> 1; if (compareParts(part, kept[mid]) < 0) hi = mid; else lo = mid + 1; }
+        kept.splice(lo, 0, part);
+      }
+    } else {
+      for (const part of added) kept.push(part);
+      kept.sort(compareParts);
+    }
+    return kept;
+  }
+
   /* The indices of `seqLens`' sequences in k parts of balanced workloads, each ascending
      (toyrl.layout.balanced_partitions, verl's get_seqlen_balanced_partitions). */
   function balancedPartitions(seqLens, k, equalSize) {
@@ -550,26 +573,43 @@
     const heap = [];
     if (equalSize) {
       for (let offset = 0; offset < ranked.length; offset += k) {
-        heapPush(heap, makeState(ranked.slice(offset, offset + k).map(([value, index]) => ({ sum: value, items: [[index, value]] }))));
+        heapPush(heap, makeState(ranked.slice(offset, offset + k).map(([value, index]) => ({ sum: value, items: [index] })), k, zero));
       }
     } else {
-      for (const [value, index] of ranked) {
-        heapPush(heap, makeState([{ sum: value, items: [[index, value]] }, ...Array.from({ length: k - 1 }, () => ({ sum: zero, items: [] }))]));
-      }
+      for (const [value, index] of ranked) heapPush(heap, makeState([{ sum: value, items: [index] }], k, zero));
     }
     while (heap.length > 1) {
       const first = heapPop(heap).parts, second = heapPop(heap).parts;
-      heapPush(heap, makeState(first.map((part, i) => {
-        const other = second[k - 1 - i];
-        return { sum: part.sum + other.sum, items: part.items.concat(other.items) };
-      })));
+      heapPush(heap, makeState(mergedParts(first, second, k), k, zero));
     }
-    return heap[0].parts.map((part) => part.items.map(([index]) => index).sort((a, b) => a - b));
+    const parts = heap[0].parts.map((part) => part.items.slice().sort((a, b) => a - b)).reverse();
+    while (parts.length < k) parts.push([]);
+    return parts;
+  }
+
+  /* A lower bound on the parts of at most `budget` tokens a share's sequences cut into: Martello
+     and Toth's L2 (toyrl.layout.fewest_parts). */
+  function fewestParts(share, budget) {
+    const sizes = Float64Array.from(share).sort(), n = sizes.length, below = new Float64Array(n + 1);
+    for (let i = 0; i < n; i++) below[i + 1] = below[i] + sizes[i];
+    const search = (x, right) => { // numpy's searchsorted
+      let lo = 0, hi = n;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (right ? sizes[mid] <= x : sizes[mid] < x) lo = mid + 1; else hi = mid; }
+      return lo;
+    };
+    const half = search(Math.floor(budget / 2), true), big = n - half;
+    let fewest = 1;
+    for (let t = -1; t < half; t++) { // the thresholds: 0 and each size up to budget / 2
+      const threshold = t < 0 ? 0 : sizes[t], start = search(threshold, false), alone = search(budget - threshold, true);
+      const room = (alone - half) * budget - (below[alone] - below[half]), small = below[half] - below[start];
+      fewest = Math.max(fewest, big + Math.max(0, Math.ceil((small - room) / budget)));
+    }
+    return fewest;
   }
 
   /* Each rank's micro-batches of its share of a mini-batch (toyrl.layout.token_budget_parts). */
   function tokenBudgetParts(shares, budget) {
-    let count = Math.max(...shares.map((share) => Math.min(share.length, Math.ceil(share.reduce((a, b) => a + b, 0) / budget))));
+    let count = Math.max(...shares.map((share) => fewestParts(share, budget)));
     for (;;) {
       const layout = shares.map((share) => balancedPartitions(share, count, false));
       const fits = layout.every((parts, q) => parts.every((part) => part.reduce((total, i) => total + shares[q][i], 0) <= budget));
@@ -1271,6 +1311,44 @@
     };
   }
 
+  // What the page's runs hold and how long a step of all of them takes, measured under node on a
+  // 2-core x86-64 machine: the simulator's own about 1 MB; a run about 8 KB (its streams, Adam,
+  // 17 columns' arrays) besides its rows, its P + 2 logits four times and 40 bytes a response (its
+  // batch, its step's scratch); a seed's shared streams and noise about 6 KB, its P + 2 initial
+  // logits, P uniforms and 2 x 8 bytes a response; the mean field's scratch 4 x 8 bytes a cap
+  // token, once. A run's step about 40 us plus 0.5 us
+  // a prompt; a sampled one 0.6 us a response an update, and 20 us a response its layout deals or
+  // cuts, for each count the token budget tries (one at best, `worst` every count it may:
+  // toyrl.layout.worst_tries); a mean-field one 150 us plus 0.15 us a cap token.
+  const RUN_BYTES = 8000, SEED_BYTES = 6000, RESPONSE_BYTES = 40;
+
+  function footprint(c, variants, seedCount, meanField) {
+    const runs = variants.length * seedCount, N = c.batch_prompts * c.group_size, P = c.prompts;
+    let bytes = 1e6 + runs * (RUN_BYTES + 8 * COLUMNS.length * (c.steps + 1) + 32 * (P + 2)) + seedCount * (SEED_BYTES + 16 * (P + 1));
+    bytes += meanField ? 32 * (c.cap + 1) : runs * RESPONSE_BYTES * N + seedCount * 16 * N;
+    let seconds = 0, worst = 0;
+    for (const v of variants) {
+      const schedule = v.stages.schedule, updates = (schedule.num_iterations ?? 1) * (schedule.mini_batches ?? 1);
+      const dealt = (schedule.ranks ?? 1) > 1 ? N : 0, tries = meanField ? 0 : layoutTries(v, c);
+      const own = meanField ? 150e-6 + 0.15e-6 * c.cap : 0.6e-6 * N * updates + 20e-6 * (dealt + Math.min(tries, 1) * N * updates);
+      seconds += seedCount * (40e-6 + 0.5e-6 * P + own);
+      worst += seedCount * 20e-6 * Math.max(0, tries - 1) * N * updates;
+    }
+    return { bytes, seconds, worst: seconds + worst };
+  }
+
+  /* The most counts a variant's token budget tries an update (toyrl.train.layout_work): 0 if its
+     micro-batches are not cut by tokens. */
+  function layoutTries(v, c) {
+    const schedule = v.stages.schedule, budget = schedule.token_budget ?? 0;
+    if (!budget || !v.stages.normaliser.per_micro_batch) return 0;
+    const share = (c.batch_prompts * c.group_size) / (schedule.ranks ?? 1) / (schedule.mini_batches ?? 1);
+    const shortest = (schedule.prompt_tokens ?? 0) + 1 + c.approach_tokens;
+    return share - Math.min(share, Math.max(1, Math.ceil((share * shortest) / budget))) + 1;
+  }
+
+  const megabytes = (bytes) => `${Math.ceil(bytes / 1e6).toLocaleString("en")} MB`;
+
   const RUN_KEYS = new Set(["variants", "variant", "seeds", "mean_field", "theta0", "gradients"]);
 
   class Run {
@@ -1296,10 +1374,15 @@
       if (rows > limit) fail(`${chosen.length} variant${chosen.length > 1 ? "s" : ""} x ${seedCount} seed${seedCount > 1 ? "s" : ""} x ${(c.steps + 1).toLocaleString("en")} steps would be ${rows.toLocaleString("en")} rows; the page holds at most ${limit.toLocaleString("en")}: use fewer variants, seeds or steps (toyrl run holds ${LIMITS.max_rows.toLocaleString("en")})`);
       const responses = runs * c.batch_prompts * c.group_size;
       if (!spec.mean_field && responses > LIMITS.max_responses) fail(`${runs.toLocaleString("en")} runs x batch_prompts x group_size would be ${responses.toLocaleString("en")} responses a step; the page holds at most ${LIMITS.max_responses.toLocaleString("en")}: use fewer variants, seeds, prompts or a smaller group`);
+      const chosenVariants = chosen.map(resolve);
+      const { bytes, seconds } = footprint(c, chosenVariants, seedCount, spec.mean_field);
+      const what = `${runs.toLocaleString("en")} run${runs > 1 ? "s" : ""}`;
+      if (bytes > LIMITS.page_bytes) fail(`${what} x ${(c.steps + 1).toLocaleString("en")} steps would hold about ${megabytes(bytes)}; the page holds at most ${megabytes(LIMITS.page_bytes)}: use fewer variants, seeds, steps, prompts or a smaller batch (or toyrl run)`);
+      if (seconds > LIMITS.page_step_seconds) fail(`a step of ${what} would take about ${Math.ceil(seconds).toLocaleString("en")} s, the page answering nothing meanwhile; it takes at most ${LIMITS.page_step_seconds} s a step: use fewer variants, seeds, prompts, a smaller batch or cap (or toyrl run)`);
       if (seeds === null) seeds = Array.from({ length: spec.seeds }, (_, i) => i);
       if (spec.theta0 !== undefined && !(Array.isArray(spec.theta0) && spec.theta0.length === seeds.length)) fail(`theta0 must hold one policy per seed (${seeds.length})`);
       this.meanField = Boolean(spec.mean_field);
-      this.variants = chosen.map(resolve);
+      this.variants = chosenVariants;
       for (const v of this.variants) {
         const reason = support(v, this.meanField);
         if (reason) fail(`variant ${v.name}: ${reason}`);
@@ -1311,6 +1394,9 @@
         if ((c.batch_prompts * c.group_size) % (parts * ranks)) fail(`${factors} = ${parts * ranks} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
         const longest = (v.stages.schedule.prompt_tokens ?? 0) + c.cap + c.approach_tokens;
         if (budget && budget < longest) fail(`token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens = ${longest.toLocaleString("en")} (got ${budget.toLocaleString("en")})`);
+        const tries = layoutTries(v, c), share = (c.batch_prompts * c.group_size) / ranks / (v.stages.schedule.mini_batches ?? 1);
+        const merges = tries * share * ranks; // toyrl.train.check_variant's bound
+        if (merges > LIMITS.max_layout_merges) fail(`token_budget=${budget} lays out shares of ${share.toLocaleString("en")} responses: up to ${merges.toLocaleString("en")} merges an update; the limit is ${LIMITS.max_layout_merges.toLocaleString("en")}: use fewer responses a rank's mini-batch (batch_prompts x group_size / (ranks x mini_batches))`);
         if (SEQUENCE_OBJECTIVES.includes(v.stages.objective.name) && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail(`objective=${v.stages.objective.name} takes one advantage a response: not with kl=k1_reward (per-token ones)`);
         const sampler = v.stages.sampler;
         if (sampler.name === "gfpo" && sampler.draws <= c.group_size) fail(`sampler=gfpo keeps group_size = ${c.group_size} of its draws: draws (G') must exceed it (got draws=${sampler.draws})`);
@@ -1420,9 +1506,10 @@
     support,
     checkSetting: (name, value, written) => checkField({ [name]: value }, name, written),
     start: (spec) => new Run(spec),
+    footprint: (spec) => footprint(makeConfig(Object.fromEntries(CONFIG_FIELDS.filter((name) => name in spec).map((name) => [name, spec[name]]))), (spec.variants ?? []).map(resolve), spec.seeds ?? 1, Boolean(spec.mean_field)),
     simulate,
     groupAdvantages,
     InputError,
-    layout: { balancedPartitions, tokenBudgetParts }, // verl's V1 layout, for the agreement tests
+    layout: { balancedPartitions, tokenBudgetParts, fewestParts }, // verl's V1 layout, for the agreement tests
   };
 })();

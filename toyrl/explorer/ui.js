@@ -560,8 +560,11 @@
       out.push(`\u03c8 mean = ${v.prompt_logit_mean}: a typical prompt takes the right approach ${share.toFixed(share < 1 || share > 99 ? 2 : 0)}% of the time, so most groups have equal rewards and get no update.`);
     }
     if (finite(v.group_size) && v.group_size > 64) out.push(`G = ${v.group_size} is above 64, the largest group the article discusses; each step samples ${v.group_size} responses per prompt and trains slowly.`);
-    const megabytes = (8 * toyrl.columns.length * state.variants.length * v.seeds * (v.steps + 1)) / 1e6;
-    if (finite(megabytes) && megabytes > 100) out.push(`The page keeps every step of every run: ${Math.round(megabytes).toLocaleString("en")} MB for ${v.steps.toLocaleString("en")} steps of ${state.variants.length * v.seeds} runs; fewer steps or seeds keep it responsive.`);
+    const { bytes, seconds, worst } = toyrl.footprint(runSpec(v)); // what the run holds, what a step takes (sim.js)
+    const runs = state.variants.length * v.seeds;
+    if (bytes > 100e6) out.push(`The page keeps every step of every run: about ${Math.ceil(bytes / 1e6).toLocaleString("en")} MB for ${v.steps.toLocaleString("en")} steps of ${runs.toLocaleString("en")} runs; fewer steps or seeds keep it responsive.`);
+    const time = (s) => `${s < 1 ? s.toFixed(1) : Math.round(s).toLocaleString("en")} s`;
+    if (worst > 0.25) out.push(`Each step of the ${runs.toLocaleString("en")} runs takes about ${time(seconds)}${worst > 2 * seconds ? ` (up to ${time(worst)}, the token budget's layout trying every count it may)` : ""}, all at once: the page answers between steps only.`);
     return out;
   }
 

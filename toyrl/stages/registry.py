@@ -91,7 +91,8 @@ def declarations(stage_class: type) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _fits(value: object, rule: dict[str, Any]) -> bool:
+def fits(value: object, rule: dict[str, Any]) -> bool:
+    """Whether `value` holds to a declared rule (`declarations`)."""
     if value is None:
         return bool(rule["optional"])
     if rule["kind"] == "boolean":
@@ -134,7 +135,7 @@ def check_declared(stage: Any) -> None:
     holds."""
     for name, rule in declarations(type(stage)).items():
         value = getattr(stage, name)
-        if not _fits(value, rule):
+        if not fits(value, rule):
             raise InvalidInput(f"{name} {rule['requirement']} (got {value!r})")
     for rule in getattr(stage, "refuses", ()):
         if all(OPERATORS[op](getattr(stage, name), value) for name, op, value in rule["when"]):

@@ -72,9 +72,10 @@ class FilterGroups:
     0), drawn without replacement among the prompts not drawn yet this step, refill the batch until
     it holds B groups, the first B kept in the order drawn. After `max_rounds` rounds (the first
     one included), or when no prompt is left, the rest of the batch is the earliest dropped groups
-    (where verl stops with an error): `zero_variance_fraction` shows how often. The first round is
-    the step's own noise; further rounds draw from the run's `refill` stream (prompts, approaches,
-    lengths, in that order), only for the runs that filter."""
+    (where verl's DAPO recipe stops with an error; verl 0.9.x's V1 trainer keeps generating):
+    `zero_variance_fraction` shows how often. The first round is the step's own noise; further
+    rounds draw from the run's `refill` stream (prompts, approaches, lengths, in that order), only
+    for the runs that filter."""
 
     max_rounds: int = declared(10, 1, 100_000)
     round_prompts: int = declared(0, 0, 100_000)

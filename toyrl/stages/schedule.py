@@ -119,20 +119,7 @@ class Epochs:
 
     def check(self, config: Config) -> None:
         """InvalidInput unless the configuration's batches cut into equal mini- and micro-batches."""
-        responses = config.batch_prompts * config.group_size
-        parts = self.mini_batches * self.micro_batches * self.ranks
-        if responses % parts:
-            factors = "mini_batches x micro_batches" + (" x ranks" if self.ranks > 1 else "")
-            raise InvalidInput(
-                f"{factors} = {parts} must divide the batch's {responses} responses "
-                "(batch_prompts x group_size)"
-            )
-        longest = self.prompt_tokens + config.cap + config.approach_tokens
-        if self.token_budget and self.token_budget < longest:
-            raise InvalidInput(
-                f"token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens "
-                f"= {longest:,} (got {self.token_budget:,})"
-            )
+        check_cuts(self, config)
 
     @property
     def laid_out(self) -> bool:
@@ -148,3 +135,22 @@ class Epochs:
         if self.ranks > 1:
             return "the ranks' layout is simulated only"
         return "micro-batches are simulated only" if self.micro_batches > 1 or self.token_budget else ""
+
+
+def check_cuts(schedule: Schedule, config: Config) -> None:
+    """InvalidInput unless the configuration's batches cut as `schedule` says: mini_batches x
+    micro_batches x ranks equal parts of the batch's responses, and a token budget (if any) that
+    holds the longest sequence. Every schedule is held to it (a plugin's after its own check)."""
+    responses = config.batch_prompts * config.group_size
+    parts = schedule.mini_batches * schedule.micro_batches * schedule.ranks
+    if responses % parts:
+        factors = "mini_batches x micro_batches" + (" x ranks" if schedule.ranks > 1 else "")
+        raise InvalidInput(
+            f"{factors} = {parts} must divide the batch's {responses} responses (batch_prompts x group_size)"
+        )
+    longest = schedule.prompt_tokens + config.cap + config.approach_tokens
+    if schedule.token_budget and schedule.token_budget < longest:
+        raise InvalidInput(
+            f"token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens "
+            f"= {longest:,} (got {schedule.token_budget:,})"
+        )

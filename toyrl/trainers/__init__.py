@@ -37,6 +37,11 @@ class Unresolved:
     at_run: bool = False
 
 
+# a trainer's integers are 64-bit where they are used (torch, numpy): a larger one in any input
+# form (--set, YAML, JSON, Python, a command line) is refused, not carried into the toy's arithmetic
+INT_LIMIT = 2**63 - 1
+
+
 @dataclass(frozen=True)
 class Setting:
     """One trainer setting in one release: its default, and its valid values: `choices` (a closed
@@ -57,9 +62,10 @@ class Setting:
         if self.kind is bool:
             return BOOLEAN_SPELLINGS
         bounds = ""
-        if self.low is not None or self.high is not None:
-            low = "-inf" if self.low is None else f"{self.low:g}"
-            high = "inf" if self.high is None else f"{self.high:g}"
+        if self.low is not None or self.high is not None or self.kind is int:
+            unbounded = ("-inf", "inf") if self.kind is not int else (f"{-INT_LIMIT - 1}", f"{INT_LIMIT}")
+            low = unbounded[0] if self.low is None else f"{self.low:g}"
+            high = unbounded[1] if self.high is None else f"{self.high:g}"
             bounds = f" in [{low}, {high}]"
         return f"{'a ' if self.kind is not int else 'an '}{self.kind.__name__}{bounds}" + (
             " or None" if self.optional else ""
@@ -96,6 +102,8 @@ class Setting:
             ok = value == value  # not NaN (a setting without bounds would take it)
         if ok and self.kind in (int, float):
             ok = (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+        if ok and self.kind is int:
+            ok = -INT_LIMIT - 1 <= value <= INT_LIMIT
         if not ok:
             raise InvalidInput(f"{name}={shown(value)} is not valid; valid: {self.describe()}")
         return value
@@ -162,6 +170,9 @@ class Release:
     # names of its configuration that this release accepts and never reads (a key, or a section
     # ending in "."), with what that means for length: told in the report, not taken for misspellings
     ignores: dict[str, str] = field(default_factory=dict)
+    # names of the trainer's other releases that this release's own parser refuses, with why: a
+    # --set of one is refused, a file's is told in the report (its launch would stop at it)
+    refuses: dict[str, str] = field(default_factory=dict)
 
     def ignoring(self, key: str) -> str | None:
         """Why this release ignores `key` (`ignores`), or None when it does not."""
@@ -376,6 +387,14 @@ def resolve(
     unknown: dict[str, str] = {}
     for key, value in settings.items():
         setting_name = key
+        if key in release.refuses:
+            if key not in from_file:
+                why = release.refuses[key]
+                raise InvalidInput(
+                    f"{chosen.name} {version} has no setting {key!r}: its parser refuses it ({why})"
+                )
+            unused[key] = release.refuses[key]
+            continue
         why_unused = release.ignoring(key)
         if why_unused is not None and key not in release.settings:
             unused[key] = why_unused

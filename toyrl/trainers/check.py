@@ -414,7 +414,10 @@ def report(check: Check) -> list[str]:
     lines += [f"note: {key} is {name} ({why})" for key, (name, why) in r.renamed.items()]
     lines += [f"note: {item}" for item in r.mapping.notes + check.kept]
     release = f"{r.trainer.name} {r.version}"
-    lines += [f"note: {key}: {release} ignores it ({why})" for key, why in r.unused.items()]
+    lines += [
+        f"note: {key}: {release} {'refuses' if key in r.release.refuses else 'ignores'} it ({why})"
+        for key, why in r.unused.items()
+    ]
     if r.mapping.unmodelled:
         lines.append("not modelled:")
         lines += [f"  - {item}" for item in r.mapping.unmodelled]

@@ -25,7 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from toyrl.config import InvalidInput
+from toyrl import install
+from toyrl.config import InvalidInput, shown
 from toyrl.trainers import Unresolved
 from toyrl.trainers.shell import Command, Word
 
@@ -34,6 +35,12 @@ OPENRLHF_SCRIPT = "openrlhf/cli/train_ppo_ray.py"
 VERL_MODULE = "verl.trainer.main_ppo"
 LAUNCHERS = ("python", "python3", "accelerate", "torchrun", "deepspeed")
 HYDRA_FLAGS_WITH_VALUE = ("--config-path", "--config-name", "--config-dir", "-cp", "-cn", "-cd")
+# Hydra's parser takes time growing with the square of an override's length (a list of 10,000
+# numbers: 15 s): an override longer than MAX_OVERRIDE is not parsed (its value unknown, refused
+# where toyrl reads it), and a command whose overrides hold more than MAX_OVERRIDES characters is
+# refused. verl's launch scripts: overrides of tens of characters, a few thousand in all.
+MAX_OVERRIDE = 1_000
+MAX_OVERRIDES = 20_000
 FORMS = (
     "verl's python3 -m verl.trainer.main_ppo key=value ..., TRL's trl grpo --flag value ... or a script "
     "launched by python or accelerate launch, OpenRLHF's python3 -m openrlhf.cli.train_ppo_ray --flag "
@@ -179,12 +186,13 @@ def _overrides(words: list[Word], origin: str, trainer: str | None = "verl") -> 
         from hydra.errors import HydraException
     except ImportError:
         raise InvalidInput(
-            f"{origin}: reading Hydra's overrides needs hydra-core: pip install 'toyrl[check]'"
+            f"{origin}: reading Hydra's overrides needs hydra-core: {install.hint('check')}"
         ) from None
     parser = OverridesParser.create()
     settings: dict[str, Any] = {}
     notes: list[str] = []
     pending_flag = ""
+    parsed = 0  # characters given to Hydra's parser
     for word in words:
         text = word.text
         if pending_flag:
@@ -203,6 +211,23 @@ def _overrides(words: list[Word], origin: str, trainer: str | None = "verl") -> 
             continue
         if word.unknown and "=" not in text.split("$", 1)[0]:
             notes.append(f"{text} in {origin}: {word.unknown[0]}; this override is not read")
+            continue
+        parsed += min(len(text), MAX_OVERRIDE)
+        if parsed > MAX_OVERRIDES:
+            raise InvalidInput(
+                f"{origin}: its Hydra overrides hold more than {MAX_OVERRIDES:,} characters; a verl "
+                "command's hold a few thousand"
+            )
+        if len(text) > MAX_OVERRIDE:
+            key, _, value = text.partition("=")
+            try:
+                key = parser.parse_override(f"{key[:MAX_OVERRIDE]}=0").key_or_group
+            except HydraException:
+                raise InvalidInput(f"{origin}: {shown(text)} is not a Hydra override") from None
+            settings[key] = Unresolved(
+                shown(value),
+                f"an override of more than {MAX_OVERRIDE:,} characters, which toyrl does not parse",
+            )
             continue
         try:
             override = parser.parse_override(text)
@@ -236,8 +261,19 @@ def _overrides(words: list[Word], origin: str, trainer: str | None = "verl") -> 
         elif word.unknown:
             settings[key] = _unknown(word, text.partition("=")[2])
         else:
-            settings[key] = override.value()
+            settings |= _leaves(key, override.value())
     return Launch(trainer, settings, origin, notes)
+
+
+def _leaves(key: str, value: Any) -> dict[str, Any]:
+    """An override's value as the settings it gives: a mapping (`algorithm={adv_estimator:grpo}`)
+    merged into its section as Hydra merges it, so each of its values under its dotted key."""
+    if not isinstance(value, dict) or not value:
+        return {key: value}
+    leaves: dict[str, Any] = {}
+    for name, inner in value.items():
+        leaves |= _leaves(f"{key}.{name}", inner)
+    return leaves
 
 
 def _hydra_flag_note(flag: str, value: str) -> str:

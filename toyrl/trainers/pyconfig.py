@@ -147,7 +147,39 @@ def _read_call(tree: ast.Module, origin: str) -> tuple[str, dict[str, Any], int]
             repeated = f"keyword argument repeated: {keyword.arg}, line {keyword.lineno}"
             raise InvalidInput(f"{origin}: not valid Python ({repeated})")
         settings[keyword.arg] = _value(keyword.arg, keyword.value, origin)
-    return _constructor(call.func, names), settings, call.lineno
+    trainer = _constructor(call.func, names)
+    return trainer, settings | _assigned_later(tree, trainer, settings), call.lineno
+
+
+def _assigned_later(tree: ast.Module, trainer: str, settings: dict[str, Any]) -> dict[str, Unresolved]:
+    """The settings the source assigns as attributes besides the call (`config.loss_type =
+    "dr_grpo"`, `trainer.args.beta = 0.0`, `setattr(config, "beta", 0.0)`), anywhere in it: which
+    value the run takes depends on the order the script runs in, so each is Unresolved (refused
+    where toyrl reads it, with its --set), never the call's value taken as the run's."""
+    from toyrl.trainers import registry
+
+    releases = registry()[trainer].releases.values()
+    names = set(settings) | {name for release in releases for name in (*release.settings, *release.aliases)}
+    later: dict[str, Unresolved] = {}
+    for node in ast.walk(tree):
+        assigned: list[tuple[str, ast.expr | None]] = []  # (attribute, value)
+        if isinstance(node, ast.Assign):
+            assigned = [(t.attr, node.value) for t in node.targets if isinstance(t, ast.Attribute)]
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Attribute):
+            assigned = [(node.target.attr, node.value)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            name = node.args[1] if len(node.args) >= 2 else None
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                assigned = [(name.value, node.args[2] if len(node.args) > 2 else None)]
+        for attribute, value in assigned:
+            if attribute in names and attribute not in later:
+                line = getattr(node, "lineno", 0)
+                later[attribute] = Unresolved(
+                    _source(value, "", attribute) if value is not None else "...",
+                    f"assigned as an attribute (line {line}) besides the {EXPECTED} call, so the value "
+                    f"the run takes depends on how the script runs; give it with --set {attribute}=VALUE",
+                )
+    return later
 
 
 def _constructor(function: ast.expr, names: dict[str, str]) -> str:

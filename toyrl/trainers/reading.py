@@ -17,8 +17,9 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from toyrl import install
 from toyrl.config import InvalidInput, shown
 from toyrl.inputs import CONFIG, check_regular, json_problem, read_bytes
 from toyrl.trainers import Unresolved, misspelt, registry, shell
@@ -77,11 +78,7 @@ def read_script(path: Path) -> Launch:
     """The one launch command of a shell script (`toyrl.trainers.shell` reads it, never runs it):
     a trainer's own (verl's, OpenRLHF's, `trl grpo`), else the one Python script launched whose
     flags are a trainer's (a script may also prepare data). Several: refused, naming their lines."""
-    text = _text(path)
-    try:
-        script = shell.read_script(text)
-    except InvalidInput as error:  # a bound of the expansion
-        raise InvalidInput(f"{path}: {error}") from None
+    script = shell.read_script(_text(path), str(path))
     launches = []
     for command in script.commands:
         where = f"{path}, line {command.line}"
@@ -200,12 +197,14 @@ def _text(path: Path) -> str:
 
 
 def read_settings(path: Path) -> dict[str, Any]:
-    """A trainer configuration file as flat settings: JSON, or YAML (with PyYAML installed: pip
-    install 'toyrl[yaml]'). Nested mappings are flattened with dots (verl's
-    `actor_rollout_ref.actor.loss_agg_mode`); YAML's `${...}` interpolations are resolved
-    (`_resolve`). A key given twice in one mapping is refused (JSON and YAML keep the last without
-    a word), and so is a file nested deeper than MAX_DEPTH or of more than MAX_VALUES values
-    once YAML's aliases are expanded (`_bounded`)."""
+    """A trainer configuration file as flat settings: JSON, or YAML (with PyYAML installed: the
+    optional extra yaml; a date is text, as OmegaConf and so Hydra read it). Nested mappings are
+    flattened with dots (verl's `actor_rollout_ref.actor.loss_agg_mode`), and a dotted key is read
+    as the same path. A setting given twice is refused: a key twice in one mapping (JSON and YAML
+    keep the last without a word), or one path both nested and dotted, or both a value and a
+    section (`_sections`); so is a file nested deeper than MAX_DEPTH or of more than MAX_VALUES
+    values once YAML's aliases are expanded (`_bounded`). The `${...}` interpolations of the
+    settings toyrl reads are resolved (`_resolve`); others are left as written."""
     suffix = path.suffix.lower()
     if suffix not in (".json", ".yaml", ".yml"):
         if os.path.lexists(path):
@@ -227,10 +226,8 @@ def read_settings(path: Path) -> dict[str, Any]:
         kind = "nothing" if data is None else f"a {type(data).__name__}"
         raise InvalidInput(f"{path}: expected a mapping of settings at the top level, got {kind}")
     _bounded(path, data)
-    settings = _flatten(data)
-    if any(isinstance(value, str) and "${" in value for value in settings.values()):
-        settings = _resolve(path, data, settings)
-    return settings
+    nested = _sections(path, data)
+    return _resolve(path, nested, _flatten(nested))
 
 
 def _json(path: Path, text: str) -> Any:
@@ -252,11 +249,18 @@ def _yaml(path: Path, text: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise InvalidInput(f"{path}: reading YAML needs PyYAML: pip install 'toyrl[yaml]'") from None
+        raise InvalidInput(f"{path}: reading YAML needs PyYAML: {install.hint('yaml')}") from None
 
     class Loader(yaml.SafeLoader):
         """PyYAML's safe loader, refusing a key given twice in one mapping (keys merged in with
-        `<<:` may be given again: YAML's merge lets the mapping's own keys override them)."""
+        `<<:` may be given again: YAML's merge lets the mapping's own keys override them), and
+        reading dates as text."""
+
+        # a date is text, as OmegaConf's loader (and so Hydra's) reads it
+        yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {
+            first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[Any] = set()
@@ -302,6 +306,37 @@ def _bounded(path: Path, data: dict[Any, Any]) -> None:
         pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
+def _sections(path: Path | str, data: dict[Any, Any]) -> dict[str, Any]:
+    """`data` with each dotted key split into its sections (`a.b: 1` as `a: {b: 1}`), as toyrl
+    reads the paths; InvalidInput, naming the path, where two keys give one path (nested and
+    dotted) or one path is both a value and a section."""
+    nested: dict[str, Any] = {}
+    pending: list[tuple[dict[str, Any], str, dict[Any, Any]]] = [(nested, "", data)]
+    while pending:
+        into, prefix, mapping = pending.pop()
+        for key, value in mapping.items():
+            *sections, leaf = str(key).split(".")
+            place, name = into, prefix
+            for section in sections:
+                name += f"{section}."
+                inner = place.setdefault(section, {})
+                if not isinstance(inner, dict):
+                    raise InvalidInput(
+                        f"{path}: {name[:-1]} is given both as a value and as a section; keep one"
+                    )
+                place = inner
+            name += leaf
+            if leaf in place and not (isinstance(value, dict) and isinstance(place[leaf], dict)):
+                twice = isinstance(value, dict) == isinstance(place[leaf], dict)
+                what = "twice (nested and as a dotted key)" if twice else "both as a value and as a section"
+                raise InvalidInput(f"{path}: {name} is given {what}; keep one")
+            if isinstance(value, dict):
+                pending.append((place.setdefault(leaf, {}), f"{name}.", value))
+            else:
+                place[leaf] = value
+    return nested
+
+
 def _flatten(data: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -313,12 +348,42 @@ def _flatten(data: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _resolve(path: Path | str, data: dict[Any, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings with their `${...}` interpolations (`${data.max_response_length}`,
-    `${oc.select:key,default}`, `${oc.env:NAME}`) resolved by OmegaConf against the whole file, as
-    Hydra resolves verl's configuration. One that cannot be resolved (a key the file does not have)
-    becomes `Unresolved`: refused if toyrl reads it, listed if not."""
-    interpolated = [key for key, value in settings.items() if isinstance(value, str) and "${" in value]
+def _interpolated(value: Any) -> bool:
+    """Whether `value` holds a `${...}` interpolation (in a list or mapping too)."""
+    if isinstance(value, dict):
+        return any(_interpolated(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_interpolated(item) for item in value)
+    return isinstance(value, str) and "${" in value
+
+
+def _read_keys() -> frozenset[str]:
+    """The names toyrl reads a value of: every setting, and another name of one, of every
+    release of every trainer modelled (the values of other keys are never used)."""
+    return frozenset(
+        name
+        for trainer in registry().values()
+        for release in trainer.releases.values()
+        for name in (*release.settings, *release.aliases)
+    )
+
+
+MAX_EXPANSION = 1_000_000  # characters and interpolations a setting's value expands to: verl's, tens
+MAX_INTERPOLATIONS = 20  # interpolations inside one another: verl's go 2 deep
+
+
+def _resolve(path: Path | str, nested: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings with the `${...}` interpolations of those toyrl reads (`_read_keys`:
+    `${data.max_response_length}`, `${oc.select:key,default}`, `${oc.env:NAME}`) resolved by
+    OmegaConf against the whole file (`nested`, its dotted keys as sections), as Hydra resolves
+    verl's configuration; other keys are left as written. What resolving a setting takes is
+    counted first (`_Expansion`), and a setting that would expand beyond MAX_EXPANSION characters
+    or MAX_INTERPOLATIONS levels is refused, naming it. One that cannot be resolved (a key the
+    file does not have) becomes `Unresolved`: refused if toyrl reads it, listed if not."""
+    read = _read_keys()
+    interpolated = [key for key, value in settings.items() if key in read and _interpolated(value)]
+    if not interpolated:
+        return settings
     try:
         from omegaconf import DictConfig, ListConfig, OmegaConf
         from omegaconf.errors import OmegaConfBaseException
@@ -326,24 +391,162 @@ def _resolve(path: Path | str, data: dict[Any, Any], settings: dict[str, Any]) -
         key = interpolated[0]
         raise InvalidInput(
             f"{path}: {key}: {settings[key]} is an interpolation; resolving it needs OmegaConf: "
-            "pip install 'toyrl[yaml]'"
+            + install.hint("yaml")
         ) from None
     try:
-        config = OmegaConf.create(data)
+        config = OmegaConf.create(nested)
     except OmegaConfBaseException as error:
         raise InvalidInput(f"{path}: OmegaConf cannot read it ({str(error).splitlines()[0]})") from None
+    expansion = _Expansion(path, nested)
     resolved = dict(settings)
     for key in interpolated:
+        uncertain = expansion.check(key)
+        if uncertain:
+            resolved[key] = Unresolved(str(settings[key]), uncertain)
+            continue
         try:
             value = OmegaConf.select(config, key, throw_on_resolution_failure=True)
+            if isinstance(value, DictConfig | ListConfig):
+                value = OmegaConf.to_container(value, resolve=True)
         except OmegaConfBaseException as error:
             reason = str(error).splitlines()[0]
-            resolved[key] = Unresolved(settings[key], f"the interpolation cannot be resolved ({reason})")
+            resolved[key] = Unresolved(str(settings[key]), f"the interpolation cannot be resolved ({reason})")
             continue
-        if isinstance(value, DictConfig | ListConfig):
-            value = OmegaConf.to_container(value, resolve=True)
         resolved[key] = value
     return resolved
+
+
+# what a key built by another interpolation stands for is known only by resolving it
+_COMPUTED = "\0"
+_REFERRING = ("oc.select", "oc.deprecated", "oc.dict.keys", "oc.dict.values")  # their first argument is a key
+
+
+class _Expansion:
+    """What OmegaConf's resolving of a value costs, counted before it runs: the value's characters,
+    one for each value of a section, and, for each interpolation in it, one plus what the value it
+    refers to costs (OmegaConf resolves a value again at each use, so twenty levels of
+    `a_i: ${a_j}${a_j}` cost a million). Each value's cost is counted once, in time linear in the
+    file; the references are found by OmegaConf's own grammar (`omegaconf.grammar_parser`)."""
+
+    def __init__(self, path: Path | str, nested: dict[str, Any]) -> None:
+        self.path = path
+        self.nested = nested
+        self.costs: dict[tuple[str, ...], tuple[int, int]] = {}  # path -> (cost, interpolation levels)
+        self.visiting: set[tuple[str, ...]] = set()
+        self.key = ""
+
+    def check(self, key: str) -> str:
+        """ "" when resolving `key` is within the bounds; why not, when what it refers to cannot be
+        known without resolving it (a key built by an interpolation). InvalidInput beyond a bound."""
+        self.key = key
+        self.visiting = set()
+        try:
+            self._cost(tuple(key.split(".")), 0, 0)
+        except _Computed as computed:
+            return f"{computed} refers to a key built by another interpolation, which toyrl does not follow"
+        return ""
+
+    def _refuse(self, what: str) -> InvalidInput:
+        return InvalidInput(f"{self.path}: {self.key}: its interpolations {what}; verl's have a few")
+
+    def _cost(self, parts: tuple[str, ...], levels: int, depth: int) -> tuple[int, int]:
+        """(cost, interpolation levels) of the value at `parts`, reached through `levels`
+        interpolations and `depth` sections and references in all."""
+        if levels > MAX_INTERPOLATIONS:
+            raise self._refuse(f"go more than {MAX_INTERPOLATIONS} levels deep")
+        if depth > MAX_DEPTH:
+            raise self._refuse(f"go more than {MAX_DEPTH} sections and references deep")
+        if parts in self.costs:
+            cost, below = self.costs[parts]
+            if levels + below > MAX_INTERPOLATIONS:
+                raise self._refuse(f"go more than {MAX_INTERPOLATIONS} levels deep")
+            return cost, below
+        if parts in self.visiting:  # a cycle: OmegaConf names it
+            return 0, 0
+        self.visiting.add(parts)
+        value = self._at(parts)
+        cost, below = 1, 0
+        if isinstance(value, dict | list):
+            keys = value if isinstance(value, dict) else range(len(value))
+            for child in keys:
+                child_cost, child_below = self._cost((*parts, str(child)), levels, depth + 1)
+                cost, below = self._add(cost, child_cost), max(below, child_below)
+        elif isinstance(value, str) and "${" in value:
+            cost = self._add(cost, len(value))
+            for reference in self._references(value):
+                if _COMPUTED in reference:
+                    raise _Computed(value)
+                target = self._target(parts, reference)
+                target_cost, target_below = self._cost(target, levels + 1, depth + 1)
+                cost, below = self._add(cost, 1 + target_cost), max(below, target_below + 1)
+        elif value is not None:
+            cost = self._add(cost, len(str(value)))
+        self.visiting.discard(parts)
+        self.costs[parts] = (cost, below)
+        return cost, below
+
+    def _add(self, cost: int, more: int) -> int:
+        if cost + more > MAX_EXPANSION:
+            raise self._refuse(f"expand to more than {MAX_EXPANSION:,} characters")
+        return cost + more
+
+    def _at(self, parts: tuple[str, ...]) -> Any:
+        """The value at `parts` in the file, or None where there is none (OmegaConf then names it)."""
+        value: Any = self.nested
+        for part in parts:
+            if isinstance(value, dict) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                return None
+        return value
+
+    @staticmethod
+    def _references(text: str) -> list[str]:
+        """The keys an interpolation refers to, as written (`a.b`, `.sibling`, `..c[d]`), each
+        computed part `_COMPUTED`; none when OmegaConf's grammar does not read it (it then names why)."""
+        from omegaconf import grammar_parser
+        from omegaconf.errors import OmegaConfBaseException
+        from omegaconf.grammar_visitor import GrammarVisitor
+
+        found: list[str] = []
+
+        def node(key: str, memo: Any) -> Any:
+            found.append(key)
+            return _COMPUTED
+
+        def resolver(name: str, args: tuple[Any, ...], args_str: tuple[str, ...]) -> str:
+            if name in _REFERRING and args and isinstance(args[0], str):
+                found.append(args[0])
+            elif any(isinstance(arg, str) and "${" in arg for arg in args):  # oc.decode of an interpolation
+                found.append(_COMPUTED)
+            return _COMPUTED
+
+        try:
+            GrammarVisitor(node, resolver, memo=None).visit(grammar_parser.parse(text))
+        except OmegaConfBaseException:
+            return []
+        return found
+
+    @staticmethod
+    def _target(parts: tuple[str, ...], reference: str) -> tuple[str, ...]:
+        """The path a reference made at `parts` names: from the top, or, with leading dots, from
+        the value's own section (`.x`) or the one above it (`..x`), as OmegaConf reads it."""
+        from omegaconf._utils import split_key
+
+        keys = split_key(reference)
+        ups = 0
+        while ups < len(keys) and keys[ups] == "":
+            ups += 1
+        if ups == 0:
+            return tuple(keys)
+        base = parts[: max(0, len(parts) - ups)]
+        return (*base, *keys[ups:])
+
+
+class _Computed(Exception):
+    pass
 
 
 def detect(keys: Collection[str], origin: str) -> tuple[str, str]:

@@ -3,7 +3,7 @@
 Trainers are launched from shell scripts that build their command lines with variables
 (`NAME=value`, `export NAME=value`, `${NAME:-default}`), arrays (`ARGS=(...)`, `"${ARGS[@]}"`),
 arithmetic (`$((a + b))`) and backslash continuations. `read_script` parses the script with
-tree-sitter's bash grammar (the `tree-sitter-bash` package: pip install 'toyrl[check]') and
+tree-sitter's bash grammar (the `tree-sitter-bash` package: the optional extra check) and
 evaluates only what a reader can know without running anything: assignments in the order the
 script makes them, and the expansions of those variables in each command's words. What the
 script does not say stays visible as unknown (a `Word`'s `unknown`): a variable it never assigns
@@ -20,10 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from toyrl import install
 from toyrl.config import InvalidInput
 
 MAX_WORDS = 100_000  # words of all commands and variables: a launch script has a few hundred
 MAX_TEXT = 1_000_000  # characters in one word: an expansion that doubles in each assignment stops here
+# characters of all the words and values the walk builds: a launch script's, tens of thousands;
+# 300,000 lines of A=$A$A or A+=x stop here, before they cost time or memory
+MAX_CHARACTERS = 20_000_000
 MAX_DEPTH = 20  # bash -c scripts inside one another
 
 
@@ -77,7 +81,9 @@ class _State:
     commands: list[Command] = field(default_factory=list)
     uncertain: str = ""  # why an assignment here may not happen ("" at the top level)
     words: int = 0
+    characters: int = 0  # built by expansions, counted against MAX_CHARACTERS
     depth: int = 0  # of bash -c scripts inside one another
+    functions: set[str] = field(default_factory=set)  # the script's functions: a call may assign any variable
 
 
 @functools.cache
@@ -87,19 +93,40 @@ def _parser() -> Any:
         from tree_sitter import Language, Parser
     except ImportError:
         raise InvalidInput(
-            "reading a shell script needs tree-sitter's bash grammar: pip install 'toyrl[check]'"
+            f"reading a shell script needs tree-sitter's bash grammar: {install.hint('check')}"
         ) from None
     return Parser(Language(tree_sitter_bash.language()))
 
 
-def read_script(text: str) -> Script:
+def read_script(text: str, origin: str) -> Script:
     """The simple commands of a shell script (`text`), in the order they appear, with their words
     expanded as far as the script's own assignments tell (module docstring), and the lines bash's
-    grammar cannot read. What those lines assign is not known to the commands after them."""
-    tree = _parser().parse(text.encode("utf-8"))
+    grammar cannot read. What those lines assign is not known to the commands after them.
+
+    InvalidInput, naming the script (`origin`) and the line of the statement, where its expansions
+    would build more than MAX_WORDS words, a word of more than MAX_TEXT characters or
+    MAX_CHARACTERS in all (each counted as it grows, before it is built), or the statement nests
+    deeper than the reader's stack."""
+    try:
+        tree = _parser().parse(text.encode("utf-8"))
+    except InvalidInput as error:  # without the grammar
+        raise InvalidInput(f"{origin}: {error}") from None
     state = _State()
-    _statements(tree.root_node, state)
+    for statement in tree.root_node.named_children:
+        where = f"{origin}, line {statement.start_point[0] + 1}"
+        try:
+            _statement(statement, state)
+        except _TooLarge as error:
+            raise InvalidInput(f"{where}: {error}") from None
+        except RecursionError:
+            raise InvalidInput(
+                f"{where}: nested too deeply to read ($(( )), ${{ }}, if or brackets)"
+            ) from None
     return Script(state.commands, _errors(tree.root_node) if tree.root_node.has_error else [])
+
+
+class _TooLarge(Exception):
+    """A bound of the expansion, told with the line of the script's statement that reaches it."""
 
 
 def _errors(node: Any) -> list[int]:
@@ -132,33 +159,92 @@ COMPOUND = {
 def _statements(node: Any, state: _State) -> None:
     """Walk `node`'s statements in order: assignments change the variables, commands are kept."""
     for child in node.named_children:
-        kind = child.type
-        if kind == "variable_assignment":
-            _assign(child, state)
-        elif kind == "declaration_command":
-            for part in child.named_children:
-                if part.type == "variable_assignment":
-                    _assign(part, state)
-        elif kind == "unset_command":
-            for part in child.named_children[1:]:
-                state.variables.pop(_text(part), None)
-        elif kind == "command":
-            _command(child, state)
-        elif kind in COMPOUND:
-            outer = state.uncertain
-            line = child.start_point[0] + 1
-            state.uncertain = outer or f"assigned {COMPOUND[kind]} (line {line})"
-            _statements(child, state)
-            state.uncertain = outer
-        elif kind not in (
-            "ERROR",
-            "comment",
-            "heredoc_body",
-            "file_redirect",
-            "heredoc_redirect",
-            "herestring_redirect",
-        ):
-            _statements(child, state)  # lists, pipelines, redirected statements, compound bodies
+        _statement(child, state)
+
+
+def _statement(child: Any, state: _State) -> None:
+    """One statement (`_statements`)."""
+    kind = child.type
+    if kind == "variable_assignment":
+        _assign(child, state)
+    elif kind == "declaration_command":
+        line = child.start_point[0] + 1
+        for part in child.named_children:
+            if part.type == "variable_assignment":
+                _assign(part, state)
+            elif _text(part) == "-n" or part.type not in ("word", "variable_name"):  # -n, $(...)
+                why = f"{_text(child).split()[0]} (line {line}) may change it, and toyrl does not evaluate it"
+                _forget(state, list(state.variables), why)
+    elif kind == "unset_command":
+        for part in child.named_children[1:]:
+            state.variables.pop(_text(part), None)
+    elif kind == "command":
+        _command(child, state)
+    elif kind in ("list", "pipeline"):
+        _chain(child, state)
+    elif kind == "compound_statement" and child.children and child.children[0].type == "((":
+        _arithmetic_command(child, state)
+    elif kind in COMPOUND:
+        outer = state.uncertain
+        line = child.start_point[0] + 1
+        state.uncertain = outer or f"assigned {COMPOUND[kind]} (line {line})"
+        _statements(child, state)
+        state.uncertain = outer
+        loop_variable = child.child_by_field_name("variable")  # for N in ...: N after the loop
+        if kind == "for_statement" and loop_variable is not None:
+            _forget(state, [_text(loop_variable)], f"the loop of line {line} assigns it")
+        name = child.child_by_field_name("name")
+        if kind == "function_definition" and name is not None:
+            state.functions.add(_text(name))
+    elif kind not in (
+        "ERROR",
+        "comment",
+        "heredoc_body",
+        "file_redirect",
+        "heredoc_redirect",
+        "herestring_redirect",
+    ):
+        _statements(child, state)  # lists, pipelines, redirected statements, compound bodies
+
+
+def _chain(node: Any, state: _State) -> None:
+    """`a && b || c`: what follows && or || may not run; `a | b`: each side runs in a subshell,
+    whose assignments the script does not keep."""
+    outer = state.uncertain
+    line = node.start_point[0] + 1
+    for part in node.children:
+        if part.type in ("&&", "||") and not outer:
+            state.uncertain = f"assigned after {part.type} (line {line})"
+        elif part.type in ("|", "|&") and not outer:
+            state.uncertain = f"assigned in a pipeline (line {line})"
+        elif part.is_named:
+            if node.type == "pipeline" and not outer:
+                state.uncertain = f"assigned in a pipeline (line {line})"
+            _statement(part, state)
+    state.uncertain = outer
+
+
+def _arithmetic_command(node: Any, state: _State) -> None:
+    """`((N = 16))`, `((N++))`: the variables it names may be assigned; unknown from here."""
+    _forget_arithmetic(node, state)
+
+
+ARITHMETIC_ASSIGNMENTS = frozenset("= += -= *= /= %= <<= >>= &= |= ^= ++ --".split())
+
+
+def _forget_arithmetic(node: Any, state: _State) -> None:
+    """Where arithmetic (`(( ))`, `$(( ))`) assigns (`=`, `+=`, `++`, ...), the variables it names
+    are unknown from here: toyrl evaluates values, not assignments."""
+    names, assigns = [], False
+    pending = list(node.children)
+    while pending:
+        current = pending.pop()
+        assigns = assigns or (not current.is_named and current.type in ARITHMETIC_ASSIGNMENTS)
+        if current.type == "variable_name":
+            names.append(_text(current))
+        pending += current.children
+    if assigns:
+        _forget(state, names, f"the arithmetic of line {node.start_point[0] + 1} may assign it")
 
 
 def _assign(node: Any, state: _State) -> None:
@@ -179,10 +265,13 @@ def _assign(node: Any, state: _State) -> None:
         elements: list[Word] = []
         for element in value_node.named_children:
             if element.type != "comment":
-                elements += _fields(element, state, split=True)
+                fields = _fields(element, state, split=True)
+                _count(state, fields)  # as the array grows: ($A $A ...) of a long $A stops early
+                elements += fields
         value = _Value(elements, array=True)
     else:
-        value = _Value([_join(_fields(value_node, state, split=False))])
+        value = _Value([_join(_fields(value_node, state, split=False), state)])
+        _count(state, value.words)
     if state.uncertain:
         why = f"${name} is {state.uncertain}"
         value = _unknown_value(f"${name}", why, array=value.array)
@@ -191,8 +280,7 @@ def _assign(node: Any, state: _State) -> None:
         if value.array or before.array:
             value = _Value(before.words + value.words, array=True)
         else:
-            value = _Value([_join([before.words[0], value.words[0]])])
-    _count(state, value.words)
+            value = _Value([_join([before.words[0], value.words[0]], state)])
     state.variables[name] = value
 
 
@@ -207,8 +295,9 @@ def _command(node: Any, state: _State) -> None:
             continue  # an assignment before the name is the command's environment only
         if child.type == "command_name":
             child = child.named_children[0]
-        words += _fields(child, state, split=True)
-    _count(state, words)
+        fields = _fields(child, state, split=True)
+        _count(state, fields)  # as the command grows: a word that splits into a million stops early
+        words += fields
     line = node.start_point[0] + 1
     if words:
         state.commands.append(Command(line, words, bool(node.has_error), node.end_point[0] + 1))
@@ -217,6 +306,42 @@ def _command(node: Any, state: _State) -> None:
         if text.rsplit("/", 1)[-1] in SHELLS and texts[i + 1] == "-c":
             _inner(words[i + 2], line, state)
             break
+    if texts:
+        _forget_assigned(texts, line, state)
+
+
+# commands that assign variables toyrl does not evaluate: any variable (a file sourced, text
+# evaluated), or those they name (read N, let N=16, printf -v N)
+ASSIGN_ANY = ("source", ".", "eval")
+ASSIGN_NAMED = ("read", "mapfile", "readarray", "let", "printf", "getopts")
+
+
+def _forget_assigned(texts: list[str], line: int, state: _State) -> None:
+    """After a command that may assign variables the walk does not evaluate, those variables are
+    unknown from here: every one after `source`, `.` and `eval`; the ones named after `read`,
+    `mapfile`, `readarray`, `let`, `printf -v` and `getopts` (each argument's name before `=`, `+`
+    or `-`, as `let` takes `N=16` or `N++`)."""
+    name = texts[0]
+    if name in ASSIGN_ANY or name in state.functions:
+        why = f"{name} (line {line}) may change it, and toyrl does not run it"
+        _forget(state, list(state.variables), why)
+    elif name in ASSIGN_NAMED:
+        names = [_leading_name(text) for text in texts[1:]]
+        _forget(state, [n for n in names if n], f"{name} (line {line}) may assign it when the script runs")
+
+
+def _leading_name(text: str) -> str:
+    """The variable name an argument starts with (`N` of `N=16`, `N++`), or ""."""
+    end = 0
+    while end < len(text) and (text[end] == "_" or (text[end].isascii() and text[end].isalnum())):
+        end += 1
+    return text[:end] if end and not text[0].isdigit() else ""
+
+
+def _forget(state: _State, names: list[str], why: str) -> None:
+    for name in names:
+        array = name in state.variables and state.variables[name].array
+        state.variables[name] = _unknown_value(f"${name}", f"${name}: {why}", array=array)
 
 
 SHELLS = ("bash", "sh", "zsh", "dash")
@@ -226,11 +351,13 @@ def _inner(script: Word, line: int, state: _State) -> None:
     """`bash -c SCRIPT`: its commands, read as the script's own (at the line of `bash -c`), with
     the variables the outer script has set so far."""
     if state.depth >= MAX_DEPTH:
-        raise InvalidInput(f"more than {MAX_DEPTH} levels of bash -c inside one another")
+        raise _TooLarge(f"more than {MAX_DEPTH} levels of bash -c inside one another")
     tree = _parser().parse(script.text.encode("utf-8"))
-    inner = _State(dict(state.variables), [], state.uncertain, state.words, state.depth + 1)  # a child shell
+    inner = _State(  # a child shell
+        dict(state.variables), [], state.uncertain, state.words, state.characters, state.depth + 1
+    )
     _statements(tree.root_node, inner)
-    state.words = inner.words
+    state.words, state.characters = inner.words, inner.characters
     state.commands += [
         Command(line, command.words, command.broken or tree.root_node.has_error, line)
         for command in inner.commands
@@ -238,23 +365,34 @@ def _inner(script: Word, line: int, state: _State) -> None:
 
 
 def _count(state: _State, words: list[Word]) -> None:
+    """Count `words` against MAX_WORDS and their characters against MAX_CHARACTERS."""
     state.words += len(words)
     if state.words > MAX_WORDS:
-        raise InvalidInput(
+        raise _TooLarge(
             f"more than {MAX_WORDS:,} words once its variables are expanded; a launch script has hundreds"
+        )
+    _characters(state, sum(len(word.text) for word in words))
+
+
+def _characters(state: _State, count: int) -> None:
+    state.characters += count
+    if state.characters > MAX_CHARACTERS:
+        raise _TooLarge(
+            f"more than {MAX_CHARACTERS:,} characters built by expanding its variables; a launch script "
+            "builds thousands"
         )
 
 
-def _join(words: list[Word]) -> Word:
-    return _concat(words) if words else Word("")
-
-
-def _concat(words: list[Word]) -> Word:
-    text = "".join(word.text for word in words)
-    if len(text) > MAX_TEXT:
-        raise InvalidInput(f"a word of more than {MAX_TEXT:,} characters once its variables are expanded")
+def _join(words: list[Word], state: _State) -> Word:
+    """One word of `words`' texts, counted before it is built (MAX_TEXT, MAX_CHARACTERS)."""
+    if len(words) == 1:
+        return words[0]
+    length = sum(len(word.text) for word in words)
+    if length > MAX_TEXT:
+        raise _TooLarge(f"a word of more than {MAX_TEXT:,} characters once its variables are expanded")
+    _characters(state, length)
     unknown = tuple(dict.fromkeys(why for word in words for why in word.unknown))
-    return Word(text, unknown, any(word.spread for word in words))
+    return Word("".join(word.text for word in words), unknown, any(word.spread for word in words))
 
 
 def _fields(node: Any, state: _State, split: bool) -> list[Word]:
@@ -269,17 +407,18 @@ def _fields(node: Any, state: _State, split: bool) -> list[Word]:
         return [Word(codecs.decode(_text(node)[2:-1], "unicode_escape"))]
     if kind in ("string", "translated_string"):
         return _quoted(node, state)
-    if kind == "concatenation":
-        parts = [_fields(child, state, split) for child in node.named_children]
-        out = parts[0]
-        for part in parts[1:]:
+    if kind == "concatenation":  # each part's first word joins the previous part's last
+        words: list[Word] = []
+        last: list[Word] = []  # the pieces of the word being built, joined once
+        for child in node.named_children:
+            part = _fields(child, state, split)
             if not part:
                 continue
-            if not out:
-                out = part
-                continue
-            out = [*out[:-1], _concat([out[-1], part[0]]), *part[1:]]
-        return out
+            last.append(part[0])
+            if len(part) > 1:
+                words += [_join(last, state), *part[1:-1]]
+                last = [part[-1]]
+        return [*words, _join(last, state)] if last else words
     if kind in ("simple_expansion", "expansion"):
         return _expand(node, state, split, quoted=False)
     if kind == "arithmetic_expansion":
@@ -300,12 +439,12 @@ def _quoted(node: Any, state: _State) -> list[Word]:
             words = _expand(child, state, split=False, quoted=True)
             if len(words) != 1 or words[0].spread:
                 spread = words
-            parts.append(_join(words) if len(words) != 1 else words[0])
+            parts.append(_join(words, state))
         else:
             parts += _fields(child, state, split=False)
     if spread is not None and len(node.named_children) == 1:
         return spread
-    return [_join(parts)]
+    return [_join(parts, state)]
 
 
 SPECIAL = {"@": "the script's own arguments ($@)", "*": "the script's own arguments ($*)"}
@@ -328,7 +467,7 @@ def _expand(node: Any, state: _State, split: bool, quoted: bool) -> list[Word]:
         if len(node.named_children) > 1:
             return [Word(text, (f"{text} is an expansion toyrl does not evaluate",))]
         if index in ("@", "*"):
-            return value.words if (split or quoted) else [_join(value.words)]
+            return value.words if (split or quoted) else [_join(value.words, state)]
         if index.isdigit() and value.array:
             return [value.words[int(index)]] if int(index) < len(value.words) else []
         return [Word(text, (f"{text} is an expansion toyrl does not evaluate",))]
@@ -343,9 +482,9 @@ def _expand(node: Any, state: _State, split: bool, quoted: bool) -> list[Word]:
         return [Word(text, (f"{text} is an expansion toyrl does not evaluate",))]
     if operator is not None:
         operand = next((child for child in node.named_children if child.start_byte > names[0].end_byte), None)
-        alternative = _join(_fields(operand, state, split=False)) if operand is not None else Word("")
+        alternative = _join(_fields(operand, state, split=False), state) if operand is not None else Word("")
         empty = value is None or (
-            operator.startswith(":") and _join(value.words).text == "" and not value.words[0].unknown
+            operator.startswith(":") and _join(value.words, state).text == "" and not value.words[0].unknown
         )
         if operator in (":-", "-", ":=", "="):
             if value is not None and value.words[0].unknown:
@@ -386,23 +525,31 @@ def _split(word: Word) -> list[Word]:
 
 def _arithmetic(node: Any, state: _State) -> Word:
     """`$((expression))` of integers, the script's variables and + - * / % ( ), as bash computes
-    it (integer division truncating towards zero); unknown otherwise."""
+    it (in 64-bit integers that wrap around, division truncating towards zero); unknown otherwise."""
     text = _text(node)
     try:
-        return Word(str(_evaluate(node.named_children[0], state)))
+        word = Word(str(_evaluate(node.named_children[0], state)))
     except _Unknown as unknown:
-        return Word(text, (str(unknown) or f"{text} is arithmetic toyrl does not evaluate",))
+        word = Word(text, (str(unknown) or f"{text} is arithmetic toyrl does not evaluate",))
+    _forget_arithmetic(node, state)
+    return word
 
 
 class _Unknown(Exception):
     pass
 
 
+def _wrapped(value: int) -> int:
+    """`value` as bash's 64-bit arithmetic holds it (wrapping around): 3 squared forty times stays
+    a number of 19 digits, never one of a trillion."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def _evaluate(node: Any, state: _State) -> int:
     kind = node.type
     if kind == "number":
         try:
-            return int(_text(node), 0)
+            return _wrapped(int(_text(node), 0))
         except ValueError:
             raise _Unknown from None
     if kind in ("variable_name", "simple_expansion", "expansion"):
@@ -413,27 +560,27 @@ def _evaluate(node: Any, state: _State) -> int:
                 f"${name} is not set in the script" if value is None else value.words[0].unknown[0]
             )
         try:
-            return int(value.words[0].text.strip() or "0", 0)
+            return _wrapped(int(value.words[0].text.strip() or "0", 0))
         except ValueError:
             raise _Unknown(f"${name} is not an integer") from None
     if kind == "parenthesized_expression" and len(node.named_children) == 1:
         return _evaluate(node.named_children[0], state)
     if kind == "unary_expression" and len(node.children) == 2 and node.children[0].type in ("-", "+"):
         operand = _evaluate(node.named_children[0], state)
-        return -operand if node.children[0].type == "-" else operand
+        return _wrapped(-operand) if node.children[0].type == "-" else operand
     if kind == "binary_expression" and len(node.named_children) == 2:
         left, right = (_evaluate(child, state) for child in node.named_children)
         operator = node.child_by_field_name("operator")
         symbol = operator.type if operator is not None else ""
         if symbol == "+":
-            return left + right
+            return _wrapped(left + right)
         if symbol == "-":
-            return left - right
+            return _wrapped(left - right)
         if symbol == "*":
-            return left * right
+            return _wrapped(left * right)
         if symbol in ("/", "%") and right != 0:
             quotient = abs(left) // abs(right) * (1 if (left >= 0) == (right >= 0) else -1)
-            return quotient if symbol == "/" else left - quotient * right
+            return _wrapped(quotient if symbol == "/" else left - quotient * right)
     raise _Unknown
 
 

@@ -35,23 +35,36 @@ What the mapping follows:
   `actor.shuffle`);
 - `reward.reward_manager.name='dapo'` with `reward.reward_kwargs.overlong_buffer_cfg` (enable, len,
   penalty_factor) and `max_resp_len`: DAPO's soft overlong punishment (`soft_overlong`, the buffer
-  as a fraction of the longest response), on the math score 1 / -1; 0.7.0 reads them as
+  as a fraction of the longest response), on the math score 1 / -1; up to 0.7.0 they are
   `reward_model.reward_manager` and `reward_model.reward_kwargs.*` (verl/trainer/main_ppo.py),
-  which 0.9.1 accepts and never reads (`IGNORED_0_9_1`: only its fully async trainer migrates
-  them, migrate_legacy_reward_impl), so DAPO scripts in the old form run 0.9.1 without the penalty;
-  `algorithm.filter_groups` (enable, max_num_gen_batches): dynamic sampling (`filter_groups`);
+  which 0.7.1 and 0.8.0 move onto reward. (aliases) and 0.9.x accepts and never reads
+  (`IGNORED_0_9_1`: only its fully async trainer migrates them, migrate_legacy_reward_impl), so
+  DAPO scripts in the old form run 0.9.x without the penalty; `algorithm.filter_groups` (enable,
+  metric; 0.9.0 on): dynamic sampling (`filter_groups`) in the V1 trainer, which generates until
+  the batch is full with no cap (max_num_gen_batches is never read: `FILTER_CAP`), none in the
+  legacy one (trainer.use_v1=False), which never reads filter_groups;
 - `actor_rollout_ref.rollout.n`: the group size G.
+
+The releases (`RELEASES`, back to 0.4.0, the first with loss_agg_mode): each one's settings are
+those of its configuration it reads (`_settings`: `SINCE`, its estimators, policy losses and
+loss_agg_modes), mapped by `_mapping` at that release: before 0.8.0 by dp_actor's update_policy
+(`_micro_batches`: each micro-batch normalised on its own, seq-mean-token-sum-norm a sum over the
+width up to 0.7.0, loss_scale_factor and actor.shuffle never read, actor.grad_clip the clip);
+GSPO aggregates seq-mean-token-mean before 0.9.1; the V1 trainer's layout from 0.9.0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from toyrl.config import InvalidInput
 from toyrl.stages.objective import PPOClip
 from toyrl.stages.registry import declarations
+from toyrl.stages.sampler import FilterGroups
 from toyrl.trainers import (
+    Levers,
     MicroLayout,
     Release,
     Setting,
@@ -120,6 +133,7 @@ LOSS_MODES = (
     "dro",
     "cispo",
     "bypass_mode",
+    "rollout_correction",  # 0.6.1's only
 )
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 MANAGERS = ("naive", "prime", "batch", "dapo")
@@ -152,7 +166,6 @@ SETTINGS_0_9_1 = {
     "reward.reward_kwargs.max_resp_len": Setting(None, kind=int, low=1, optional=True),
     "algorithm.filter_groups.enable": Setting(False, kind=bool),
     "algorithm.filter_groups.metric": Setting("reward", kind=str),
-    "algorithm.filter_groups.max_num_gen_batches": Setting(0, kind=int, low=0, high=100_000),
     "trainer.balance_batch": Setting(True, kind=bool),
     "trainer.use_v1": Setting(True, kind=bool),
     "trainer.nnodes": Setting(1, kind=int, low=1),
@@ -169,38 +182,154 @@ SETTINGS_0_9_1 = {
     ACTOR + "tau_neg": Setting(1.05, kind=float, low=0.0, high=1000.0),
 }
 
-# 0.7.0: the legacy actor (dp_actor.update_policy) normalises each micro-batch on its own and
-# divides by the gradient-accumulation steps; it never reads actor.shuffle; no filter_groups; the
-# reward manager and its keyword arguments in the reward_model section (verl/trainer/main_ppo.py
-# passes reward_model.reward_kwargs to load_reward_manager, whose manager is reward_manager.name,
-# ${oc.select:reward_model.reward_manager,naive}).
+# The releases modelled, newest first, each standing for the releases that read alike what toyrl
+# reads (read in each release's own wheel): version -> (the releases, what changed from the one
+# before). 0.4.0 is the first with loss_agg_mode, clip_ratio_low / _high and norm_adv_by_std_in_grpo.
+# Before 0.8.0 the default worker (trainer.use_legacy_worker_impl=auto) updates the actor with
+# verl/workers/actor/dp_actor.py's update_policy: each micro-batch's loss aggregated on its own,
+# divided by the gradient-accumulation steps, the mini-batches in the batch's order.
+RELEASES = {
+    "0.9.1": ("0.9.1", "policy loss gspo aggregates by loss_agg_mode (before: seq-mean-token-mean)"),
+    "0.9.0": (
+        "0.9.0",
+        "the V1 trainer (trainer.use_v1, the default: each micro-batch padded to its longest response, "
+        "the batch dealt to the ranks by workload); algorithm.filter_groups (read by the V1 trainer only, "
+        "never its max_num_gen_batches); loss_agg_mode token-sum; "
+        "policy loss dro; main_ppo no longer reads the legacy reward_model section",
+    ),
+    "0.8.0": (
+        "0.8.0",
+        "no dp_actor: the engine worker's ppo_loss (verl/workers/utils/losses.py), normalised over the "
+        "mini-batch; the legacy trainer pads responses to data.max_response_length",
+    ),
+    "0.7.1": (
+        "0.7.1",
+        "seq-mean-token-sum-norm averages the responses' sums before dividing (agg_loss); "
+        "reward.reward_manager and reward.reward_kwargs, onto which main_ppo moves the legacy "
+        "reward_model section; estimators optimal_token_baseline, tir_optimal_token_baseline, gdpo; "
+        "policy losses dppo_tv, dppo_kl",
+    ),
+    "0.7.0": (
+        "0.7.0",
+        "loss_scale_factor (which dp_actor never passes to agg_loss); policy losses sapo, cispo, bypass_mode "
+        "(rollout_correction's successor); actor.tau_pos / tau_neg",
+    ),
+    "0.6.1": ("0.6.1", "policy loss rollout_correction"),
+    "0.6.0": (
+        "0.6.0",
+        "policy losses gspo and geo_mean; estimators grpo_vectorized, rloo_vectorized; actor.optim.clip_grad "
+        "(was actor.grad_clip)",
+    ),
+    "0.5.0": ("0.5.0", "estimator and policy loss gpg"),
+    "0.4.1": ("0.4.1", "actor.policy_loss.loss_mode: vanilla, clip_cov, kl_cov"),
+    "0.4.0": ("0.4.0", "loss_agg_mode, clip_ratio_low / _high / _c, algorithm.norm_adv_by_std_in_grpo"),
+}
+OLDEST_V1, OLDEST_ENGINE = (0, 9, 0), (0, 8, 0)  # the V1 trainer's first release; the engine worker's
+
+# The first release whose configuration has each setting (the others: 0.4.0), checked against each
+# release's own configuration by the conformance suite. The DAPO manager's reward_kwargs are no keys
+# of the file (main_ppo hands whatever the section holds to the manager): they go with their section.
 LEGACY_REWARD = "reward_model.reward_kwargs."
-SETTINGS_0_7_0 = {
-    key: setting
-    for key, setting in SETTINGS_0_9_1.items()
-    if not key.startswith(("reward.", "algorithm.filter_groups."))
-    and key
-    not in (
-        ACTOR + "shuffle",
-        "trainer.use_v1",
-        "data.max_response_length",
-        "data.max_prompt_length",
-        "trainer.nnodes",
-        "trainer.n_gpus_per_node",
-        ACTOR + "ppo_max_token_len_per_gpu",
-        ACTOR + "ulysses_sequence_parallel_size",
-        ACTOR + "fsdp_config.ulysses_sequence_parallel_size",
-    )
-} | {
-    ACTOR + "ppo_micro_batch_size_per_gpu": Setting(None, kind=int, low=1, optional=True),
-    ACTOR + "use_dynamic_bsz": Setting(False, kind=bool),
+REWARD = "reward.reward_kwargs."
+SINCE = {
+    ACTOR + "policy_loss.loss_mode": "0.4.1",
+    ACTOR + "optim.clip_grad": "0.6.0",
+    ACTOR + "fsdp_config.ulysses_sequence_parallel_size": "0.6.0",
+    ACTOR + "loss_scale_factor": "0.7.0",
+    ACTOR + "tau_pos": "0.7.0",
+    ACTOR + "tau_neg": "0.7.0",
+    "reward.reward_manager.name": "0.7.1",
+    **{REWARD + key: "0.7.1" for key in ("overlong_buffer_cfg.enable", "overlong_buffer_cfg.len")},
+    **{REWARD + key: "0.7.1" for key in ("overlong_buffer_cfg.penalty_factor", "max_resp_len")},
+    "algorithm.filter_groups.enable": "0.9.0",
+    "algorithm.filter_groups.metric": "0.9.0",
+    "algorithm.filter_groups.max_num_gen_batches": "0.9.0",
+    "trainer.use_v1": "0.9.0",
+}
+GRAD_CLIP = Setting(1.0, kind=float, low=0.0)  # actor.grad_clip: dp_actor's clip_grad_norm_ bound
+# The legacy reward section as main_ppo reads it up to 0.7.0 (then moved onto reward.: aliases)
+LEGACY_REWARD_SETTINGS = {
     "reward_model.reward_manager": Setting("naive", MANAGERS),
     LEGACY_REWARD + "overlong_buffer_cfg.enable": Setting(False, kind=bool),
     LEGACY_REWARD + "overlong_buffer_cfg.len": Setting(0, kind=int, low=0),
     LEGACY_REWARD + "overlong_buffer_cfg.penalty_factor": Setting(1.0, kind=float, low=0.0),
     LEGACY_REWARD + "max_resp_len": Setting(None, kind=int, low=1, optional=True),
 }
-REWARD = "reward.reward_kwargs."
+# The first release registering each estimator, policy loss and loss_agg_mode (the others: 0.4.0;
+# 0.4.0 has no policy_loss.loss_mode, its loss is vanilla), and rollout_correction's last.
+ESTIMATOR_SINCE = {
+    "gpg": "0.5.0",
+    "rloo_vectorized": "0.6.0",
+    "grpo_vectorized": "0.6.0",
+    "optimal_token_baseline": "0.7.1",
+    "tir_optimal_token_baseline": "0.7.1",
+    "gdpo": "0.7.1",
+}
+LOSS_MODE_SINCE = {
+    "gpg": "0.5.0",
+    "gspo": "0.6.0",
+    "geo_mean": "0.6.0",
+    "rollout_correction": "0.6.1",
+    "sapo": "0.7.0",
+    "cispo": "0.7.0",
+    "bypass_mode": "0.7.0",
+    "dppo_tv": "0.7.1",
+    "dppo_kl": "0.7.1",
+    "dro": "0.9.0",
+}
+LOSS_MODE_UNTIL = {"rollout_correction": "0.6.1"}
+AGGREGATION_SINCE = {"token-sum": "0.9.0"}
+# read only by the V1 trainer's layout (`_ranks`, `_sum_norm`); only by the engine worker (0.8.0 on);
+# only by dp_actor (before)
+V1_LAYOUT = (
+    "trainer.use_v1",
+    "trainer.nnodes",
+    "trainer.n_gpus_per_node",
+    "data.max_prompt_length",
+    ACTOR + "ppo_max_token_len_per_gpu",
+    ACTOR + "ulysses_sequence_parallel_size",
+    ACTOR + "fsdp_config.ulysses_sequence_parallel_size",
+)
+ENGINE_ONLY = (ACTOR + "shuffle", ACTOR + "loss_scale_factor", ACTOR + "optim.clip_grad")
+DP_ACTOR_ONLY = (ACTOR + "grad_clip",)
+
+
+def _at(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def _has(version: str, name: str, since: dict[str, str], until: dict[str, str]) -> bool:
+    at = _at(version)
+    return at >= _at(since.get(name, "0.4.0")) and at <= _at(until.get(name, VERSION))
+
+
+def _settings(version: str) -> dict[str, Setting]:
+    """The settings toyrl reads in a release, with its defaults and valid values: those of its
+    configuration (`SINCE`) that its trainer and worker read (the V1 layout from 0.9.0; the engine
+    worker's settings from 0.8.0, dp_actor's before: `ENGINE_ONLY`, `DP_ACTOR_ONLY`), its estimators,
+    policy losses and loss_agg_modes."""
+    at = _at(version)
+    settings = {
+        key: setting
+        for key, setting in (
+            SETTINGS_0_9_1 | LEGACY_REWARD_SETTINGS | {ACTOR + "grad_clip": GRAD_CLIP}
+        ).items()
+        if _has(version, key, SINCE, {})
+        and (at >= OLDEST_V1 or key not in V1_LAYOUT)
+        and key not in (DP_ACTOR_ONLY if at >= OLDEST_ENGINE else ENGINE_ONLY)
+        and (at < (0, 7, 1) or key not in LEGACY_REWARD_SETTINGS)
+    }
+    choices = {
+        "algorithm.adv_estimator": [e for e in ESTIMATORS if _has(version, e, ESTIMATOR_SINCE, {})],
+        ACTOR + "policy_loss.loss_mode": [
+            m for m in LOSS_MODES if _has(version, m, LOSS_MODE_SINCE, LOSS_MODE_UNTIL)
+        ],
+        ACTOR + "loss_agg_mode": [a for a in AGGREGATION if _has(version, a, AGGREGATION_SINCE, {})],
+    }
+    for key, valid in choices.items():
+        if key in settings:
+            settings[key] = dataclasses.replace(settings[key], choices=tuple(valid))
+    return settings
 
 
 def _dapo_spec(
@@ -210,8 +339,8 @@ def _dapo_spec(
     kwargs: str = REWARD,
 ) -> list[str]:
     """The DAPO reward manager (the setting `manager` names it; `kwargs`, the section of its keyword
-    arguments: 0.9.1's reward.reward_kwargs., 0.7.0's reward_model.reward_kwargs.): its math score,
-    1 / -1, and the overlong buffer; and filter_groups (0.9.1's)."""
+    arguments: reward.reward_kwargs. from 0.7.1, reward_model.reward_kwargs. before): its math score,
+    1 / -1, and the overlong buffer."""
     spec = []
     if s[manager] == "dapo":
         factor, length = (
@@ -224,7 +353,8 @@ def _dapo_spec(
         elif longest is None or not 0 < length <= longest:
             raise InvalidInput(
                 f"{kwargs}overlong_buffer_cfg.len={length} must be in 1..{kwargs}max_resp_len "
-                f"(={longest}), as verl's DAPO reward manager requires"
+                f"(={longest}), as verl's DAPO reward manager requires (from 0.5.0; the toy's buffer is a "
+                "fraction of the longest response)"
             )
         buffer = length / longest if factor > 0 else 0.2
         spec += ["reward=soft_overlong", f"buffer={buffer:.6g}", f"penalty_factor={factor}"]
@@ -234,19 +364,59 @@ def _dapo_spec(
         )
     elif s[kwargs + "overlong_buffer_cfg.enable"]:
         unmodelled.append("overlong_buffer_cfg: only the 'dapo' reward manager reads it; left out")
-    if s.get("algorithm.filter_groups.enable"):  # not a setting of 0.7.0
-        rounds = s["algorithm.filter_groups.max_num_gen_batches"] or 100_000
-        spec += ["sampler=filter_groups", f"max_rounds={rounds}"]
-        metric = s["algorithm.filter_groups.metric"]
-        if metric not in ("acc", "reward") or (metric == "reward" and spec[0] == "reward=soft_overlong"):
-            unmodelled.append(
-                f"algorithm.filter_groups.metric={metric!r}: the toy filters on correctness (acc), which "
-                "equals the reward only without the overlong punishment"
-            )
     return spec
 
 
+def _filter_groups_spec(
+    s: dict[str, Any], version: str, shaped: bool, notes: list[str], unmodelled: list[str]
+) -> list[str]:
+    """algorithm.filter_groups (0.9.0 on) as the V1 trainer runs it (verl/trainer/ppo/v1:
+    trainer_base.py's _build_replay_buffer, replay_buffer.py's ReplayBuffer.sample): a finished
+    group whose metric is the same for every response is evicted, two more prompts are generated for
+    each one evicted, with no cap, until data.train_batch_size groups are left (the surplus is
+    discarded). max_num_gen_batches is never read (`FILTER_CAP`); the legacy trainer reads no
+    filter_groups setting. The metric "reward" is the reward itself (rm_scores) from 0.9.1; 0.9.0
+    reads every metric from reward_extra_info. `shaped`: the reward is DAPO's soft overlong
+    punishment."""
+    if not s["algorithm.filter_groups.enable"]:
+        return []
+    if not s["trainer.use_v1"]:
+        notes.append(
+            f"algorithm.filter_groups.enable=True: verl {version}'s legacy trainer (trainer.use_v1=False) "
+            "never reads algorithm.filter_groups (only the V1 trainer's replay buffer does): no dynamic "
+            "sampling, every group drawn is trained on"
+        )
+        return []
+    metric = s["algorithm.filter_groups.metric"]
+    if not metric:
+        raise InvalidInput(
+            "algorithm.filter_groups.metric is unset: verl requires it when group filtering is enabled; "
+            "valid: 'acc', 'reward' or a reward_extra_info key"
+        )
+    unmodelled.append(
+        f"algorithm.filter_groups: verl {version}'s V1 trainer generates until the batch holds "
+        "data.train_batch_size groups whose responses differ, with no cap (two prompts for each group "
+        "dropped, the dataset restarted at its end); the toy refills in rounds of B prompts not drawn "
+        f"yet this step (max_rounds={NO_CAP}, its most) and, when they run out, fills the batch with "
+        "dropped groups (zero_variance_fraction shows how often)"
+    )
+    if metric == "reward" and _at(version) < (0, 9, 1):
+        unmodelled.append(
+            f"algorithm.filter_groups.metric='reward': verl {version} reads every metric from the reward "
+            "manager's reward_extra_info, where its managers put no 'reward' (acc, or the score function's "
+            "own keys), so the run stops ('Finished groups are missing DAPO metric') unless the score "
+            "function returns one; the toy filters on correctness (acc)"
+        )
+    elif metric not in ("acc", "reward") or (metric == "reward" and shaped):
+        unmodelled.append(
+            f"algorithm.filter_groups.metric={metric!r}: the toy filters on correctness (acc), which "
+            "equals the reward only without the overlong punishment"
+        )
+    return ["sampler=filter_groups", f"max_rounds={NO_CAP}"]
+
+
 TOY_CLIP = declarations(PPOClip)["epsilon_high"]["high"]  # the toy's clip ranges are below this
+NO_CAP = declarations(FilterGroups)["max_rounds"]["high"]  # filter_groups' most refill rounds
 
 
 def ratio_clip(
@@ -315,14 +485,24 @@ def _objective_spec(s: dict[str, Any], epochs: int, beta: float, notes: list[str
     return spec
 
 
-def _mapping(s: dict[str, Any]) -> ToyMapping:
+def _mapping(given: dict[str, Any], version: str = VERSION) -> ToyMapping:
+    """A release's settings (`_settings(version)`, every one present) on the toy. The settings an
+    older release does not have take values that do nothing (0.9.1's defaults; the legacy trainer
+    before 0.9.0; vanilla PPO before 0.4.1); its dp_actor (before 0.8.0) is `_micro_batches`'."""
+    at = _at(version)
+    s = {**SETTINGS_DEFAULTS_0_9_1, "trainer.use_v1": at >= OLDEST_V1, **given}
+    clip_grad = ACTOR + ("grad_clip" if at < OLDEST_ENGINE else "optim.clip_grad")
     estimator = s["algorithm.adv_estimator"]
     if estimator not in MODELLED_ESTIMATORS:
         why = ESTIMATOR_REASONS.get(estimator, "")
-        raise not_modelled("algorithm.adv_estimator", estimator, MODELLED_ESTIMATORS, why)
+        modelled = [e for e in MODELLED_ESTIMATORS if _has(version, e, ESTIMATOR_SINCE, {})]
+        raise not_modelled("algorithm.adv_estimator", estimator, modelled, why)
     mode = s[ACTOR + "policy_loss.loss_mode"]
     if mode not in MODELLED_LOSS_MODES:
-        raise not_modelled(ACTOR + "policy_loss.loss_mode", mode, MODELLED_LOSS_MODES)
+        modelled = [m for m in MODELLED_LOSS_MODES if _has(version, m, LOSS_MODE_SINCE, LOSS_MODE_UNTIL)]
+        raise not_modelled(ACTOR + "policy_loss.loss_mode", mode, modelled)
+    if at < OLDEST_ENGINE and s[ACTOR + "use_dynamic_bsz"]:
+        raise not_modelled(ACTOR + "use_dynamic_bsz", True, [False], "micro-batches of unequal sizes")
     notes, unmodelled = [], []
     if estimator == "grpo_vectorized":
         advantage = "group_std_sample,std_eps=1e-06"  # its code never reads the flag
@@ -330,6 +510,12 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
             "grpo_vectorized divides by the group std whatever algorithm.norm_adv_by_std_in_grpo says "
             "(compute_advantage does not pass it the flag), in float32"
         )
+        if at < (0, 8, 0):  # groupwise.group_mean_std: sqrt(clamp(var, min=eps)), eps = 1e-6 until 0.7.1
+            notes.append(
+                f"verl {version}'s grpo_vectorized floors each group's variance at 1e-6 before adding 1e-6 "
+                "to its std: the same advantages as the toy's wherever a group's rewards differ by more "
+                "than about 1e-3"
+            )
     elif estimator == "grpo":
         advantage = "group_std_sample,std_eps=1e-06" if s["algorithm.norm_adv_by_std_in_grpo"] else "none"
     elif estimator == "grpo_passk":
@@ -347,9 +533,10 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
     else:
         advantage = "token_whiten_sample"
     aggregation = s[ACTOR + "loss_agg_mode"]
-    if mode == "sapo" and aggregation != "seq-mean-token-mean":
+    if (mode == "sapo" or (mode == "gspo" and at < (0, 9, 1))) and aggregation != "seq-mean-token-mean":
         notes.append(
-            "policy_loss.loss_mode='sapo' aggregates seq-mean-token-mean, whatever loss_agg_mode says"
+            f"policy_loss.loss_mode={mode!r} aggregates seq-mean-token-mean in verl {version}, whatever "
+            "loss_agg_mode says"
         )
         aggregation = "seq-mean-token-mean"
     if mode == "geo_mean":
@@ -358,6 +545,7 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
                 "policy_loss.loss_mode='geo_mean' averages the responses' losses, whatever loss_agg_mode says"
             )
         aggregation = "seq-mean-token-mean"
+    if mode == "geo_mean" and at >= OLDEST_ENGINE:  # dp_actor divides by the accumulation steps
         unmodelled.append(
             "policy_loss.loss_mode='geo_mean' takes the mean over each micro-batch, and the micro-batches' "
             "gradients add up: the gradient is the mini-batch's mean times its micro-batches "
@@ -399,16 +587,22 @@ def _mapping(s: dict[str, Any]) -> ToyMapping:
         )
     micro, budget = None, 0
     if aggregation == "seq-mean-token-sum-norm":
-        micro, budget = _sum_norm(s, spec, notes, unmodelled)
+        micro, budget = _sum_norm(s, version, spec, notes, unmodelled)
     ranks = _ranks(s, len(schedule) > 0 or micro is not None or budget > 0, unmodelled)
     if s["trainer.use_v1"] and not s["trainer.balance_batch"]:
         notes.append(
-            f"trainer.balance_batch=False: verl {VERSION}'s V1 trainer does not read it; it deals every "
+            f"trainer.balance_batch=False: verl {version}'s V1 trainer does not read it; it deals every "
             "batch to its data-parallel ranks balanced by workload"
         )
-    spec += _dapo_spec(s, unmodelled)
-    if s[ACTOR + "optim.clip_grad"] > 0:
-        unmodelled.append(grad_clip_note(ACTOR + "optim.clip_grad", s[ACTOR + "optim.clip_grad"]))
+    if at < (0, 7, 1):
+        spec += _dapo_spec(s, unmodelled, "reward_model.reward_manager", LEGACY_REWARD)
+    else:
+        spec += _dapo_spec(s, unmodelled)
+    spec += _filter_groups_spec(s, version, "reward=soft_overlong" in spec, notes, unmodelled)
+    if at < OLDEST_ENGINE:
+        spec = _micro_batches(s, version, spec, notes, unmodelled)
+    if s[clip_grad] > 0:
+        unmodelled.append(grad_clip_note(clip_grad, s[clip_grad]))
     n = s["actor_rollout_ref.rollout.n"]  # the toy takes it when it is given (`toyrl.trainers.check`)
     step = s[ACTOR + "ppo_mini_batch_size"] * n
     return ToyMapping(
@@ -452,7 +646,7 @@ def _ranks(s: dict[str, Any], matters: bool, unmodelled: list[str]) -> int:
 
 
 def _sum_norm(
-    s: dict[str, Any], spec: list[str], notes: list[str], unmodelled: list[str]
+    s: dict[str, Any], version: str, spec: list[str], notes: list[str], unmodelled: list[str]
 ) -> tuple[int | None, int]:
     """seq-mean-token-sum-norm's divisor: agg_loss divides each response's token sum by
     loss_scale_factor, or when it is None by the width of the loss mask it is given. The V1 trainer
@@ -460,7 +654,8 @@ def _sum_norm(
     the divisor is that response's length (the aggregation becomes seq_mean_token_sum_longest on
     each micro-batch); the legacy RayPPOTrainer pads to data.max_response_length, a constant.
     (the micro-batch size in responses, or None; the token budget of use_dynamic_bsz, or 0), which
-    `toyrl.trainers.check` scales to the toy's batch and lengths."""
+    `toyrl.trainers.check` scales to the toy's batch and lengths. dp_actor (before 0.8.0) passes
+    agg_loss no loss_scale_factor: the padded width, data.max_response_length."""
     factor = s[ACTOR + "loss_scale_factor"]
     if factor is not None:
         unmodelled.append(constant_note(ACTOR + "loss_scale_factor", factor, "the constant divisor"))
@@ -480,7 +675,7 @@ def _sum_norm(
     if s[ACTOR + "use_dynamic_bsz"]:
         budget = s[ACTOR + "ppo_max_token_len_per_gpu"] * _sequence_parallel(s)
         notes.append(
-            f"loss_scale_factor is unset: verl {VERSION}'s V1 trainer pads each micro-batch to its own "
+            f"loss_scale_factor is unset: verl {version}'s V1 trainer pads each micro-batch to its own "
             "longest response and divides every response's token sum by that length; with "
             f"use_dynamic_bsz a micro-batch is the fewest sequences balanced by workload within "
             f"ppo_max_token_len_per_gpu={s[ACTOR + 'ppo_max_token_len_per_gpu']} tokens (prompt and "
@@ -491,12 +686,12 @@ def _sum_norm(
     micro = s[ACTOR + "ppo_micro_batch_size_per_gpu"]
     if micro is None:
         raise InvalidInput(
-            f"{ACTOR}ppo_micro_batch_size_per_gpu is unset: verl 0.9.1 requires it without "
+            f"{ACTOR}ppo_micro_batch_size_per_gpu is unset: verl {version} requires it without "
             "use_dynamic_bsz, and with loss_scale_factor unset it sets each micro-batch's divisor; "
             "an integer >= 1"
         )
     notes.append(
-        f"loss_scale_factor is unset: verl {VERSION}'s V1 trainer pads each micro-batch "
+        f"loss_scale_factor is unset: verl {version}'s V1 trainer pads each micro-batch "
         f"(ppo_micro_batch_size_per_gpu={micro} responses) to its own longest response and divides "
         "every response's token sum by that length, so the divisor varies from micro-batch to "
         f"micro-batch and step to step: not Dr. GRPO's constant. {fix}"
@@ -504,43 +699,38 @@ def _sum_norm(
     return int(micro), 0
 
 
-def _mapping_0_7_0(s: dict[str, Any]) -> ToyMapping:
-    """0.7.0's legacy actor: as 0.9.1, but each loss_agg_mode is taken on each micro-batch of
+def _micro_batches(
+    s: dict[str, Any], version: str, spec: list[str], notes: list[str], unmodelled: list[str]
+) -> list[str]:
+    """dp_actor's update_policy (before 0.8.0): each loss_agg_mode is taken on each micro-batch of
     ppo_micro_batch_size_per_gpu responses and the mini-batch's loss is their mean (loss /
-    gradient_accumulation), and the mini-batches are always in the batch's order."""
-    if s[ACTOR + "use_dynamic_bsz"]:
-        raise not_modelled(ACTOR + "use_dynamic_bsz", True, [False], "micro-batches of unequal sizes")
+    gradient_accumulation); until 0.7.0 agg_loss's seq-mean-token-sum-norm is the micro-batch's sum of
+    token sums over the width, not their mean (token_sum_norm)."""
     micro = s[ACTOR + "ppo_micro_batch_size_per_gpu"]
     if micro is None:
         raise InvalidInput(
-            f"{ACTOR}ppo_micro_batch_size_per_gpu is required in verl 0.7.0 (without use_dynamic_bsz): "
+            f"{ACTOR}ppo_micro_batch_size_per_gpu is required in verl {version} (without use_dynamic_bsz): "
             "an integer >= 1"
         )
+    if _at(version) <= (0, 7, 0):
+        spec = [
+            "aggregation=token_sum_norm" if item == "aggregation=seq_mean_token_sum_norm" else item
+            for item in spec
+        ]
     responses = s[ACTOR + "ppo_mini_batch_size"] * s["actor_rollout_ref.rollout.n"]
-    newer = {
-        "trainer.use_v1": False,  # the legacy trainer: a padded width, the response length cap
-        ACTOR + "shuffle": False,
-        "reward.reward_manager.name": "naive",
-        "reward.reward_kwargs.overlong_buffer_cfg.enable": False,
-        "algorithm.filter_groups.enable": False,
-    }
-    mapped = _mapping({**SETTINGS_DEFAULTS_0_9_1, **s, **newer})
-    spec = mapped.spec.replace("aggregation=seq_mean_token_sum_norm", "aggregation=token_sum_norm")
-    reward = _dapo_spec(s, mapped.unmodelled, "reward_model.reward_manager", LEGACY_REWARD)
-    spec += "".join(f",{item}" for item in reward)
     accumulation = max(1, responses // micro)
     if accumulation > 1:
-        spec += f",micro_batches={accumulation},per_micro_batch=True"
+        spec += [f"micro_batches={accumulation}", "per_micro_batch=True"]
     if responses % micro:
-        mapped.unmodelled.append(
+        unmodelled.append(
             f"ppo_mini_batch_size x rollout.n = {responses} is not a multiple of "
             f"ppo_micro_batch_size_per_gpu={micro}; the toy takes {accumulation} equal micro-batches"
         )
-    mapped.notes.append(
-        "verl 0.7.0 normalises each micro-batch's loss on its own and divides by the gradient-accumulation "
-        f"steps ({accumulation} here; on one GPU)"
+    notes.append(
+        f"verl {version} normalises each micro-batch's loss on its own and divides by the "
+        f"gradient-accumulation steps ({accumulation} here; on one GPU)"
     )
-    return dataclasses.replace(mapped, spec=spec)
+    return spec
 
 
 SETTINGS_DEFAULTS_0_9_1 = {key: setting.default for key, setting in SETTINGS_0_9_1.items()}
@@ -593,40 +783,95 @@ IGNORED_0_9_1 = {
     "reward_model.reward_manager": f"{LEGACY}: the reward manager is reward.reward_manager.name's, 'naive' "
     "by default, with no DAPO score or overlong penalty",
 }
+# algorithm.filter_groups' cap, which verl 0.9.x's V1 trainer logs it ignores (trainer_base.py,
+# _resolve_filter_groups_metric) and its ReplayBuffer never reads; the legacy trainer reads no
+# filter_groups setting
+FILTER_CAP = {
+    "algorithm.filter_groups.max_num_gen_batches": "the V1 trainer's replay buffer never reads it, and verl "
+    "logs so; with filter_groups on it generates until the batch is full, however many batches that takes, "
+    "never stopping with an error nor training on groups all right or all wrong; the legacy trainer reads "
+    "no filter_groups setting",
+}
+
+# What dp_actor (before 0.8.0) never reads
+DP_ACTOR = "dp_actor's update_policy (the default worker before 0.8.0, trainer.use_legacy_worker_impl=auto)"
+IGNORED_BY_DP_ACTOR = {
+    ACTOR + "shuffle": f"{DP_ACTOR} never reads it: the mini-batches are the batch's, in its order",
+    ACTOR + "optim.clip_grad": f"{DP_ACTOR} clips the gradient's norm at actor.grad_clip",
+}
+IGNORED_0_7 = IGNORED_BY_DP_ACTOR | {
+    ACTOR + "loss_scale_factor": f"{DP_ACTOR} never passes it to agg_loss (only the engine worker's ppo_loss "
+    "does): seq-mean-token-sum-norm divides by the padded width, data.max_response_length",
+}
+# 0.7.1 and 0.8.0's main_ppo moves the legacy reward section onto reward. (migrate_legacy_reward_impl)
+MIGRATED = {
+    "reward_model.reward_manager": (
+        "reward.reward_manager.name",
+        "moved there by main_ppo (migrate_legacy_reward_impl)",
+    ),
+    **{
+        LEGACY_REWARD + key: (REWARD + key, "moved there by main_ppo (migrate_legacy_reward_impl)")
+        for key in (
+            "overlong_buffer_cfg.enable",
+            "overlong_buffer_cfg.len",
+            "overlong_buffer_cfg.penalty_factor",
+            "max_resp_len",
+        )
+    },
+}
+DR_GRPO: dict[str, Levers] = {
+    "algorithm.adv_estimator": ("grpo",),
+    "algorithm.norm_adv_by_std_in_grpo": (False,),
+    ACTOR + "loss_agg_mode": ("seq-mean-token-sum-norm",),
+    ACTOR + "loss_scale_factor": lambda s: (s["data.max_response_length"],),
+    ACTOR + "policy_loss.loss_mode": ("vanilla",),
+    "reward.reward_manager.name": ("naive",),
+    "reward_model.reward_manager": ("naive",),
+    "algorithm.filter_groups.enable": (False,),
+}
+
+
+def _release(version: str) -> Release:
+    covers, changed = RELEASES[version]
+    at = _at(version)
+    settings = _settings(version)
+    if at == (0, 9, 0):  # no default metric yet: verl asks for one when filter_groups is on
+        settings["algorithm.filter_groups.metric"] = Setting(None, kind=str, optional=True)
+    worker = (
+        "verl/workers/utils/losses.py (ppo_loss)"
+        if at >= OLDEST_ENGINE
+        else "verl/workers/actor/dp_actor.py (update_policy)"
+    )
+    aliases = MIGRATED if OLDEST_ENGINE >= at >= (0, 7, 1) else {}
+    if at == (0, 7, 0):  # the reward_manager section's name, ${oc.select:reward_model.reward_manager,naive}
+        aliases = {
+            "reward_manager.name": (
+                "reward_model.reward_manager",
+                "verl 0.7.0's reward manager, which defaults to reward_model.reward_manager",
+            )
+        }
+    engine = {ACTOR + "grad_clip": "the engine worker clips the gradient's norm at actor.optim.clip_grad"}
+    if at >= OLDEST_ENGINE:
+        ignores = (IGNORED_0_9_1 | FILTER_CAP if at >= OLDEST_V1 else {}) | engine
+    else:
+        ignores = IGNORED_0_7 if at >= (0, 7) else IGNORED_BY_DP_ACTOR
+    return Release(
+        settings,
+        f"verl/trainer/config/ppo_trainer.yaml, verl/trainer/ppo/core_algos.py (advantages, agg_loss, policy "
+        f"losses), {worker} of {covers}: {changed}",
+        functools.partial(_mapping, version=version),
+        aliases=aliases,
+        dr_grpo={key: levers for key, levers in DR_GRPO.items() if key in settings},
+        ignores={
+            key: why for key, why in ignores.items() if key.endswith(".") or _has(version, key, SINCE, {})
+        },
+    )
+
 
 TRAINER = Trainer(
     name="verl",
     distribution="verl",
-    releases={
-        "0.9.1": Release(
-            SETTINGS_0_9_1,
-            "verl/trainer/config/ppo_trainer.yaml, verl/trainer/ppo/core_algos.py (advantages, agg_loss, "
-            "the vanilla policy loss)",
-            _mapping,
-            dr_grpo={
-                "algorithm.adv_estimator": ("grpo",),
-                "algorithm.norm_adv_by_std_in_grpo": (False,),
-                ACTOR + "loss_agg_mode": ("seq-mean-token-sum-norm",),
-                ACTOR + "loss_scale_factor": lambda s: (s["data.max_response_length"],),
-                ACTOR + "policy_loss.loss_mode": ("vanilla",),
-                "reward.reward_manager.name": ("naive",),
-                "algorithm.filter_groups.enable": (False,),
-            },
-            ignores=IGNORED_0_9_1,
-        ),
-        "0.7.0": Release(
-            SETTINGS_0_7_0,
-            "verl/trainer/config/ppo_trainer.yaml, verl/workers/actor/dp_actor.py (update_policy), "
-            "verl/trainer/ppo/core_algos.py",
-            _mapping_0_7_0,
-            aliases={
-                "reward_manager.name": (
-                    "reward_model.reward_manager",
-                    "verl 0.7.0's reward manager, which defaults to reward_model.reward_manager",
-                )
-            },
-        ),
-    },
+    releases={version: _release(version) for version in RELEASES},
     marks=MARKS,
     other_names=OTHER_NAMES,
 )
