@@ -17,6 +17,27 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 EXTRAS = sorted(PYPROJECT["project"]["optional-dependencies"])
 
 
+def names_the_index_s_toyrl(text: str) -> bool:
+    """Whether `text` names `toyrl[EXTRA]` as a requirement (not as the end of a checkout's path,
+    which a clone named toyrl has: /home/me/toyrl[yaml])."""
+    return any(not text[:at].endswith(("/", "\\")) for at in _occurrences(text, "toyrl["))
+
+
+def _occurrences(text: str, part: str) -> list[int]:
+    found, at = [], text.find(part)
+    while at != -1:
+        found.append(at)
+        at = text.find(part, at + 1)
+    return found
+
+
+def test_the_index_s_name_is_told_from_a_checkout_s_path() -> None:
+    assert names_the_index_s_toyrl('pip install "toyrl[yaml]"') and names_the_index_s_toyrl(
+        "pip install toyrl[x]"
+    )
+    assert not names_the_index_s_toyrl("pip install -e '/home/me/toyrl[yaml]'")
+
+
 def test_the_distribution_is_not_the_index_s_toyrl() -> None:
     assert PYPROJECT["project"]["name"] == install.DISTRIBUTION != "toyrl"
     assert PYPROJECT["project"]["scripts"] == {"toyrl": "toyrl.cli:main"}
@@ -28,7 +49,7 @@ def test_from_a_checkout_the_hint_installs_the_checkout_s_extra(extra: str) -> N
     assert hint.endswith(f"pip install -e '{ROOT}[{extra}]'") or hint.endswith(
         f"pip install -e {ROOT}[{extra}]"
     )
-    assert "toyrl[" not in hint
+    assert not names_the_index_s_toyrl(hint)
     # torch's CPU build first wherever the extra pulls torch (a bare requirement resolves a CUDA build)
     assert hint.startswith(install.TORCH_CPU) == any(
         r.startswith("torch") for r in PYPROJECT["project"]["optional-dependencies"][extra]
@@ -42,7 +63,7 @@ def test_outside_a_checkout_the_hint_names_the_extra_s_own_requirements(
     monkeypatch.setattr(install, "checkout", lambda: None)
     listed = PYPROJECT["project"]["optional-dependencies"][extra]
     hint = install.hint(extra)
-    assert "toyrl" not in hint.split("&&")[-1]
+    assert not names_the_index_s_toyrl(hint) and "toyrl" not in hint.split("&&")[-1]
     assert all(requirement.replace(" ", "") in hint for requirement in listed)
 
 
@@ -58,7 +79,7 @@ def test_no_message_or_document_names_the_index_s_toyrl() -> None:
         for name in tracked.stdout.split()
         if name.endswith((".py", ".md", ".sh", ".js", ".html"))
         for number, line in enumerate((ROOT / name).read_text(encoding="utf-8").splitlines(), 1)
-        if "toyrl[" in line and "pip install" in line
+        if "pip install" in line and names_the_index_s_toyrl(line)
     ]
     assert offenders == []
 
@@ -72,4 +93,4 @@ def test_a_missing_extra_s_message_installs_this_project() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert f"{ROOT}[dask]" in out.stdout and "toyrl[" not in out.stdout
+    assert f"{ROOT}[dask]" in out.stdout and not names_the_index_s_toyrl(out.stdout)

@@ -1,7 +1,7 @@
 """How to install one of toyrl's optional extras, said so that it installs *this* project.
 
-On the package index the name `toyrl` belongs to another project, so a hint of the form
-`pip install "toyrl[yaml]"` would fetch that one. This project's distribution is `DISTRIBUTION`; a
+On the package index the name `toyrl` belongs to another project, so a hint that installs
+`toyrl` with an extra by name would fetch that one. This project's distribution is `DISTRIBUTION`; a
 hint names the checkout toyrl runs from when it runs from one (the usual case: a clone installed
 with `pip install -e .` or run in place), and otherwise the extra's own requirements, read from the
 installed distribution's metadata, which pip resolves without naming toyrl at all.
@@ -42,7 +42,7 @@ def requirements(extra: str) -> list[str]:
 
 def hint(extra: str) -> str:
     """The command that installs the optional extra `extra` of this project, e.g. for "yaml":
-    `pip install -e "/home/me/toyrl[yaml]"` from a checkout."""
+    `pip install -e '/home/me/clone[yaml]'` from a checkout."""
     root = checkout()
     if root is not None:
         command = f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
