@@ -485,8 +485,9 @@ def test_verl_0_7_0_normalises_each_micro_batch() -> None:
     token-mean per micro-batch, seq-mean-token-sum-norm as a per-micro-batch sum / L_norm (the
     conformance suite checks both against 0.7.0's update_policy); its micro-batch size is required."""
     settings = {"algorithm.adv_estimator": "grpo", VERL + "ppo_micro_batch_size_per_gpu": 128}
-    token_mean = parse_variant(resolve("verl", "0.7.0", settings).mapping.spec)
-    assert token_mean.normaliser.per_micro_batch and token_mean.schedule.micro_batches == 2  # 256 x 1 / 128
+    mapping = resolve("verl", "0.7.0", settings).mapping
+    token_mean = parse_variant(mapping.spec)
+    assert token_mean.normaliser.per_micro_batch and mapping.micro_batch_responses == 128  # 2 of 256 x 1
     assert (token_mean.schedule.mini_batches, token_mean.schedule.shuffle) == (4, "none")
     norm = resolve("verl", "0.7.0", settings | {VERL + "loss_agg_mode": "seq-mean-token-sum-norm"})
     assert parse_variant(norm.mapping.spec).names()["normaliser"] == "token_sum_norm"

@@ -15,8 +15,9 @@ import json
 import pytest
 
 from tests.test_check import SMALL, invoke
-from toyrl.config import InvalidInput
+from toyrl.config import Config, InvalidInput
 from toyrl.trainers import resolve
+from toyrl.trainers.check import toy_variant
 from toyrl.trainers.verl import RELEASES, TRAINER
 from toyrl.variants import parse_variant
 
@@ -174,14 +175,16 @@ def test_a_key_the_release_ignores_is_said_to_be_ignored(version: str, key: str,
 @pytest.mark.parametrize("version", DP_ACTOR)
 def test_dp_actor_normalises_each_micro_batch(version: str) -> None:
     """Before 0.8.0: each micro-batch's loss normalised on its own, their mean the mini-batch's loss
-    (per_micro_batch, micro_batches = 256 x 8 / 128); the micro-batch size required, dynamic batch
+    (per_micro_batch, micro-batches of 128 responses: 16 a mini-batch of 256 x 8, which the check
+    cuts from the toy's steps at the trainer's size); the micro-batch size required, dynamic batch
     sizes not modelled; seq-mean-token-sum-norm divides by data.max_response_length (the padded
     width, as given), summed over responses up to 0.7.0 and averaged from 0.7.1; grad_clip is the
     gradient clip it reads."""
     settings = {"algorithm.adv_estimator": "grpo", "actor_rollout_ref.rollout.n": 8}
     micro = settings | {ACTOR + "ppo_micro_batch_size_per_gpu": 128}
-    variant = parse_variant(resolve("verl", version, micro).mapping.spec)
-    assert variant.normaliser.per_micro_batch and variant.schedule.micro_batches == 16
+    mapping = resolve("verl", version, micro).mapping
+    variant = parse_variant(mapping.spec)
+    assert variant.normaliser.per_micro_batch and mapping.micro_batch_responses == 128
     assert variant.schedule.mini_batches == 4 and variant.schedule.shuffle == "none"
     with pytest.raises(InvalidInput, match=f"ppo_micro_batch_size_per_gpu is required in verl {version}"):
         resolve("verl", version, settings)
@@ -193,6 +196,24 @@ def test_dp_actor_normalises_each_micro_batch(version: str) -> None:
     assert parse_variant(norm.spec).names()["normaliser"] == want
     assert any("data.max_response_length = 1024" in item for item in norm.unmodelled)
     assert any(item.startswith(f"{ACTOR}grad_clip=1.0: gradient-norm clipping") for item in norm.unmodelled)
+
+
+@pytest.mark.parametrize("version", DP_ACTOR)
+@pytest.mark.parametrize("micro", [1, 4, 128])
+def test_dp_actor_s_micro_batches_are_cut_from_the_toy_s_steps_at_the_trainer_s_size(
+    version: str, micro: int
+) -> None:
+    """verl's defaults (mini-batches of 256 prompts) with a micro-batch size of 4 once asked the toy
+    for 4 x 64 micro-batches of its 128 responses and were refused: the toy cuts each of its steps
+    (B x G / 4 responses) into micro-batches of the trainer's size instead, as many as fit."""
+    resolved = resolve(
+        "verl", version, {"algorithm.adv_estimator": "grpo", ACTOR + "ppo_micro_batch_size_per_gpu": micro}
+    )
+    config = Config(batch_prompts=16, group_size=8)
+    variant, _ = toy_variant(resolved, config)
+    step = config.batch_prompts * config.group_size // variant.schedule.mini_batches
+    assert variant.normaliser.per_micro_batch
+    assert variant.schedule.micro_batches == max(1, min(step, step // micro))  # 32, 8, 1: all divide 32
 
 
 def test_the_engine_worker_normalises_over_the_mini_batch_from_0_8_0() -> None:

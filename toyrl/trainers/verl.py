@@ -600,7 +600,7 @@ def _mapping(given: dict[str, Any], version: str = VERSION) -> ToyMapping:
         spec += _dapo_spec(s, unmodelled)
     spec += _filter_groups_spec(s, version, "reward=soft_overlong" in spec, notes, unmodelled)
     if at < OLDEST_ENGINE:
-        spec = _micro_batches(s, version, spec, notes, unmodelled)
+        spec, micro = _micro_batches(s, version, spec, notes, unmodelled)
     if s[clip_grad] > 0:
         unmodelled.append(grad_clip_note(clip_grad, s[clip_grad]))
     n = s["actor_rollout_ref.rollout.n"]  # the toy takes it when it is given (`toyrl.trainers.check`)
@@ -701,11 +701,13 @@ def _sum_norm(
 
 def _micro_batches(
     s: dict[str, Any], version: str, spec: list[str], notes: list[str], unmodelled: list[str]
-) -> list[str]:
+) -> tuple[list[str], int | None]:
     """dp_actor's update_policy (before 0.8.0): each loss_agg_mode is taken on each micro-batch of
     ppo_micro_batch_size_per_gpu responses and the mini-batch's loss is their mean (loss /
     gradient_accumulation); until 0.7.0 agg_loss's seq-mean-token-sum-norm is the micro-batch's sum of
-    token sums over the width, not their mean (token_sum_norm)."""
+    token sums over the width, not their mean (token_sum_norm). The spec and the micro-batch's size
+    in responses where there are several (`toyrl.trainers.check` cuts the toy's optimiser steps into
+    micro-batches of that size: the count at the trainer's scale would not fit the toy's batch)."""
     micro = s[ACTOR + "ppo_micro_batch_size_per_gpu"]
     if micro is None:
         raise InvalidInput(
@@ -720,7 +722,7 @@ def _micro_batches(
     responses = s[ACTOR + "ppo_mini_batch_size"] * s["actor_rollout_ref.rollout.n"]
     accumulation = max(1, responses // micro)
     if accumulation > 1:
-        spec += [f"micro_batches={accumulation}", "per_micro_batch=True"]
+        spec += ["per_micro_batch=True"]
     if responses % micro:
         unmodelled.append(
             f"ppo_mini_batch_size x rollout.n = {responses} is not a multiple of "
@@ -730,7 +732,7 @@ def _micro_batches(
         f"verl {version} normalises each micro-batch's loss on its own and divides by the "
         f"gradient-accumulation steps ({accumulation} here; on one GPU)"
     )
-    return spec
+    return spec, (micro if accumulation > 1 else None)
 
 
 SETTINGS_DEFAULTS_0_9_1 = {key: setting.default for key, setting in SETTINGS_0_9_1.items()}
