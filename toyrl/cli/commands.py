@@ -416,6 +416,10 @@ def explore(
             help="A results CSV whose mean curves the page can overlay on its own runs (optional).",
         ),
     ] = None,
+    open_page: Annotated[
+        bool,
+        typer.Option("--open", help="Open the page in the default browser once it is written."),
+    ] = False,
 ) -> None:
     """Write one self-contained HTML page that trains the toy live: token weights, difficulty bias, runs."""
     from toyrl.files import write_atomic
@@ -436,7 +440,13 @@ def explore(
             f"{results.name}, {frame['variant'].nunique()} variants x {frame['seed'].nunique()} seeds"
         )
         _explorer(frame, config, description, out)
-    typer.echo(wrap(f"wrote {out}; open it in a browser (no network needed)", output_width()))
+    written = out.resolve()
+    typer.echo(f"wrote {written}; open it in a browser (no network needed): {written.as_uri()}")
+    if open_page:
+        import webbrowser
+
+        if not webbrowser.open(written.as_uri()):
+            typer.echo(f"toyrl: no browser found to open it; open {written.as_uri()} in one", err=True)
 
 
 BIAS_COLUMNS = [  # (header, key of toyrl.bias.bias_report)
