@@ -77,7 +77,8 @@ def wrap_list(text: str, width: int | None, indent: str, hanging: str, separator
 
 def number(value: object) -> str:
     """A table cell: floats to 6 significant digits, and 0 for anything within 1e-15 of zero (the
-    rounding residue of an exact zero, e.g. Dr. GRPO's E[g] along phi_wrong)."""
+    rounding residue of an exact zero, e.g. Dr. GRPO's E[g] along phi_wrong). The one rule for
+    `toyrl bias`'s table and docs/lesson.ipynb's expected-update table."""
     if isinstance(value, float):
         return "0" if abs(value) < 1e-15 else f"{value:.6g}"
     return str(value)
