@@ -129,8 +129,7 @@ NUMBER_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "ei
 def expected_lesson(frame: pd.DataFrame, step: int, trained: int, steps: int, mean_field: bool) -> str:
     """The sentence the page must show at `step`, from Python's run of the same settings: the two
     variants with the longest and the shortest wrong answers, against their right ones."""
-    chosen = list(dict.fromkeys(frame["variant"]))  # the page's order: the article's four first, in theirs
-    variants = [v for v in ARTICLE if v in chosen] + [v for v in chosen if v not in ARTICLE]
+    variants = list(dict.fromkeys(frame["variant"]))  # the page's order: the link's
     means = frame.groupby(["variant", "step"])[["length_incorrect", "length_correct"]].mean()
     names = {v: VARIANT_LABELS.get(v, v) for v in variants}
 
@@ -373,6 +372,58 @@ def test_chart_text_grows_with_the_screen(browser: Browser, reproduced: Path) ->
     for (_, small), (tall, large) in zip(sizes[360], sizes[1920], strict=True):
         assert small >= 12 and large >= 16 and tall >= 16  # readable on a phone, and from the back of a room
         assert large > small
+
+
+# --- nothing touches a legend, buttons wrap as a group --------------------------------------------
+
+WIDE_AND_NARROW = [(1920, 1080), (360, 800)]
+# Each text of a chart outside its legend against each of the legend's pieces, 2 px apart at least.
+TOUCHING_LEGENDS = """[...document.querySelectorAll('.plot svg')].flatMap((svg) => {
+  const pieces = [...svg.querySelectorAll('g.legend > *')]
+    .map((e) => [e.textContent, e.getBoundingClientRect()]);
+  return [...svg.querySelectorAll('text')].filter((t) => !t.closest('g.legend')).flatMap((t) => {
+    const a = t.getBoundingClientRect();
+    return pieces.filter(([, b]) => a.left < b.right + 2 && b.left < a.right + 2 && a.top < b.bottom + 2
+      && b.top < a.bottom + 2).map(([piece]) => [svg.parentElement.id, t.textContent, piece]);
+  }); })"""
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), WIDE_AND_NARROW, ids=[f"{w}x{h}" for w, h in WIDE_AND_NARROW])
+@pytest.mark.parametrize("fragment", ["", "steps=40&t=40"], ids=["first view", "trained"])
+def test_no_chart_text_touches_a_legend(
+    browser: Browser, reproduced: Path, width: int, height: int, fragment: str
+) -> None:
+    """The issue's "pass rate k/G" sat on the difficulty chart's legend: every axis label, tick and
+    curve number of every chart keeps clear of every legend entry."""
+    try:
+        open_at(browser, reproduced, fragment, width, height)
+        assert browser.evaluate("document.querySelectorAll('.plot svg g.legend').length") == 4
+        assert browser.evaluate(TOUCHING_LEGENDS) == []
+    finally:
+        browser.clear_viewport()
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), WIDE_AND_NARROW, ids=[f"{w}x{h}" for w, h in WIDE_AND_NARROW])
+@pytest.mark.parametrize("fragment", ["", "steps=40&t=40"], ids=["first view", "trained"])
+def test_a_charts_export_buttons_wrap_together(
+    browser: Browser, reproduced: Path, width: int, height: int, fragment: str
+) -> None:
+    """A chart's SVG and PNG buttons are on one line, side by side, whatever wraps around them."""
+    try:
+        open_at(browser, reproduced, fragment, width, height)
+        groups = browser.evaluate(
+            "[...document.querySelectorAll('.chart-tools')].map((tools) =>"
+            " [...tools.querySelectorAll('[data-export]')].map((b) => b.getBoundingClientRect().toJSON()))"
+        )
+    finally:
+        browser.clear_viewport()
+    assert len(groups) == 3
+    for svg_button, png_button in groups:
+        assert svg_button["top"] == png_button["top"], (svg_button, png_button)
+        assert 0 <= png_button["left"] - svg_button["right"] < 20  # side by side
+        assert png_button["right"] <= width
 
 
 # --- links that work wherever the page is written ---------------------------------------------------

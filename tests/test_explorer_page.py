@@ -768,6 +768,60 @@ def test_a_link_out_of_range_is_refused_in_one_line(
     assert browser.evaluate("document.getElementById('play').disabled")
 
 
+# Links with several bad fields, the issue's first: every one is in the one message, so one edit
+# of the link fixes them all (a misspelt variant no longer waits for the other fields).
+SEVERAL_BAD = [
+    (
+        "variants=grpoo,dr_grpo&t=5000&colour=red",
+        [
+            'unknown link field "colour"; valid: variants, lr',
+            'unknown variant "grpoo"; valid: grpo',
+            "t must be an integer in 0..400, the steps of the run (got 5000)",
+        ],
+    ),
+    (
+        "variants=grpo,advantage=bogus&seeds=0&mode=exact",
+        [
+            "seeds must be an integer in 1..1,000,000 (got 0)",
+            "advantage must be one of group_std, group_std_sample, batch_std, none, rloo",
+            'mode must be sampled or mean_field (got "exact")',
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("fragment", "reasons"), SEVERAL_BAD)
+def test_every_bad_field_of_a_link_is_in_one_message(
+    browser: Browser, built: tuple[Path, pd.DataFrame], fragment: str, reasons: list[str]
+) -> None:
+    browser.open(built[0], fragment)
+    errors = browser.evaluate(
+        "[...document.querySelectorAll('#run-messages .error')].map((p) => p.textContent)"
+    )
+    assert len(errors) == 1 and errors[0].startswith("Not started: (1) ") and "\n" not in errors[0], errors
+    for number, reason in enumerate(reasons, start=1):
+        assert f"({number}) {reason}" in errors[0], (reason, errors[0])
+    assert f"({len(reasons) + 1}) " not in errors[0]
+    assert browser.evaluate("toyrl.ui.run") is None
+
+
+def test_a_links_variant_order_is_kept(browser: Browser, built: tuple[Path, pd.DataFrame]) -> None:
+    """The variants show in the link's order (not the article's four first), and the page's own
+    link writes them back in that order."""
+    order = ["dr_grpo", "trl_grpo", "length_only", "grpo"]
+    browser.open(built[0], f"variants={','.join(order)}&steps=20&seeds=2&t=10")
+    assert browser.evaluate("toyrl.ui.state.variants") == order
+    assert browser.evaluate("toyrl.ui.run.variants.map((v) => v.name)") == order
+    focus = browser.evaluate("[...document.getElementById('length-focus').options].map((o) => o.value)")
+    assert focus == ["all", *order]
+    legend = chart_svg(browser, "chart-accuracy").findall(f".//{SVG}g[@class='legend']/{SVG}text")
+    assert [t.text for t in legend][: len(order)] == [f"{i}  {name}" for i, name in enumerate(order, start=1)]
+    browser.evaluate("history.replaceState(null, '', '#'); document.getElementById('step-once').click()")
+    assert browser.wait_for("location.hash.includes('variants=') && location.hash").startswith(
+        "#variants=" + "%2C".join(order)
+    )
+
+
 def test_a_run_whose_steps_take_long_says_so(browser: Browser, built: tuple[Path, pd.DataFrame]) -> None:
     """The page computes a step of all its runs at once: where that takes over a quarter of a
     second by its estimate (sim.js's `footprint`; here the mean field at a cap of 1,000,000), it

@@ -291,7 +291,7 @@
       { label: "Dr. GRPO: 4p(1\u2212p)", colour: LOOKS.article.dr_grpo.colour, dashes: LOOKS.article.dr_grpo.dashes, width: 1.5, marker: "o" },
       { label: "exact gradient profile p(1\u2212p)/0.25", colour: MUTED, dashes: [2, 3], width: 1 },
       { label: "ring: the k above", colour: INK, ring: true },
-    ], W, top + plotH + 46 * u, font);
+    ], W, legendTop(top + plotH, u), font);
     const H = legend.bottom + 6 * u;
     box.innerHTML = svgRoot(W, H, `update mass against pass rate for G = ${G}`, svg + legend.svg, font);
   }
@@ -338,6 +338,10 @@
       `<text x="${font}" y="${top + plotH / 2}" transform="rotate(-90 ${font} ${top + plotH / 2})" text-anchor="middle" fill="${INK}">${escapeXml(yLabel)}</text>`;
     return svg;
   }
+
+  // A legend's first baseline under a plot area ending at `bottom`: below the x label's descenders
+  // (its baseline at bottom + 34u) by a row's ascent and a gap, so no axis text touches a legend.
+  const legendTop = (bottom, u) => bottom + 54 * u;
 
   /* A legend below the plot area, entries wrapped in rows to the width: never over data.
      entry: {label, colour, dashes, width, number, hatch (a pattern's id), ring, marker, line}. */
@@ -463,10 +467,9 @@
       `overlay recorded curves: ${escapeXml(recorded.description)} (mean of ${recorded.seeds} seeds)</label>`;
   }
 
-  // The chosen variants: the article's four in their order, then presets in the order added.
+  // The chosen variants in the order chosen (a link's order, or the order added), each once.
   function setVariants(names) {
-    const unique = [...new Set(names)];
-    state.variants = [...ARTICLE.filter((n) => unique.includes(n)), ...unique.filter((n) => !ARTICLE.includes(n))];
+    state.variants = [...new Set(names)];
   }
 
   function syncControls() {
@@ -587,8 +590,9 @@
     runSpecUsed = null;
     runVariants = [];
     const errors = [...settingErrors(values), ...refused];
-    if (errors.length) {
-      for (const text of errors) message("run-messages", "error", `Not started: ${text}`);
+    if (errors.length) { // one message, every reason in it: a link's bad fields are fixed in one go
+      const numbered = errors.length > 1 ? errors.map((text, i) => `(${i + 1}) ${text}`) : errors;
+      message("run-messages", "error", `Not started: ${numbered.join("; ")}`);
       return;
     }
     if (state.variants.length === 0) {
@@ -845,7 +849,7 @@
       `<text x="${Math.min(Math.max(x(cursor), left + 2.5 * font), W - right - 2.5 * font).toFixed(1)}" y="${top - 7 * u}" text-anchor="middle" fill="${INK}">step ${cursor}</text>`;
     const legendHatch = `${chartId}-hatch-legend`;
     if (banded()) defs += hatchPattern(legendHatch, MUTED, false, 0);
-    const legend = layoutLegend(legendEntries(chartId, series, overlay.length > 0, legendHatch), W, bottom + 54 * u, font);
+    const legend = layoutLegend(legendEntries(chartId, series, overlay.length > 0, legendHatch), W, legendTop(bottom, u), font);
     box.innerHTML = svgRoot(W, legend.bottom + 6 * u, `${chart.title}, step ${cursor} of ${T}`, (defs ? `<defs>${defs}</defs>` : "") + svg + legend.svg, font);
     box.setAttribute("aria-valuemax", String(t));
     box.setAttribute("aria-valuenow", String(cursor));
@@ -1085,6 +1089,13 @@
       else if (params.getAll(key).length > 1) errors.push(`${key} must be given once in a link (got ${params.getAll(key).length} values)`);
     }
     if (params.has("variants")) setVariants(params.get("variants").split(",").filter(Boolean));
+    for (const name of state.variants) {
+      try {
+        toyrl.resolve(name); // throws an Error naming the unknown variant or spec key and the valid ones
+      } catch (error) {
+        errors.push(error.message);
+      }
+    }
     for (const s of SETTINGS) {
       if (!params.has(s.key)) continue;
       const input = $(`set-${s.key}`), raw = params.get(s.key);
