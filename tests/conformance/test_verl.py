@@ -2165,7 +2165,7 @@ def test_each_release_s_worker_is_toyrl_s(verl: Verl, version: str) -> None:
     settings = {
         "algorithm.adv_estimator": "grpo",
         "actor_rollout_ref.rollout.n": 4,
-        ACTOR + "ppo_micro_batch_size_per_gpu": 64,  # 256 x 4 responses a mini-batch: 16 micro-batches
+        ACTOR + "ppo_micro_batch_size_per_gpu": 64,  # 256 x 4 responses a mini-batch: 16 micro-batches of 64
     }
     resolved = resolve("verl", version, settings)
     variant = parse_variant(resolved.mapping.spec)
@@ -2180,7 +2180,7 @@ def test_each_release_s_worker_is_toyrl_s(verl: Verl, version: str) -> None:
     assert "shuffle" not in attributes and "global_batch_info" not in attributes
     assert "self.gradient_accumulation" in text and ".split(self.config.ppo_mini_batch_size)" in text
     assert "max_norm=self.config.grad_clip" in source
-    assert variant.normaliser.per_micro_batch and variant.schedule.micro_batches == 16
+    assert variant.normaliser.per_micro_batch and resolved.mapping.micro_batch_responses == 64
     assert ACTOR + "grad_clip" in resolved.release.settings and "dp_actor.py" in resolved.release.source
     assert resolved.release.ignoring(ACTOR + "shuffle") is not None
 
