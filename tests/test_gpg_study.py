@@ -3,19 +3,18 @@ what it makes, and every number docs/variants.md states of it comes from results
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import matplotlib
 import numpy as np
 import pytest
 
+from tests.test_studies import load_script
 from toyrl.config import Config
 from toyrl.experiment import run_experiment
 
@@ -25,15 +24,7 @@ DOC = ROOT / "docs" / "variants.md"
 PLACEHOLDER = re.compile(r"\{([^{}:]+):([^{}]*)\}")
 
 
-def load_study() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_study_gpg", ROOT / "scripts" / "gpg_study.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-study = load_study()
+study = load_script("gpg_study")
 
 
 def committed() -> dict[str, Any]:

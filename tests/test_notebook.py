@@ -8,10 +8,8 @@ the README's), its prose quotes them, and its expected-update table prints an ex
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 from pathlib import Path
-from types import ModuleType
 
 import matplotlib.image
 import nbformat
@@ -20,19 +18,13 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from tests.test_studies import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "docs" / "lesson.ipynb"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_script_notebook", ROOT / "scripts" / "notebook.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SCRIPT = _script()
+SCRIPT = load_script("notebook")
 
 
 @pytest.fixture(scope="module")
