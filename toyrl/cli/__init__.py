@@ -22,4 +22,6 @@ __all__ = ["app", "main"]
 def main() -> None:
     """Console-script entry point."""
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started ignoring it
+        signal.signal(signal.SIGINT, _terminate)
     app()

@@ -73,8 +73,10 @@ class _OneLineErrors(_PlainOptions, TyperGroup):
             )
             sys.exit(2)
         except Exception as error:
-            # Ctrl-C inside a C extension's import surfaces as an ImportError caused by it.
-            if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
+            # Ctrl-C inside a C extension surfaces as the extension's own error: an ImportError
+            # caused by it, or matplotlib's "Invalid bounding box" when the KeyboardInterrupt
+            # raised in a conversion it calls back into Python for is replaced by its own.
+            if _INTERRUPTED or isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
                 typer.echo("toyrl: interrupted", err=True)
                 sys.exit(130)
             raise
@@ -202,8 +204,14 @@ def _one_line_warning(message: Warning | str, *_: Any, **__: Any) -> None:
     typer.echo(f"toyrl: warning: {message}", err=True)
 
 
+_INTERRUPTED: list[int] = []  # the signals received: whatever error unwinds after one is an interruption
+
+
 def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C: unwind, so that temporary files are removed and nothing half-written stays."""
+    """SIGTERM (and Ctrl-C) as KeyboardInterrupt: unwind, so that temporary files are removed and
+    nothing half-written stays. The signal is noted first, for a C extension may swallow the
+    KeyboardInterrupt and raise an error of its own in its place."""
+    _INTERRUPTED.append(signum)
     raise KeyboardInterrupt
 
 
