@@ -6,10 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toyrl.config import InvalidInput
-from toyrl.objective import advantages, from_spec, parse_spec, variant_weights
+from toyrl.objective import Variant, advantages, from_spec, parse_spec, variant_weights
 from toyrl.policy import Batch
 from toyrl.stages import REGISTRY, weights
-from toyrl.variants import VARIANTS, parse_variants
+from toyrl.variants import VARIANTS, display_name, parse_variants
 
 # Article, "Worked example by hand": G = 8, two correct; a correct answer of 200 tokens, a wrong
 # one of 800, Dr. GRPO's L_norm = 2000.
@@ -246,3 +246,33 @@ def test_the_epsilon_s_effect_stated_in_the_model_doc() -> None:
         for eps in (1e-6, 1e-4):
             largest = max(largest, float(np.max(np.abs(advantages(rewards, "group_std", eps) / exact - 1))))
     assert stated == [f"{math.ceil(largest * 1e6) / 1e4:.4f}"], (stated, largest)
+
+
+def test_display_names_say_what_each_article_variant_drops_from_grpo() -> None:
+    """Each display name is a claim about the spec: "without std division" keeps GRPO's aggregation
+    and centres without dividing; "without length division" keeps GRPO's advantage and takes Dr.
+    GRPO's constant divisor."""
+    grpo, dr = VARIANTS["grpo"].names(), VARIANTS["dr_grpo"].names()
+    by_title = {v.title: v.names() for v in VARIANTS.values() if v.label}
+    assert set(by_title) == {"GRPO", "Dr. GRPO", "GRPO without std division", "GRPO without length division"}
+    assert by_title["GRPO without std division"] == grpo | {"advantage": dr["advantage"]}
+    assert by_title["GRPO without length division"] == grpo | {"normaliser": dr["normaliser"]}
+    assert display_name("length_only") == "GRPO without std division"
+    assert display_name("trl_default") == "trl_default"  # presets and specs are read as they are typed
+    assert display_name("advantage=none") == "advantage=none"
+    labelled = VARIANTS["std_only"]
+    assert Variant.from_json(labelled.to_json()) == labelled  # the label survives a round trip
+
+
+def test_toyrl_variants_lists_the_name_to_type_and_the_name_to_read() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from toyrl.cli import app
+
+    listed = CliRunner().invoke(app, ["variants"])
+    assert listed.exit_code == 0 and "length_only  (GRPO without std division)" in listed.stdout
+    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(app, ["variants", "--json"]).stdout)}
+    assert rows["std_only"]["label"] == "GRPO without length division"
+    assert rows["trl_default"]["label"] == "trl_default"

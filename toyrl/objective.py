@@ -102,6 +102,7 @@ class Variant:
     sampler: Sampler = field(default_factory=lambda: _stage("sampler", DEFAULTS["sampler"]))
     summary: str = ""
     stands_for: str = ""  # the trainer setting a preset stands for
+    label: str = ""  # the name people read ("GRPO without std division"); `name` is what commands take
 
     def __post_init__(self) -> None:
         for kind in DEFAULTS:
@@ -118,6 +119,11 @@ class Variant:
     def updates(self) -> int:
         """Optimiser updates per sampled batch (epochs x mini-batches)."""
         return self.schedule.updates
+
+    @property
+    def title(self) -> str:
+        """The variant as a person reads it: its label, else its name."""
+        return self.label or self.name
 
     def names(self) -> dict[str, str]:
         """The registered name of each stage, by kind."""
@@ -148,12 +154,13 @@ class Variant:
         return ",".join(f"{key}={value}" for key, value in self.spec().items())
 
     def to_json(self) -> str:
-        """The variant as JSON: its name, spec, summary and what it stands for (`from_json`)."""
+        """The variant as JSON: its name, spec, summary, what it stands for and its label (`from_json`)."""
         fields = {
             "name": self.name,
             "spec": self.spec(),
             "summary": self.summary,
             "stands_for": self.stands_for,
+            "label": self.label,
         }
         return json.dumps(fields)
 
@@ -161,11 +168,17 @@ class Variant:
     def from_json(cls, text: str) -> Variant:
         data = json.loads(text)
         return from_spec(
-            data["name"], data["spec"], summary=data.get("summary", ""), stands_for=data.get("stands_for", "")
+            data["name"],
+            data["spec"],
+            summary=data.get("summary", ""),
+            stands_for=data.get("stands_for", ""),
+            label=data.get("label", ""),
         )
 
 
-def from_spec(name: str, spec: dict[str, Any], summary: str = "", stands_for: str = "") -> Variant:
+def from_spec(
+    name: str, spec: dict[str, Any], summary: str = "", stands_for: str = "", label: str = ""
+) -> Variant:
     """A variant from a flat spec (see the module docstring); InvalidInput naming a bad key or value."""
     stages = _chosen_stages(spec)
     changes: dict[str, dict[str, Any]] = {kind: {} for kind in stages}
@@ -179,7 +192,7 @@ def from_spec(name: str, spec: dict[str, Any], summary: str = "", stands_for: st
     }
     for stage in built.values():  # a plugin stage's declared parameters too, without a __post_init__
         check_declared(stage)
-    return Variant(name, summary=summary, stands_for=stands_for, **built)
+    return Variant(name, summary=summary, stands_for=stands_for, label=label, **built)
 
 
 def _chosen_stages(spec: dict[str, Any]) -> dict[str, Any]:

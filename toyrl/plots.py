@@ -55,6 +55,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullForm
 
 from toyrl.files import write_atomic
 from toyrl.looks import EXTRA_COLOURS, VARIANT_COLOURS
+from toyrl.variants import ARTICLE, display_name
 
 STYLES = ("paper", "slides")
 
@@ -63,7 +64,7 @@ DASHED: Any = (0, (4, 2))
 # the std term makes no difference); circles = GRPO's per-response length mean 1/|o_i|.
 VARIANT_STYLES = {"grpo": "-", "std_only": "-", "length_only": DASHED, "dr_grpo": DASHED}
 VARIANT_MARKERS = {"grpo": "o", "std_only": None, "length_only": "o", "dr_grpo": None}
-VARIANT_LABELS = {"grpo": "GRPO", "std_only": "std only", "length_only": "length only", "dr_grpo": "Dr. GRPO"}
+VARIANT_LABELS = {name: display_name(name) for name in ARTICLE}  # "GRPO without std division", ...
 # Every other variant, in order: the colours of `toyrl.looks` (the page's too), then other line
 # styles, then markers.
 EXTRA_STYLES: list[Any] = ["-", DASHED, (0, (1, 1.2)), (0, (6, 2, 1, 2))]
@@ -154,8 +155,8 @@ def variant_label(name: str, style: str = "paper") -> str:
 
 def _variant_name(name: str) -> str:
     """`variant_label` on one line (a panel title, which `_finish` wraps between its phrases)."""
-    if name in VARIANT_LABELS:
-        return VARIANT_LABELS[name]
+    if display_name(name) != name:
+        return display_name(name)
     if "=" in name:
         items = [item.partition("=") for item in name.split(",")]
         name = ", ".join(v if k in ("advantage", "aggregation") else f"{k}={v}" for k, _, v in items)

@@ -41,8 +41,8 @@ VERL_MICRO = "micro_batches=8,per_micro_batch=true"
 VERL_MICRO_TEXT = "the batch in 8 micro-batches (ppo_micro_batch_size_per_gpu=16 at the toy's defaults)"
 
 
-def _named(name: str, spec: str, summary: str = "", stands_for: str = "") -> Variant:
-    return _from_spec(name, parse_spec(spec).spec(), summary=summary, stands_for=stands_for)
+def _named(name: str, spec: str, summary: str = "", stands_for: str = "", label: str = "") -> Variant:
+    return _from_spec(name, parse_spec(spec).spec(), summary=summary, stands_for=stands_for, label=label)
 
 
 ARTICLE = ("grpo", "std_only", "length_only", "dr_grpo")
@@ -54,21 +54,25 @@ VARIANTS: dict[str, Variant] = {
             "grpo",
             "advantage=group_std,aggregation=seq_mean_token_mean",
             "GRPO: std-scaled advantage, per-response mean",
+            label="GRPO",
         ),
         _named(
             "std_only",
             "advantage=group_std,aggregation=seq_mean_token_sum_norm",
             "std division only, constant L_norm",
+            label="GRPO without length division",
         ),
         _named(
             "length_only",
             "advantage=none,aggregation=seq_mean_token_mean",
             "length mean only: centred, per-response mean",
+            label="GRPO without std division",
         ),
         _named(
             "dr_grpo",
             "advantage=none,aggregation=seq_mean_token_sum_norm",
             "Dr. GRPO: centred advantage, constant L_norm",
+            label="Dr. GRPO",
         ),
         _named(
             "trl_default",
@@ -366,6 +370,14 @@ VARIANTS: dict[str, Variant] = {
 def article_variants() -> list[Variant]:
     """The article's four variants, in its order."""
     return [VARIANTS[name] for name in ARTICLE]
+
+
+def display_name(name: str) -> str:
+    """The name a person reads for the variant a table or a figure calls `name`: a named variant's
+    label ("GRPO without std division" for length_only), else `name` as it is (a preset's name, a
+    spec); commands take `name`, and `toyrl variants` lists both."""
+    variant = VARIANTS.get(name)
+    return variant.title if variant is not None else name
 
 
 def parse_variant(text: str) -> Variant:

@@ -686,6 +686,7 @@ def variants(
         rows = [
             {
                 "name": v.name,
+                "label": v.title,
                 "spec": v.spec(),
                 "summary": v.summary,
                 "stands_for": v.stands_for,
@@ -697,7 +698,7 @@ def variants(
         return
     width = output_width()
     for v in VARIANTS.values():
-        typer.echo(v.name)
+        typer.echo(f"{v.name}  ({v.label})" if v.label else v.name)  # what commands take, what people read
         typer.echo(wrap_list(v.spec_text(), width, indent="    ", hanging="        "))
         typer.echo(wrap(v.stands_for or v.summary, width, indent="    "))
     typer.echo("")
