@@ -37,9 +37,10 @@ from typing import Any
 import pandas as pd
 from joblib import Parallel, delayed
 
-from toyrl.bridge import BRIDGE_CONFIG, WINDOW, Bridge, contrast, legend_names, level, run_bridge
+from toyrl.bridge import BRIDGE_CONFIG, WINDOW, Bridge, contrast, level, run_bridge, settings_text
 from toyrl.files import write_together
 from toyrl.plots import plot_bridge, save_figure
+from toyrl.variants import display_name
 
 LABELS: dict[str, dict[str, Any]] = {
     "grpo": {"loss_type": "grpo", "scale_rewards": "group"},
@@ -49,6 +50,12 @@ LABELS: dict[str, dict[str, Any]] = {
 REFERENCE = "dr_grpo"
 CHECKPOINTS = (25, 50, 100)  # and the last step
 NAME = "bridge_study"
+
+
+def figure_names(settings: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each label's legend entry: its display name (`toyrl.variants.display_name`: "Dr. GRPO" for
+    dr_grpo) and its TRL settings."""
+    return {label: f"{display_name(label)} ({settings_text(given)})" for label, given in settings.items()}
 
 
 def one_seed(seed: int, steps: int) -> Bridge:
@@ -245,7 +252,7 @@ def main() -> None:
         ]
     )
     for kind in ("png", "svg"):
-        figure = plot_bridge(frame, REFERENCE, WINDOW, names=legend_names(LABELS))
+        figure = plot_bridge(frame, REFERENCE, WINDOW, names=figure_names(LABELS))
         save_figure(figure, args.figures / f"{NAME}.{kind}")
     print(f"wrote {csv}, {sidecar.name}, {NAME}.md and figures/{NAME}.png|svg", file=sys.stderr)
     print(f"done in {time.perf_counter() - started:.0f} s", file=sys.stderr)

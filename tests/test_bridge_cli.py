@@ -206,13 +206,13 @@ def summary_bridge(frame: pd.DataFrame) -> bridge.Bridge:
 def test_summary_words_follow_the_numbers() -> None:
     lines = summary_bridge(synthetic([0, 1, 2], 40, 12.0, 10.0, 0.5)).summary()
     assert lines[0].startswith(
-        "incorrect length, a - dr_grpo, at step 40 (mean of the last 10 steps, SE over 3 seeds)"
+        "incorrect length, a - dr_grpo, at step 40 (mean of the last 10 steps, ± SE over 3 seeds)"
     )
     assert "the drift transfers" in lines[0]
     assert lines[1].startswith("accuracy of a: network 0.30 -> 0.34, toy 0.30 -> 0.34")
     assert lines[1].endswith("matches the toy (within 3 SE)")  # the same accuracies: no difference
     reversed_lines = summary_bridge(synthetic([0], 40, -12.0, 10.0, 0.5)).summary()
-    assert "SE over the last 10 steps" in reversed_lines[0] and "is reversed" in reversed_lines[0]
+    assert "± SE over the last 10 steps" in reversed_lines[0] and "is reversed" in reversed_lines[0]
 
 
 def test_the_summary_json_holds_the_gap() -> None:

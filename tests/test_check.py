@@ -399,7 +399,15 @@ def test_the_verdict_needs_four_standard_errors_and_two_percent() -> None:
         )  # type: ignore[arg-type]
         return check.verdict()
 
-    assert verdict([700, 712, 688, 707]).startswith("length drift: wrong answers end 200 ± 1 tokens longer")
+    # differences 200, 202, 198, 202: mean 200.5; a bootstrap mean lies within 198 and 202
+    drift = verdict([700, 712, 688, 707])
+    assert drift.startswith(
+        "length drift: wrong answers end longer than under Dr. GRPO by +200 tokens (95% CI +"
+    )
+    found = re.search(r"\(95% CI \+(\d+) to \+(\d+); paired bootstrap over 4 seeds\)", drift)
+    assert found, drift
+    low, high = map(float, found.groups())
+    assert 198 <= low < 200.5 < high <= 202
     shorter = Check(
         resolved,
         None,
@@ -410,12 +418,18 @@ def test_the_verdict_needs_four_standard_errors_and_two_percent() -> None:
         None,
         None,
     )  # type: ignore[arg-type]
-    assert shorter.verdict().startswith(
-        "wrong answers end 150 ± 0 tokens longer than under Dr. GRPO, though shorter"
+    assert shorter.verdict().startswith(  # every seed's difference is 150: the interval is [150, 150]
+        "wrong answers end longer than under Dr. GRPO by +150 tokens (95% CI +150 to +150; paired bootstrap "
+        "over 4 seeds), though shorter than at the start"
     )
-    assert verdict([400, 410, 390, 405]).startswith("wrong answers end 100 ± 0 tokens shorter")
+    assert verdict([400, 410, 390, 405]) == (
+        "wrong answers end shorter than under Dr. GRPO: -100 tokens (95% CI -100 to -100; paired bootstrap "
+        "over 4 seeds)"
+    )
     assert verdict([505, 515, 495, 510]).startswith("no more length drift than Dr. GRPO")  # 5 tokens: < 2%
-    assert verdict([560, 470, 520, 470]).startswith("no more length drift than Dr. GRPO")  # within 4 SE
+    within = verdict([560, 470, 520, 470])
+    assert within.startswith("no more length drift than Dr. GRPO")  # within 4 SE
+    assert "(95% CI " in within and "within 4 standard errors" in within
 
 
 def test_check_runs_the_settings_beside_dr_grpo() -> None:
@@ -426,8 +440,14 @@ def test_check_runs_the_settings_beside_dr_grpo() -> None:
     assert lines[1].startswith("TRL 1.16.0 (") and lines[1].endswith("loss_type='grpo'")
     assert "(preset trl_grpo)" in lines[2]
     assert "3 seeds x 30 steps" in stdout and "Dr. GRPO" in stdout and stdout.count("verdict:") == 1
+    assert "final step, mean ± sd over 3 seeds (exact expectations):" in stdout
+    assert "(95% CI " in stdout and "; paired bootstrap over 3 seeds)" in stdout
     code, stdout, _ = invoke("check", "--set", "loss_type=grpo", "--json", *SMALL)
     data = json.loads(stdout)
+    difference = data["difference_length_incorrect"]
+    low, high = difference["ci95"]
+    assert low <= difference["mean"] <= high
+    assert difference["ci_method"].startswith("percentile bootstrap over 3 paired seeds")
     assert data["preset"] == "trl_grpo" and len(data["setting"]["length_incorrect"]) == 3
     assert data["settings"]["loss_type"] == "grpo" and data["given"] == {"loss_type": "grpo"}
 

@@ -53,8 +53,33 @@ def test_run_writes_results_sidecar_and_summary(tmp_path: Path) -> None:
     assert meta["mean_field"] is False and "exact" not in meta
     assert set(meta["columns"]) == set(frame.columns)
     lines = stdout.splitlines()
-    assert any(line.startswith("grpo ") and " ± " in line for line in lines)
-    assert any(line.startswith("dr_grpo ") for line in lines)
+    assert "Final step (5), exact expectations, mean ± sd over 2 seeds:" in lines
+    assert any(line.startswith("GRPO ") and " ± " in line for line in lines)  # display names
+    assert any(line.startswith("Dr. GRPO ") for line in lines)
+    assert "names in commands: Dr. GRPO = dr_grpo, GRPO = grpo" in lines
+    assert "Paired differences from Dr. GRPO: too few seeds for an interval (2; at least 3)" in lines
+
+
+def test_run_gives_paired_differences_with_intervals(tmp_path: Path) -> None:
+    """Three seeds: the differences from Dr. GRPO (in the run, not first) with their 95% intervals."""
+    out = tmp_path / "res.csv"
+    code, stdout, _ = invoke(
+        "run", "--variant", "grpo", "--variant", "dr_grpo", "--seeds", "3", *TINY, "--out", str(out)
+    )
+    assert code == 0, stdout
+    heading = stdout.split("Paired differences from Dr. GRPO (the article's fix;", 1)[1]
+    assert "the 95% CI in parentheses (percentile bootstrap over 3 seeds):" in " ".join(heading.split())
+    (row,) = [line for line in stdout.splitlines() if line.startswith("GRPO ") and " to " in line]
+    frame = pd.read_csv(out)
+    last = frame[frame.step == 5].set_index(["variant", "seed"])["length_incorrect"]
+    differences = last["grpo"] - last["dr_grpo"]
+    # each cell is the mean difference and an interval within the range of the seeds' differences
+    cells = [cell for cell in row.split("  ") if " to " in cell]
+    mean, low, high = (
+        float(x) for x in cells[1].replace("(", "").replace(")", "").replace(" to ", " ").split()
+    )
+    assert mean == round(differences.mean())
+    assert round(differences.min()) <= low <= mean <= high <= round(differences.max())
 
 
 def test_run_as_the_issue_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,9 +96,13 @@ def test_all_runs_the_four_and_one_seed_has_no_spread(tmp_path: Path) -> None:
     code, stdout, _ = invoke("run", "--variant", "all", "--seeds", "1", *TINY, "--out", str(out))
     assert code == 0
     assert list(dict.fromkeys(pd.read_csv(out).variant)) == ["grpo", "std_only", "length_only", "dr_grpo"]
-    table = stdout.splitlines()[3:7]
-    assert [line.split()[0] for line in table] == ["grpo", "std_only", "length_only", "dr_grpo"]
+    lines = stdout.splitlines()
+    assert lines[0] == "Final step (5), exact expectations, 1 seed (no sd):"
+    table = lines[3:7]
+    names = ["GRPO", "GRPO without length division", "GRPO without std division", "Dr. GRPO"]
+    assert [line[: len(name) + 2].strip() for line, name in zip(table, names, strict=True)] == names
     assert not any("±" in line for line in table)
+    assert "Paired differences from Dr. GRPO: too few seeds for an interval (1; at least 3)" in lines
 
 
 BAD = [

@@ -660,3 +660,24 @@ def test_docs_bridge_quotes_the_committed_bridge_benchmark() -> None:
         ROOT / "docs" / "bridge.md"
     )
     assert warm < cold < 60
+
+
+def test_the_length_figure_captions_quote_the_paired_difference_final_numbers_gives() -> None:
+    """The README's and docs/results.md's caption of the length figure quotes GRPO − Dr. GRPO of
+    E[L | incorrect] at the last step, with its interval, as figures/final_numbers.md (written by
+    `toyrl plot`) gives it."""
+    numbers = (ROOT / "figures" / "final_numbers.md").read_text(encoding="utf-8")
+    step = re.search(r"Final step \((\d+)\)", numbers).group(1)  # type: ignore[union-attr]
+    differences = numbers.split("Paired differences from Dr. GRPO", 1)[1]
+    seeds = re.search(r"percentile bootstrap over (\d+) seeds", differences).group(1)  # type: ignore[union-attr]
+    header, _, *rows = [line for line in differences.splitlines() if line.startswith("|")]
+    titles = [cell.strip() for cell in header.strip("|").split(" | ")]
+    (grpo,) = [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows if "| `grpo` |" in row]
+    cell = grpo[titles.index("E[L \\| incorrect]")]
+    mean, low, high = re.fullmatch(r"(\S+) \((\S+) to (\S+)\)", cell).groups()  # type: ignore[union-attr]
+    claim = (
+        f"At step {step} GRPO's wrong answers are {mean} tokens longer than Dr. GRPO's (E[L | incorrect], "
+        f"95% CI {low} to {high}; paired bootstrap over {seeds} seeds)"
+    )
+    for page in ("README.md", "docs/results.md"):
+        assert claim in normalised(ROOT / page), (page, claim)

@@ -60,6 +60,11 @@ def test_sweep_results_equal_independent_runs(tmp_path: Path) -> None:
     table = pd.read_csv(tmp_path / "s" / "results.csv")
     assert len(table) == 2 * 2 * 2 * 41 and set(table.group_size) == {4, 8}
     assert "runs done" in result.stderr and "left" in result.stderr
+    heading = " ".join(result.stdout.split("Final step, ", 1)[1].split())
+    assert heading.startswith(
+        "exact expectations, mean ± sd over 2 seeds; vs Dr. GRPO: the paired difference"
+    )
+    assert "too few seeds for an interval (at least 3):" in heading
     config = Config(steps=40, prompts=8, batch_prompts=4, group_size=8)
     alone = simulate_runs(config, [(VARIANTS["dr_grpo"], 1)])
     mine = table[(table.variant == "dr_grpo") & (table.seed == 1) & (table.group_size == 8)]

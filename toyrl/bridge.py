@@ -1028,6 +1028,15 @@ class Contrast:
         return f"{self.mean:+.{digits}f} ± {self.se:.{digits}f}"
 
     @property
+    def se_words(self) -> str:
+        """What its ± is: '± SE over 3 seeds', or '± SE over the last 10 steps' (one seed)."""
+        return (
+            f"± SE over {len(self.per_seed)} seeds"
+            if self.over == "seeds"
+            else f"± SE over the last {WINDOW} steps"
+        )
+
+    @property
     def sign(self) -> int:
         """+1 or -1 when the mean is beyond MARGIN_SE standard errors of 0, else 0."""
         if not np.isfinite(self.mean) or not abs(self.mean) > MARGIN_SE * (
@@ -1107,14 +1116,6 @@ VERDICT_WORDS = {
 }
 
 
-def _se_words(found: Contrast) -> str:
-    return (
-        f"SE over {len(found.per_seed)} seeds"
-        if found.over == "seeds"
-        else f"SE over the last {WINDOW} steps"
-    )
-
-
 def summary(bridge: Bridge, label: str | None = None) -> list[str]:
     """The bridge's comparison in words: the gap in incorrect length against the reference, network
     and toy, and whether it transfers; accuracy and correct length, network against toy, and
@@ -1130,7 +1131,7 @@ def summary(bridge: Bridge, label: str | None = None) -> list[str]:
         found = bridge.gap(label, step=step)
         lines.append(
             f"incorrect length, {label} - {bridge.reference}, at step {step} (mean of the last {WINDOW} "
-            f"steps, {_se_words(found.network)}): network {found.network.shown} tokens, "
+            f"steps, {found.network.se_words}): network {found.network.shown} tokens, "
             f"toy {found.toy.shown}: the drift {VERDICT_WORDS[found.verdict]}"
         )
     for metric, words, digits in (("accuracy", "accuracy", 2), ("length_correct", "correct length", 1)):
@@ -1144,7 +1145,7 @@ def summary(bridge: Bridge, label: str | None = None) -> list[str]:
                 "matches the toy (within 3 SE)"
                 if apart.sign == 0
                 else f"does not transfer (network - toy {apart.mean:+.{digits}f} ± {apart.se:.{digits}f}, "
-                f"{_se_words(apart)})"
+                f"{apart.se_words})"
             )
         )
     rows = frame[(frame["label"] == label) & (frame["source"] == "network")]

@@ -102,8 +102,10 @@ def save(
     progress: Stages | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> list[Path]:
-    """Every figure of the table as NAME.png and NAME.svg in `folder` (created if need be), and its
-    final numbers as final_numbers.md: what `toyrl plot` writes, the same bytes for the same table.
+    """Every figure of the table as NAME.png and NAME.svg in `folder` (created if need be), the two
+    teaching figures (token weights, difficulty profile; they need no table) in the same style, and
+    its final numbers as final_numbers.md: what `toyrl plot` and `toyrl reproduce` write, the same
+    bytes for the same table.
 
     With a configuration in `frame.attrs["toyrl"]`, the runs are replayed for the bias figure (each
     variant's expected update against the true gradient along training; not for a variant without
@@ -145,6 +147,9 @@ def save(
             if progress is not None:
                 progress.begin("rendering the bias figure")
             written += plots.render_bias(table, out, style=style)
+    if progress is not None:
+        progress.begin("rendering the teaching figures")
+    written += plots.render_teaching(out, style=style)
     if progress is not None:
         progress.end()
     numbers = out / "final_numbers.md"

@@ -16,9 +16,14 @@ std-only and Dr. GRPO) the dashed one is drawn on top and its band hatched, not 
 hides the other and no two bands mix into a colour the legend does not show. Any other variant
 takes the next Okabe-Ito colour, then the next line style and marker: no two variants share
 (colour, style, marker). Correct and incorrect answers have colours of their own
-(OUTCOME_COLOURS), never a variant's, and dashes always mean "no std scaling".
+(OUTCOME_COLOURS), never a variant's, and in the length panels, which draw no variant's look, line
+styles of their own (solid and dashed, OUTCOME_STYLES); elsewhere dashes mean "no std scaling".
 
-Legends sit below the axes, outside them: under the panel they key, where only one panel needs one.
+Curves are named at their ends, in their colour (darkened to 4.5:1 where it is lighter), in a margin
+right of the data that nothing else is drawn in, moved apart as the renderer measures them so that
+none overlaps another or leaves its panel (`_label_ends`); where they would not fit, a legend names
+the variants instead. Legends key only what is not named in the panels (what the bands are), below
+the axes, outside them: under the panel they key, where only one panel needs one.
 Text is near-black on white (contrast above 4.5:1), wrapped to what it labels by the font's own
 widths, a title only between its phrases (`_phrases`); Greek and formulas are matplotlib mathtext.
 SVG text stays text (`svg.fonttype = "none"`), editable in a slide tool, and an SVG renders to the
@@ -46,10 +51,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
@@ -71,6 +78,7 @@ EXTRA_STYLES: list[Any] = ["-", DASHED, (0, (1, 1.2)), (0, (6, 2, 1, 2))]
 EXTRA_MARKERS = [None, "s", "^", "D", "v", "P", "X", "o"]
 OUTCOME_COLOURS = {"correct": "#009E73", "incorrect": "#000000"}  # bluish green, black
 OUTCOME_MARKERS = {"correct": "o", "incorrect": "s"}
+OUTCOME_STYLES: dict[str, Any] = {"correct": "-", "incorrect": DASHED}  # told apart without colour
 TEXT = "#1A1A1A"  # every text: 17:1 on white
 MUTED = "#595959"  # reference lines and their labels: 7:1 on white
 
@@ -81,6 +89,7 @@ BIAS_FIGURE_NAME = "bias"
 GROUP_MARKERS = {8: "o", 16: "s", 64: "^"}  # the article's G = 8 drawn open
 DPI = 150
 MAX_BANDS = 6  # with more variants in one panel, bands would bury the lines: lines only
+MAX_END_LABELS = 8  # with more variants in one panel, a legend names them (`_named_at_ends`)
 LENGTH_COLUMNS = ("length_correct", "length_incorrect")  # the length panels' curves
 
 
@@ -94,11 +103,12 @@ class Theme:
     line: float
     marker: float
     wrap: int  # characters per line of a variant's label
+    end_label: float  # inches: the widest line of a label at a curve's end
 
 
 THEMES = {
-    "paper": Theme(width=9.0, text=9.0, title=10.5, line=1.7, marker=3.5, wrap=30),
-    "slides": Theme(width=40 / 3, text=18.0, title=22.0, line=3.0, marker=7.0, wrap=22),
+    "paper": Theme(width=9.0, text=9.0, title=10.5, line=1.7, marker=3.5, wrap=30, end_label=1.1),
+    "slides": Theme(width=40 / 3, text=18.0, title=22.0, line=3.0, marker=7.0, wrap=22, end_label=2.1),
 }
 SLIDE_HEIGHT = 7.5  # inches: 16:9 at 13.33 in wide
 
@@ -222,12 +232,36 @@ _DIFFICULTY_LABELS = ["GRPO", "Dr. GRPO", r"exact gradient $\propto p(1-p)$"]
 def _legend_labels(name: str, variants: Sequence[str], style: str) -> list[str]:
     """The legend entries of figure `name`, as drawn."""
     if name in ("length_by_correctness", HEADLINE_FIGURE_NAME):
-        return [_outcome_label(outcome) for outcome in OUTCOME_COLOURS]
+        return [band_meaning(10)]  # the curves are named at their ends
     if name == "token_weights":
         return [f"{VARIANT_LABELS[m]}, {o} (pushed {d})" for m in ("grpo", "dr_grpo") for o, d in _PUSHES]
     if name == "difficulty":
         return [*_DIFFICULTY_LABELS, *(f"G = {group}" for group in GROUP_MARKERS)]
+    if name in ("accuracy", "branch_lengths") and _named_at_ends(name, variants, style):
+        return [band_meaning(10)] if len(variants) <= MAX_BANDS else []
     return [variant_label(v, style) for v in variants]
+
+
+# Inches of a panel's height that end labels may fill in figures that name their variants there
+# (paper, slides): a little less than the panels get.
+_END_LABEL_ROOM = {"accuracy": (3.0, 5.4), "branch_lengths": (2.4, 2.35)}
+
+
+def _named_at_ends(name: str, variants: Sequence[str], style: str) -> bool:
+    """Whether figure `name` names its variants at their curves' ends (else a legend names them):
+    up to MAX_END_LABELS of them, if their labels, stacked, fit a panel's height (a line of a label
+    is 1.1 em tall, labels 0.15 em apart: `_label_ends`)."""
+    theme = THEMES[style]
+    if len(variants) > MAX_END_LABELS:
+        return False
+    lines = sum(_fit(_variant_name(v), theme.end_label, theme.text).count("\n") + 1 for v in variants)
+    height = (1.1 * lines + 0.15 * len(variants)) * theme.text / 72
+    return height <= _END_LABEL_ROOM[name][style == "slides"]
+
+
+def band_meaning(seeds: int) -> str:
+    """What a figure's bands are, for its legend or title."""
+    return f"band: mean ± 1 sd over {seeds} seeds"
 
 
 def figure_size(name: str, variants: Sequence[str] = (), style: str = "paper") -> tuple[float, float]:
@@ -417,7 +451,10 @@ def _finish(fig: Figure, theme: Theme, title: str) -> Figure:
 
 
 def _legend(fig: Figure, handles: Sequence[Any], labels: Sequence[str], theme: Theme) -> None:
-    """One legend below the axes (outside them: it covers no data), in as many columns as fit."""
+    """One legend below the axes (outside them: it covers no data), in as many columns as fit;
+    none without entries."""
+    if not labels:
+        return
     columns, _ = _legend_shape(labels, theme, fig.get_figwidth())
     fig.legend(
         handles,
@@ -428,6 +465,137 @@ def _legend(fig: Figure, handles: Sequence[Any], labels: Sequence[str], theme: T
         handlelength=2.6,
         handler_map={tuple: HandlerTuple(ndivide=1)},
     )
+
+
+def _band_key(frame: pd.DataFrame, bands: bool = True) -> tuple[list[Any], list[str]]:
+    """The legend entry that says what the bands are (N from the frame), if any are drawn."""
+    seeds = frame["seed"].nunique()
+    if not bands or seeds < 2:
+        return [], []
+    return [Patch(facecolor=MUTED, alpha=0.3, linewidth=0)], [band_meaning(seeds)]
+
+
+def _luminance(colour: Any) -> float:
+    """WCAG 2 relative luminance of an sRGB colour."""
+    rgb = np.array(to_rgb(colour))
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return float(linear @ [0.2126, 0.7152, 0.0722])
+
+
+def _legible(colour: str) -> str:
+    """`colour` darkened just enough for text in it to have 4.5:1 contrast on white (WCAG AA): a
+    curve's label in its curve's hue."""
+    for darkness in np.linspace(1, 0, 41):
+        shade = tuple(float(c) * darkness for c in to_rgb(colour))
+        if 1.05 / (_luminance(shade) + 0.05) >= 4.5:
+            return to_hex(shade)
+    return TEXT
+
+
+class EndLabel(NamedTuple):
+    """A label for the curve of `ax` that ends at (x, y), data coordinates, in its colour."""
+
+    ax: Axes
+    text: str
+    colour: str
+    x: float
+    y: float
+
+
+def _end(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    """A curve's last finite point (NaN, NaN if it has none)."""
+    finite = np.flatnonzero(np.isfinite(values))
+    return (float(steps[finite[-1]]), float(values[finite[-1]])) if finite.size else (math.nan, math.nan)
+
+
+def _spread(wanted: Sequence[float], sizes: Sequence[float], low: float, high: float) -> list[float]:
+    """Centres of boxes `sizes` tall, as near their `wanted` centres as they can be (least squares)
+    with no two overlapping and all within [low, high] (bottom to top; if they cannot all fit, they
+    start at `low`). Sorted by wanted centre, neighbours that would overlap are merged into blocks
+    laid out edge to edge, each block centred on its members' wishes, until none overlap."""
+    order = sorted(range(len(wanted)), key=lambda i: wanted[i])
+    blocks: list[list[int]] = []  # members, bottom to top
+    bottoms: list[float] = []
+
+    def bottom(members: list[int]) -> float:
+        offsets = np.cumsum([0.0, *(sizes[i] for i in members[:-1])]) + [sizes[i] / 2 for i in members]
+        ideal = float(np.mean([wanted[i] for i in members] - offsets))
+        return max(low, min(ideal, high - sum(sizes[i] for i in members)))
+
+    for index in order:
+        blocks.append([index])
+        bottoms.append(bottom([index]))
+        while len(blocks) > 1 and bottoms[-2] + sum(sizes[i] for i in blocks[-2]) > bottoms[-1]:
+            merged = blocks[-2] + blocks.pop()
+            bottoms.pop()
+            blocks[-1], bottoms[-1] = merged, bottom(merged)
+    centres = [0.0] * len(wanted)
+    for members, start in zip(blocks, bottoms, strict=True):
+        for index in members:
+            centres[index] = start + sizes[index] / 2
+            start += sizes[index]
+    return centres
+
+
+def _label_ends(fig: Figure, labels: Sequence[EndLabel], theme: Theme) -> None:
+    """Each label at the end of its curve, in a margin right of the curves that nothing else is
+    drawn in: the x axis is extended by the widest label (its ticks kept to the data), so that no
+    label sits on a line or a band. The labels of a panel are measured by the renderer and moved
+    apart vertically as little as keeps them from overlapping and inside the panel; one moved off
+    its curve's end is joined to it by a thin leader line. Call it last: the layout must be final."""
+    labels = [label for label in labels if math.isfinite(label.y)]
+    if not labels:
+        return
+    renderer = cast(Any, fig.canvas).get_renderer()
+    points = fig.dpi / 72  # pixels a point
+    pad, gap = 0.6 * theme.text * points, 0.15 * theme.text * points
+    texts = [
+        label.ax.text(
+            label.x,
+            label.y,
+            _fit(label.text, theme.end_label, theme.text),
+            color=_legible(label.colour),
+            fontsize=theme.text,
+            ha="left",
+            va="center",
+            linespacing=1.1,
+            zorder=6,
+        )
+        for label in labels
+    ]
+    boxes = [text.get_window_extent(renderer) for text in texts]
+    panels = list(dict.fromkeys(label.ax for label in labels))
+    wide = max(box.width for box in boxes) + pad + gap
+    for ax in panels:  # the panels that carry end labels share their x axis
+        first, last = ax.get_xlim()[0], max(label.x for label in labels)
+        ticks = [tick for tick in ax.get_xticks() if first <= tick <= last]
+        share = wide / ax.bbox.width * 1.05  # the layout may narrow a panel a little
+        ax.set_xlim(first, (last - first * share) / (1 - share))
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
+    for ax in panels:
+        mine = [i for i, label in enumerate(labels) if label.ax is ax]
+        anchors = [ax.transData.transform((labels[i].x, labels[i].y)) for i in mine]
+        sizes = [boxes[i].height + gap for i in mine]
+        centres = _spread([y for _, y in anchors], sizes, ax.bbox.y0 + 1, ax.bbox.y1 - 1)
+        to_data = ax.transData.inverted()
+        for i, (x, y), centre, size in zip(mine, anchors, centres, sizes, strict=True):
+            texts[i].set_position(tuple(to_data.transform((x + pad, centre))))
+            if abs(centre - y) > (size - gap) / 2:
+                ax.annotate(
+                    "",
+                    xy=tuple(to_data.transform((x + gap, y))),
+                    xytext=tuple(to_data.transform((x + pad - gap, centre))),
+                    arrowprops={
+                        "arrowstyle": "-",
+                        "color": _legible(labels[i].colour),
+                        "linewidth": theme.line * 0.4,
+                        "shrinkA": 0,
+                        "shrinkB": 0,
+                    },
+                )
 
 
 # --- curves ---------------------------------------------------------------------------------------
@@ -485,12 +653,24 @@ def _curve(
     return (patch, line)
 
 
-def _reference_lines(ax: Axes, theme: Theme, cap: int | None, min_length: int | None) -> None:
-    """The cap and min_length as dotted lines, each named at the left, where lengths start low."""
+def _reference_lines(
+    ax: Axes, theme: Theme, cap: int | None, min_length: int | None, steps: tuple[float, float]
+) -> None:
+    """The cap and min_length as dotted lines over the `steps` (first, last) the curves span, so
+    that the curves' end labels beyond them sit on nothing; each named at the left, where lengths
+    start low."""
     for value, name, below in ((cap, "cap", True), (min_length, "min_length", False)):
         if value is None:
             continue
-        ax.axhline(value, color=MUTED, linewidth=theme.line * 0.6, linestyle=(0, (1, 2)), zorder=2)
+        ax.plot(
+            steps,
+            (value, value),
+            color=MUTED,
+            linewidth=theme.line * 0.6,
+            linestyle=(0, (1, 2)),
+            zorder=2,
+            label="_reference",
+        )
         ax.annotate(
             f"{name} {value:,}",
             (0, value),
@@ -557,30 +737,37 @@ def _readable_ticks(ax: Axes) -> None:
     ax.yaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], min_n_ticks=4))
 
 
+def _steps(frame: pd.DataFrame) -> tuple[float, float]:
+    return float(frame["step"].min()), float(frame["step"].max())
+
+
 def _length_panel(
     ax: Axes, runs: pd.DataFrame, theme: Theme, cap: int | None, min_length: int | None
-) -> list[Any]:
-    """E[L | correct] and E[L | incorrect] of one variant's runs, the cap and min_length marked.
-    The y limits are the caller's (`_length_limits`), which knows every panel on the shared axis."""
-    handles = []
+) -> list[EndLabel]:
+    """E[L | correct] (solid) and E[L | incorrect] (dashed) of one variant's runs, the cap and
+    min_length marked. Returns the curves' end labels, for `_label_ends` once the figure is laid
+    out. The y limits are the caller's (`_length_limits`), which knows every panel on the shared
+    axis."""
+    ends = []
     for index, outcome in enumerate(OUTCOME_COLOURS):
-        look = Look(OUTCOME_COLOURS[outcome], "-", OUTCOME_MARKERS[outcome])
-        label = _outcome_label(outcome)
-        handles.append(
-            _curve(ax, runs, f"length_{outcome}", look, theme, label, (index, 2), hatched=index == 1)
-        )
-    _reference_lines(ax, theme, cap, min_length)
+        look = Look(OUTCOME_COLOURS[outcome], OUTCOME_STYLES[outcome], OUTCOME_MARKERS[outcome])
+        column = f"length_{outcome}"
+        _curve(ax, runs, column, look, theme, _outcome_label(outcome), (index, 2), hatched=index == 1)
+        means = runs.groupby("step")[column].mean()
+        ends.append(EndLabel(ax, outcome, look.colour, *_end(means.index.to_numpy(), means.to_numpy())))
+    _reference_lines(ax, theme, cap, min_length, _steps(runs))
     _readable_ticks(ax)
-    return handles
+    return ends
 
 
 def plot_length_2x2(
     frame: pd.DataFrame, cap: int | None = None, min_length: int | None = None, style: str = "paper"
 ) -> Figure:
-    """The article's 2 x 2 design, E[L | correct] and E[L | incorrect] against step: rows with and
-    without std scaling, columns GRPO's per-response length mean 1/|o_i| and a constant 1/L_norm
-    (GRPO, std-only; length-only, Dr. GRPO). Shared axes that hold every curve; the cap and
-    min_length marked (by default the frame's configuration's, `frame.attrs["toyrl"]`).
+    """The article's 2 x 2 design, E[L | correct] (solid) and E[L | incorrect] (dashed) against
+    step, each named at its end: rows with and without std scaling, columns GRPO's per-response
+    length mean 1/|o_i| and a constant 1/L_norm (GRPO, GRPO without length division; GRPO without
+    std division, Dr. GRPO). Shared axes that hold every curve; the cap and min_length marked (by
+    default the frame's configuration's, `frame.attrs["toyrl"]`).
 
     The article's central picture: in the left column the incorrect curve climbs toward the cap,
     whatever the std term does; in the right column it stays with the correct one. Its four panels
@@ -601,17 +788,19 @@ def plot_length_2x2(
     frame = frame[frame["variant"].isin(names)]
     fig, axes = _new_figure(HEADLINE_FIGURE_NAME, names, style, 2, 2, sharex=True, sharey=True)
     headers = [r"normalised by $|o_i|$ (per-response mean)", r"normalised by a constant $L_{\mathrm{norm}}$"]
-    handles: list[Any] = []
+    ends: list[EndLabel] = []
     for index, (ax, name) in enumerate(zip(axes, names, strict=True)):
-        handles = _length_panel(ax, frame[frame["variant"] == name], theme, cap, min_length)
+        ends += _length_panel(ax, frame[frame["variant"] == name], theme, cap, min_length)
         ax.set_title(f"{headers[index]}\n{VARIANT_LABELS[name]}" if index < 2 else VARIANT_LABELS[name])
     for ax, scaled in ((axes[0], "with"), (axes[2], "without")):
         ax.set_ylabel(f"{scaled} std scaling\nlength (tokens)")
     axes[0].set_ylim(_length_limits(frame, LENGTH_COLUMNS, (cap, min_length)))
     for ax in axes[2:]:
         ax.set_xlabel("training step")
-    _legend(fig, handles, _legend_labels(HEADLINE_FIGURE_NAME, names, style), theme)
-    return _finish(fig, theme, "Length by correctness: std scaling (rows) × length normalisation (columns)")
+    _legend(fig, *_band_key(frame), theme)
+    _finish(fig, theme, "Length by correctness: std scaling (rows) × length normalisation (columns)")
+    _label_ends(fig, ends, theme)
+    return fig
 
 
 def plot_length_by_correctness(
@@ -621,10 +810,11 @@ def plot_length_by_correctness(
     min_length: int | None = None,
     style: str = "paper",
 ) -> Figure:
-    """One panel per variant, four to a row: E[L | correct] and E[L | incorrect] against step on
-    shared axes that hold every panel's curves, the cap and min_length marked (by default the
-    frame's configuration's, `frame.attrs["toyrl"]`). `toyrl plot`'s view of any set of variants;
-    the article's four are also drawn as their 2 x 2 design (`plot_length_2x2`)."""
+    """One panel per variant, four to a row, titled with its name: E[L | correct] (solid) and
+    E[L | incorrect] (dashed) against step, each named at its end, on shared axes that hold every
+    panel's curves, the cap and min_length marked (by default the frame's configuration's,
+    `frame.attrs["toyrl"]`). `toyrl plot`'s view of any set of variants; the article's four are
+    also drawn as their 2 x 2 design (`plot_length_2x2`)."""
     theme = check_style(style)
     cap, min_length = _configured(frame, cap, min_length)
     variants = _variants(frame)
@@ -637,9 +827,9 @@ def plot_length_by_correctness(
         for ax in axes[len(variants) :]:
             ax.set_visible(False)
     fig = _figure(axes[0])
-    handles: list[Any] = []
+    ends: list[EndLabel] = []
     for index, (ax, variant) in enumerate(zip(axes, variants, strict=False)):
-        handles = _length_panel(ax, frame[frame["variant"] == variant], theme, cap, min_length)
+        ends += _length_panel(ax, frame[frame["variant"] == variant], theme, cap, min_length)
         ax.set_title(_variant_name(variant))
         if index % columns == 0:
             ax.set_ylabel("length (tokens)")
@@ -649,12 +839,29 @@ def plot_length_by_correctness(
     limits = _length_limits(frame, LENGTH_COLUMNS, (cap, min_length))
     for ax in axes[: len(variants)]:  # shared, unless the caller's axes are not
         ax.set_ylim(limits)
-    _legend(fig, handles, _legend_labels("length_by_correctness", variants, style), theme)
-    return _finish(fig, theme, "Response length by correctness (exact expectations)")
+    _legend(fig, *_band_key(frame), theme)
+    _finish(fig, theme, "Response length by correctness (exact expectations)")
+    _label_ends(fig, ends, theme)
+    return fig
+
+
+def _variant_ends(
+    ax: Axes, frame: pd.DataFrame, column: str, looks: Mapping[str, Look], value: Any = None
+) -> list[EndLabel]:
+    """Each variant's end label for its curve of `column` (mean over seeds): its name, or
+    `value(end)` (a curve's final value as text) where given."""
+    ends = []
+    for variant, runs in frame.groupby("variant", sort=False):
+        means = runs.groupby("step")[column].mean()
+        x, y = _end(means.index.to_numpy(), means.to_numpy())
+        text = value(y) if value is not None else _variant_name(str(variant))
+        ends.append(EndLabel(ax, text, looks[str(variant)].colour, x, y))
+    return ends
 
 
 def plot_accuracy(frame: pd.DataFrame, ax: Axes | None = None, style: str = "paper") -> Figure:
-    """Exact accuracy P(correct) against step, one line per variant."""
+    """Exact accuracy P(correct) in % against step, one line per variant, named at its end (a legend
+    names them where their labels would not fit: `_named_at_ends`)."""
     theme = check_style(style)
     variants = _variants(frame)
     fig, (ax,) = _new_figure("accuracy", variants, style) if ax is None else (_figure(ax), [ax])
@@ -678,10 +885,13 @@ def plot_accuracy(frame: pd.DataFrame, ax: Axes | None = None, style: str = "pap
     ax.set_xlabel("training step")
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 100)
-    _legend(fig, handles, labels, theme)
-    return _finish(
-        fig, theme, "Accuracy (exact expectation" + (", band ± 1 sd over seeds)" if bands else ")")
-    )
+    named = _named_at_ends("accuracy", variants, style)
+    _legend(fig, *(_band_key(frame, bands) if named else (handles, labels)), theme)
+    _finish(fig, theme, "Accuracy (exact expectation)")
+    if named:
+        percent = frame.assign(accuracy=frame["accuracy"] * 100)
+        _label_ends(fig, _variant_ends(ax, percent, "accuracy", looks), theme)
+    return fig
 
 
 def _one_in(value: float, _: object = None) -> str:
@@ -699,6 +909,9 @@ def plot_branch_lengths(
     The right column is the length bias made visible: a wrong approach earns nothing at any length,
     so the true gradient never moves phi_wrong, yet length-normalised losses drive it down.
 
+    Each length curve is named at its end and each stop probability labelled with its final value
+    ('1/664', the numbers the README quotes), unless the labels would not fit (`_named_at_ends`):
+    then a legend names the variants.
     The cap is marked (by default the frame's configuration's, `frame.attrs["toyrl"]`), and the
     length panels' shared y axis holds every curve of both.
     """
@@ -706,6 +919,7 @@ def plot_branch_lengths(
     cap, _ = _configured(frame, cap, None)
     variants = _variants(frame)
     bands = len(variants) <= MAX_BANDS
+    named = _named_at_ends("branch_lengths", variants, style)
     if axes is None:
         _, axes = _new_figure("branch_lengths", variants, style, 2, 2, sharex=True)
         axes[0].sharey(axes[1])
@@ -714,6 +928,7 @@ def plot_branch_lengths(
     looks = variant_looks(variants)
     labels = [variant_label(v, style) for v in variants]
     handles: list[Any] = []
+    ends: list[EndLabel] = []
     for column, (branch, title) in enumerate(
         (("right", "right approach"), ("wrong", "wrong approach: earns nothing"))
     ):
@@ -725,7 +940,7 @@ def plot_branch_lengths(
                 _curve(top, runs, f"length_{branch}_approach", look, theme, label, stagger, band=bands)
             )
             _curve(bottom, runs, f"stop_prob_{branch}", look, theme, label, stagger, band=bands)
-        _reference_lines(top, theme, cap, None)
+        _reference_lines(top, theme, cap, None, _steps(frame))
         top.set_title(title)
         _readable_ticks(top)
         start = frame.loc[frame["step"] == frame["step"].min(), f"stop_prob_{branch}"].mean()
@@ -737,37 +952,22 @@ def plot_branch_lengths(
         bottom.yaxis.set_major_formatter(FuncFormatter(_one_in))
         bottom.yaxis.set_minor_formatter(NullFormatter())
         bottom.set_xlabel("training step")
-        if bands:  # with more, the labels would sit on other lines
-            _label_ends(bottom, frame, f"stop_prob_{branch}", theme)
+        if named:
+            ends += _variant_ends(top, frame, f"length_{branch}_approach", looks)
+            ends += _variant_ends(bottom, frame, f"stop_prob_{branch}", looks, _one_in)
     lengths = _length_limits(frame, ["length_right_approach", "length_wrong_approach"], (cap,), bands)
     for top in axes[:2]:
         top.set_ylim(lengths)
+    stops = _drawn_range(frame, ["stop_prob_right", "stop_prob_wrong"], bands=bands)
+    stops = stops[stops > 0]  # a log axis: a band reaching 0 or below is cut
+    for bottom in axes[2:]:  # shared: the limits of both
+        bottom.set_ylim(float(stops.min()) / 1.5, float(stops.max()) * 1.5)
     axes[0].set_ylabel("expected length (tokens)")
     axes[2].set_ylabel("stop probability (per token)")
-    _legend(fig, handles, labels, theme)
-    return _finish(fig, theme, "Where the drift happens: each approach's length and its stop probability")
-
-
-def _label_ends(ax: Axes, frame: pd.DataFrame, column: str, theme: Theme) -> None:
-    """GRPO's and Dr. GRPO's final value of `column` (mean over seeds) by their last points, the
-    higher above its line, the lower below (its line falls toward it, leaving room there): the
-    numbers the README quotes. The y limits leave room for them."""
-    means = frame.groupby(["variant", "step"])[column].mean()
-    last_step = frame["step"].max()
-    ends = {v: float(means[v, last_step]) for v in ("grpo", "dr_grpo") if (v, last_step) in means.index}
-    for variant, value in ends.items():
-        above = value >= max(ends.values())
-        ax.annotate(
-            f"{VARIANT_LABELS[variant]} {_one_in(value)}",
-            (last_step, value),
-            xytext=(-4, 6 if above else -6),
-            textcoords="offset points",
-            ha="right",
-            va="bottom" if above else "top",
-            fontsize=theme.text,
-        )
-    highest = _drawn_range(frame, [column]).max()  # a band may reach above the means
-    ax.set_ylim(float(means.min()) / 4, max(float(means.max()) * 3, float(highest) * 1.5))
+    _legend(fig, *(_band_key(frame, bands) if named else (handles, labels)), theme)
+    _finish(fig, theme, "Where the drift happens: each approach's length and its stop probability")
+    _label_ends(fig, ends, theme)
+    return fig
 
 
 def plot_sweep(table: pd.DataFrame, axes_keys: list[str], style: str = "paper") -> Figure:
@@ -896,7 +1096,8 @@ def plot_bias(table: pd.DataFrame, axes: Sequence[Axes] | None = None, style: st
         ax.axhline(0, color=MUTED, linewidth=theme.line * 0.4, zorder=1)
         ax.set_xlabel("training step")
     _legend(fig, handles, labels, theme)
-    seeds = "thin lines: each seed" if thin else "band: ± 1 sd over seeds"
+    count = table["seed"].nunique()
+    seeds = f"thin lines: each of {count} seeds" if thin else band_meaning(count)
     title = rf"The exact expected update $E[\hat g]$ against the true gradient $\nabla J$ ({seeds})"
     return _finish(fig, theme, title)
 
@@ -914,7 +1115,8 @@ def plot_token_weights(
     `curves` is `toyrl.examples.token_weight_curves(lengths, length_norm=length_norm)`. GRPO's
     weights fall as 1/|o|, so its total push is the advantage at any length: a long wrong answer
     costs no more than a short one. Dr. GRPO's weights are flat, so its push grows with length.
-    The values at the article's 200-token correct and 800-token wrong answers are written out.
+    The values at the article's 200-token correct and 800-token wrong answers are written out, in
+    their axis's units (the weights x 10^-3).
     """
     theme = check_style(style)
     if axes is None:
@@ -961,7 +1163,9 @@ def plot_token_weights(
                 )
     weights = "\n".join(
         f"{'a 200-token correct' if outcome == 'correct' else 'an 800-token wrong'} answer:\n"
-        + "\n".join(f"   {VARIANT_LABELS[name]} {_signed(at[name][outcome], n)}" for name, n in _DIGITS)
+        + "\n".join(
+            f"   {VARIANT_LABELS[name]} {_signed(at[name][outcome] * 1e3, n - 3)}" for name, n in _DIGITS
+        )
         for outcome, _ in _SHOWN
     )
     pushes = "a wrong answer, 200 → 800 tokens:\n" + "\n".join(
@@ -998,7 +1202,9 @@ def plot_token_weights(
 
 
 _SHOWN = (("correct", 200), ("wrong", 800))  # article, "Worked example by hand"
-_DIGITS = (("grpo", 5), ("dr_grpo", 6))  # the weights' decimals as `toyrl examples length` prints them
+# The weights' decimals as `toyrl examples length` prints them; the figure writes them in the
+# axis's units, x 10^-3, three decimals fewer.
+_DIGITS = (("grpo", 5), ("dr_grpo", 6))
 
 
 def worked_length_norm() -> float:
@@ -1179,7 +1385,7 @@ def plot_bridge(
     names: Mapping[str, str] | None = None,
 ) -> Figure:
     """A bridge's table (`toyrl.bridge.Bridge.frame`) in four panels: incorrect length, each label's
-    gap against `reference` per seed, accuracy and correct length, by step. The network's curves
+    gap against `reference` per seed, accuracy (%) and correct length, by step. The network's curves
     (solid) are means over the `window` steps up to each step, the toy's (dashed) its exact
     expectations; the panels but the gaps' average the seeds. `names`: each label's legend entry
     (default the label). Each label has its colour and a marker of its own."""
@@ -1202,15 +1408,15 @@ def plot_bridge(
         values = rows.groupby("step")[metric].mean()
         return values.rolling(window, min_periods=1).mean() if source == "network" else values
 
-    for ax, metric, title in (
-        (panels[0], "length_incorrect", "Incorrect length (tokens)"),
-        (panels[2], "accuracy", "Accuracy"),
-        (panels[3], "length_correct", "Correct length (tokens)"),
+    for ax, metric, title, scale in (
+        (panels[0], "length_incorrect", "Incorrect length (tokens)", 1),
+        (panels[2], "accuracy", "Accuracy (%)", 100),
+        (panels[3], "length_correct", "Correct length (tokens)", 1),
     ):
         for label in labels:
             look = looks[label]
             for source, linestyle in (("network", "-"), ("toy", DASHED)):
-                values = series(label, source, metric)
+                values = series(label, source, metric) * scale
                 ax.plot(
                     values.index,
                     values.to_numpy(),
@@ -1244,7 +1450,7 @@ def plot_bridge(
                         markersize=theme.marker,
                     )
         ax.axhline(0, color=MUTED, linewidth=theme.line * 0.6)
-        ax.set_title(f"Incorrect length less {reference}'s, per seed (tokens)")
+        ax.set_title(f"Incorrect length less {_variant_name(reference)}'s, per seed (tokens)")
     else:
         ax.set_axis_off()
     ax.set_xlabel("step")
@@ -1439,7 +1645,7 @@ def plot_length_power(data: dict[str, Any]) -> Figure:
         _key(boxes[index], handles, keys[index], theme)
     seeds = len(data["meta"]["seeds"])
     family = r"$D_i = |o_i|^{1-\alpha} L^{\alpha}$"
-    title = f"The power family {family}: wrong answers' drift against the bias ({seeds} seeds)"
+    title = f"The power family {family}: wrong answers' drift against the bias (mean ± SE over {seeds} seeds)"
     return _finish(fig, theme, title)
 
 
@@ -1478,5 +1684,5 @@ def plot_gpg_scale(data: dict[str, Any]) -> Figure:
     _key(boxes[0], [scale], [scale_label], theme)
     _key(boxes[1], curves, labels, theme)
     seeds = len(data["meta"]["seeds"])
-    title = f"GPG's scale N / M over training, and accuracy with and without it: mean ± sd over {seeds} seeds"
+    title = f"GPG's scale N / M over training, and accuracy with and without it ({band_meaning(seeds)})"
     return _finish(fig, theme, title)

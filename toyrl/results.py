@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from toyrl.experiment import Columns
+    from toyrl.spread import Difference
 
 COLUMN_DOCS = {
     "variant": "loss variant (toyrl.objective.VARIANTS)",
@@ -644,25 +645,16 @@ def _check_runs(frame: pd.DataFrame, where: str) -> None:
         )
 
 
-def final_statistics(frame: pd.DataFrame | Columns) -> tuple[list[str], list[int], FloatArray, FloatArray]:
-    """Per variant (in the table's order) at the last step: the number of seeds, and the mean and
-    sd (over seeds, ddof 1; NaN for one seed) of each of SUMMARY_COLUMNS, as [variants, columns]."""
+def final_runs(frame: pd.DataFrame | Columns) -> dict[str, tuple[np.ndarray, FloatArray]]:
+    """Per variant (in the table's order) at the last step: its seeds [seeds] and the values of
+    SUMMARY_COLUMNS at each [seeds, columns]."""
     table = csv_columns(frame)
     last = table["step"] == table["step"].max()
     variants = np.asarray(table["variant"])[last].astype(str)
-    names = list(dict.fromkeys(variants.tolist()))
+    seeds = np.asarray(table["seed"])[last]
     values = np.stack([np.asarray(table[column], dtype=np.float64)[last] for column in SUMMARY_COLUMNS], 1)
-    counts, means, sds = (
-        [],
-        np.empty((len(names), len(SUMMARY_COLUMNS))),
-        np.empty((len(names), len(SUMMARY_COLUMNS))),
-    )
-    for i, name in enumerate(names):
-        rows = values[variants == name]
-        counts.append(len(rows))
-        means[i] = rows.mean(axis=0)
-        sds[i] = rows.std(axis=0, ddof=1) if len(rows) > 1 else np.nan
-    return names, counts, means, sds
+    names = dict.fromkeys(variants.tolist())
+    return {name: (seeds[variants == name], values[variants == name]) for name in names}
 
 
 SUMMARY_HEADER = [
@@ -674,33 +666,150 @@ SUMMARY_HEADER = [
     "E[L | incorrect]",
     "E[L | wrong approach]",
 ]
+# Accuracy in percent with 1 decimal, lengths in whole tokens.
+_SCALES = [(100.0, 1)] + [(1.0, 0)] * (len(SUMMARY_COLUMNS) - 1)
+
+
+def seed_counts(frame: pd.DataFrame | Columns) -> list[int]:
+    """The number of seeds of each variant at the last step, in the table's order."""
+    return [len(seeds) for seeds, _ in final_runs(frame).values()]
 
 
 def summary_rows(frame: pd.DataFrame | Columns) -> list[list[str]]:
-    """Cells of the summary: accuracy in percent (1 decimal), lengths in tokens, "mean ± sd"."""
+    """Cells of the summary, one row a variant under its display name (`toyrl.variants.display_name`):
+    accuracy in percent (1 decimal), lengths in tokens, mean ± sd over seeds (`toyrl.spread`)."""
+    from toyrl.spread import format_mean_sd
+    from toyrl.variants import display_name
+
     rows = []
-    for name, count, mean_row, sd_row in zip(*final_statistics(frame), strict=True):
-        cells = [name, str(count)]
-        for j, (scale, digits) in enumerate([(100, 1)] + [(1, 0)] * (len(SUMMARY_COLUMNS) - 1)):
-            mean, sd = mean_row[j] * scale, sd_row[j] * scale
-            cells.append(f"{mean:.{digits}f}" + ("" if np.isnan(sd) else f" ± {sd:.{digits}f}"))
+    for name, (seeds, values) in final_runs(frame).items():
+        cells = [display_name(name), str(len(seeds))]
+        cells += [format_mean_sd(values[:, j], scale, digits) for j, (scale, digits) in enumerate(_SCALES)]
         rows.append(cells)
     return rows
 
 
+def command_names(frame: pd.DataFrame | Columns) -> str:
+    """The names to type in a command for the variants a table shows under another name:
+    "names in commands: GRPO = grpo, Dr. GRPO = dr_grpo" ("" if every name is its own)."""
+    from toyrl.variants import display_name
+
+    pairs = [f"{display_name(name)} = {name}" for name in final_runs(frame) if display_name(name) != name]
+    return f"names in commands: {', '.join(pairs)}" if pairs else ""
+
+
+# The paired differences reported: (column, header, scale, digits, unit in words).
+DIFFERENCE_COLUMNS = [
+    ("accuracy", "accuracy, points", 100.0, 1, "points"),
+    ("length_incorrect", "E[L | incorrect]", 1.0, 0, "tokens"),
+    ("length_correct", "E[L | correct]", 1.0, 0, "tokens"),
+]
+
+
+def difference_reference(names: Sequence[str]) -> str:
+    """The variant differences are taken from: Dr. GRPO when it is in the table (the article's fix,
+    so each difference says how far a variant is from it), else the first variant."""
+    return "dr_grpo" if "dr_grpo" in names else names[0]
+
+
+def paired_differences(frame: pd.DataFrame | Columns) -> tuple[str, dict[str, list[Difference]]]:
+    """The reference (`difference_reference`) and, for every other variant, its paired difference
+    from it at the last step for each of DIFFERENCE_COLUMNS (`toyrl.spread.paired_difference`)."""
+    from toyrl.spread import paired_difference
+
+    runs = final_runs(frame)
+    reference = difference_reference(list(runs))
+    reference_seeds, reference_values = runs[reference]
+    differences = {}
+    for name, (seeds, values) in runs.items():
+        if name != reference:
+            differences[name] = [
+                paired_difference(
+                    values[:, SUMMARY_COLUMNS.index(column)],
+                    reference_values[:, SUMMARY_COLUMNS.index(column)],
+                    seeds,
+                    reference_seeds,
+                )
+                for column, *_ in DIFFERENCE_COLUMNS
+            ]
+    return reference, differences
+
+
+def differences_heading(frame: pd.DataFrame | Columns) -> str:
+    """The line above the differences' table, or, with one variant or fewer than 3 seeds, the line
+    that says why there is none ("" for one variant)."""
+    from toyrl.spread import MIN_SEEDS
+    from toyrl.variants import display_name
+
+    runs = final_runs(frame)
+    if len(runs) < 2:
+        return ""
+    reference = display_name(difference_reference(list(runs)))
+    seeds = min(len(seeds) for seeds, _ in runs.values())
+    if seeds < MIN_SEEDS:
+        return (
+            f"Paired differences from {reference}: too few seeds for an interval ({seeds}; at least "
+            f"{MIN_SEEDS})"
+        )
+    why = "the article's fix" if reference == display_name("dr_grpo") else "the first variant"
+    return (
+        f"Paired differences from {reference} ({why}; a seed's variants share its noise), the 95% CI "
+        f"in parentheses (percentile bootstrap over {seeds} seeds):"
+    )
+
+
+DIFFERENCE_HEADER = ["variant", *(title for _, title, *_ in DIFFERENCE_COLUMNS)]
+
+
+def difference_rows(frame: pd.DataFrame | Columns) -> dict[str, list[str]]:
+    """The rows of the differences' table under DIFFERENCE_HEADER, by variant name: its display
+    name, then each of DIFFERENCE_COLUMNS as '+904 (+849 to +943)'; none when `differences_heading`
+    says there is none."""
+    from toyrl.spread import MIN_SEEDS
+    from toyrl.variants import display_name
+
+    counts = seed_counts(frame)
+    if len(counts) < 2 or min(counts) < MIN_SEEDS:
+        return {}
+    _, differences = paired_differences(frame)
+    return {
+        name: [display_name(name)]
+        + [d.cell(scale, digits) for d, (_, _, scale, digits, _) in zip(row, DIFFERENCE_COLUMNS, strict=True)]
+        for name, row in differences.items()
+    }
+
+
+def _markdown_table(header: list[str], rows: dict[str, list[str]], extra: str | None = None) -> str:
+    """A markdown table: `header`'s first cell, a column "name" (the name commands take), the rest;
+    one row per entry of `rows` (name: cells), a last left-aligned column `extra` if given."""
+    title = [header[0], "name", *(cell.replace("|", "\\|") for cell in header[1:])]
+    title += [extra] if extra else []
+    rule = ["---", "---"] + ["---:"] * (len(header) - 1) + (["---"] if extra else [])
+    body = [[cells[0], f"`{name}`", *cells[1:]] for name, cells in rows.items()]
+    return "".join("| " + " | ".join(cells) + " |\n" for cells in [title, rule, *body])
+
+
 def final_table_markdown(frame: pd.DataFrame, article: bool) -> str:
-    """The last step's exact numbers per variant as a markdown table, mean ± sd over seeds.
+    """The last step's exact numbers per variant as markdown: a table of mean ± sd over seeds, each
+    variant under its display name with the name commands take, then the paired differences from
+    the reference variant with their 95% intervals (`differences_heading`).
 
     With `article`, a last column gives the article's figures for the variants it reports.
     """
-    header = [cell.replace("|", "\\|") for cell in SUMMARY_HEADER]
-    rows = summary_rows(frame)
+    from toyrl.spread import over_seeds
+
+    rows = dict(zip(final_runs(frame), summary_rows(frame), strict=True))
     if article:
-        header.append("article: accuracy %, tokens")
-        for row in rows:
-            figures = ARTICLE_FINAL.get(row[0])
+        for name, row in rows.items():
+            figures = ARTICLE_FINAL.get(name)
             row.append(f"{figures[0]}, {figures[1]:,}" if figures else "–")
-    for row in rows:
-        row[0] = f"`{row[0]}`"
-    rule = ["---"] + ["---:"] * (len(SUMMARY_HEADER) - 1) + (["---"] if article else [])
-    return "".join("| " + " | ".join(cells) + " |\n" for cells in [header, rule, *rows])
+    steps = int(np.max(csv_columns(frame)["step"]))
+    text = f"Final step ({steps}), exact expectations, {over_seeds(seed_counts(frame))}:\n\n"
+    text += _markdown_table(SUMMARY_HEADER, rows, "article: accuracy %, tokens" if article else None)
+    heading = differences_heading(frame)
+    differences = difference_rows(frame)
+    if heading:
+        text += f"\n{heading}\n"
+    if differences:
+        text += "\n" + _markdown_table(DIFFERENCE_HEADER, differences)
+    return text

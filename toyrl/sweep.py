@@ -529,3 +529,48 @@ def _read_run(path: Path, steps: int) -> pd.DataFrame:
     if list(rows.columns) != COLUMNS or len(rows) != steps + 1:
         raise InvalidInput(f"{path}: not a run of {steps + 1} rows of toyrl's columns; {remedy}")
     return rows
+
+
+def final_table(last: pd.DataFrame, keys: Sequence[str]) -> tuple[str, list[list[str]]]:
+    """What `toyrl sweep` prints of its runs' last steps (`run_sweep`'s table): a heading that says
+    what ± and the intervals are, and rows (the header first), one a grid point and variant, in the
+    sweep's order: the grid's values, the variant's display name, accuracy % and E[L | incorrect]
+    as mean ± sd over seeds, and with two or more variants, each variant's paired difference from
+    the reference (`toyrl.results.difference_reference`) at the same grid point with its 95%
+    interval (`toyrl.spread.paired_difference`; none below 3 seeds)."""
+    from toyrl.results import difference_reference
+    from toyrl.spread import MIN_SEEDS, format_mean_sd, over_seeds, paired_difference
+    from toyrl.variants import display_name
+
+    names = list(dict.fromkeys(last["variant"].astype(str)))
+    reference = difference_reference(names)
+    groups = list(last.groupby(list(keys), sort=False)) if keys else [((), last)]
+    counts = [int((group["variant"] == name).sum()) for _, group in groups for name in names]
+    header = [*keys, "variant", "accuracy %", "E[L | incorrect]"]
+    heading = f"Final step, exact expectations, {over_seeds(counts)}"
+    if len(names) > 1:
+        versus = f"vs {display_name(reference)}"
+        header += [f"{versus}: accuracy, points", f"{versus}: E[L | incorrect]"]
+        interval = (
+            "the 95% CI in parentheses (percentile bootstrap over seeds)"
+            if min(counts) >= MIN_SEEDS
+            else f"too few seeds for an interval (at least {MIN_SEEDS})"
+        )
+        heading += (
+            f"; {versus}: the paired difference from it at the same grid point (a seed's variants "
+            f"share its noise), {interval}"
+        )
+    rows = [header]
+    for values, group in groups:
+        point = [str(value) for value in (values if isinstance(values, tuple) else (values,))]
+        base = group[group["variant"] == reference]
+        for name in names:
+            runs = group[group["variant"] == name]
+            row = [*point, display_name(name)]
+            row += [format_mean_sd(runs["accuracy"], 100, 1), format_mean_sd(runs["length_incorrect"])]
+            if len(names) > 1:
+                for column, scale, digits in (("accuracy", 100, 1), ("length_incorrect", 1, 0)):
+                    d = paired_difference(runs[column], base[column], runs["seed"], base["seed"])
+                    row.append("reference" if name == reference else d.cell(scale, digits))
+            rows.append(row)
+    return heading + ":", rows

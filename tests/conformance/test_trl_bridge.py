@@ -318,7 +318,8 @@ def test_check_bridge_reports_the_real_gap_beside_the_toys(fitted: dict[str, Any
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     found = re.search(
-        r"incorrect length, (\w+) - dr_grpo, at step 32 \(mean of the last 10 steps\): network "
+        r"incorrect length, (\w+) - dr_grpo, at step 32 \(mean of the last 10 steps, ± SE over the last 10 "
+        r"steps\): network "
         r"([+-][\d.]+) ± ([\d.]+) tokens, toy ([+-][\d.]+) ± ([\d.]+); the check's verdict above: ([^:]+?) "
         r"the network's wrong answers are (longer|shorter|within 3 SE of Dr. GRPO's): "
         r"(the verdict's sign|not the verdict's sign)",

@@ -275,7 +275,8 @@ def check_bridge(check: Any, read: Any, quiet: bool) -> dict[str, Any]:
         words = {1: "longer wrong answers", -1: "shorter wrong answers", 0: "no drift beyond its margins"}
         lines.append(
             f"  incorrect length, {label} - {bridging.REFERENCE}, at step {config.steps} (mean of the last "
-            f"{bridging.WINDOW} steps): network {found.network.shown} tokens, toy {found.toy.shown}; "
+            f"{bridging.WINDOW} steps, {found.network.se_words}): network {found.network.shown} tokens, toy "
+            f"{found.toy.shown}; "
             f"the check's verdict above: {words[direction]}"
         )
         real_words = {1: "longer", -1: "shorter", 0: "within 3 SE of Dr. GRPO's"}[real]

@@ -44,6 +44,8 @@ from toyrl.config import Config, ConfigError, InvalidInput
 if TYPE_CHECKING:
     import pandas as pd
 
+    from toyrl.experiment import Columns
+
 
 app = typer.Typer(
     cls=_OneLineErrors,
@@ -186,9 +188,38 @@ def run(
         rows = table_rows(table) if isinstance(table, dict) else len(table)
         summary = f"toyrl run: {runs:,} runs x {config.steps + 1:,} steps on {_workers(workers)}, "
         typer.echo(wrap(summary + f"{rows:,} rows: {steps}", width, hanging="    "), err=True)
-        typer.echo(wrap(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:", width))
-        typer.echo(format_summary(table, width=width))
+        _final_tables(table, config.steps, width)
         typer.echo(wrap(_saved(out, kept), width, hanging="    "))
+
+
+def _final_tables(table: pd.DataFrame | Columns, steps: int, width: int | None) -> None:
+    """The last step of `toyrl run` and `reproduce`: mean ± sd over seeds per variant, the names
+    commands take, then the paired differences from the reference with their 95% intervals
+    (`toyrl.results.differences_heading`), without E[L | correct] when that does not fit `width`."""
+    from toyrl.results import (
+        DIFFERENCE_HEADER,
+        command_names,
+        difference_rows,
+        differences_heading,
+        seed_counts,
+    )
+    from toyrl.spread import over_seeds
+
+    typer.echo(wrap(f"Final step ({steps}), exact expectations, {over_seeds(seed_counts(table))}:", width))
+    typer.echo(format_summary(table, width=width))
+    names = command_names(table)
+    if names:
+        typer.echo(wrap(names, width, hanging="    "))
+    heading = differences_heading(table)
+    if heading:
+        typer.echo()
+        typer.echo(wrap(heading, width))
+    rows = [DIFFERENCE_HEADER, *difference_rows(table).values()]
+    if len(rows) > 1:
+        natural = sum(max(len(row[i]) for row in rows) + 2 for i in range(len(DIFFERENCE_HEADER))) - 2
+        if width is not None and natural > width:  # E[L | correct], the last column, left out
+            rows = [row[:-1] for row in rows]
+        typer.echo(format_table(rows, width=width))
 
 
 def _announce_cost(
@@ -308,11 +339,7 @@ def reproduce(
             frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress.update)
             progress.end()
             frame, kept = save_results(frame, out, meta, progress=progress.saving(out))
-            written = _render(frame, meta, figures_dir, progress)
-            progress.begin("rendering the teaching figures")
-            from toyrl.plots import render_teaching
-
-            written += render_teaching(figures_dir)
+            written = _render(frame, meta, figures_dir, progress)  # the teaching figures too
             progress.begin("writing the explorer page")
             explorer = figures_dir / "explorer.html"
             description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
@@ -342,8 +369,7 @@ def reproduce(
         )
         typer.echo(wrap(f"results: {_saved(out, kept)}", width, hanging="    "))
         typer.echo(_listing("figures:", written, width))
-        typer.echo(wrap(f"Final step ({config.steps}), exact expectations, mean ± sd over seeds:", width))
-        typer.echo(format_summary(frame, width=width))
+        _final_tables(frame, config.steps, width)
 
 
 @app.command(cls=_Command, short_help="Redraw every figure from a results CSV.")
@@ -382,6 +408,7 @@ def plot(
             ("rendering the figures", "figures"),
             ("replaying the runs for the bias figure", "replaying for the bias figure"),
             ("rendering the bias figure", "bias figure"),
+            ("rendering the teaching figures", "teaching figures"),
         )
         took = duration(time.perf_counter() - started)
         typer.echo(wrap(f"toyrl plot: {len(written)} files in {took} ({steps})", width), err=True)
@@ -618,7 +645,7 @@ def sweep(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run every variant x grid point x seed; resumable: run it again to finish a stopped sweep."""
-    from toyrl.sweep import parse_grid, run_sweep
+    from toyrl.sweep import final_table, parse_grid, run_sweep
     from toyrl.variants import parse_variants
 
     chosen = parse_variants(variant or ["all"])
@@ -661,7 +688,10 @@ def sweep(
         ran = f"ran {left:,} runs in {duration(progress.took['running'])}" if left else "nothing left to run"
         figure = duration(progress.took["rendering the sweep figure"])
         typer.echo(wrap(f"toyrl sweep: {ran}; drew the figure in {figure}", width), err=True)
-        typer.echo(
+        heading, rows = final_table(table, list(axes))
+        typer.echo(wrap(heading, width))
+        typer.echo(format_table(rows, width=width))
+        typer.echo(  # last, as `toyrl run`'s
             _listing("wrote", [out_dir / "results.csv", out_dir / "final.csv", out_dir / "sweep.png"], width)
         )
 

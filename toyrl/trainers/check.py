@@ -4,8 +4,10 @@ The trainer's settings become one variant (`toyrl.trainers.resolve`); it and Dr.
 advantage and loss in the settings' schedule and clip, `dr_grpo_in`) train on the same seeds with
 the same noise (a seed's variants share their noise streams), so their final
 lengths are compared per seed: the difference of E[L | incorrect] at the last step, its mean and
-standard error over seeds. The verdict says "longer" or "shorter" only when the difference is
-beyond 4 standard errors and 2% of Dr. GRPO's length, and "no more than Dr. GRPO" otherwise.
+standard error over seeds, and its 95% percentile-bootstrap interval (`toyrl.spread`), which the
+verdict quotes. The verdict says "longer" or "shorter" only when the difference is beyond 4
+standard errors and 2% of Dr. GRPO's length, and "no more than Dr. GRPO" otherwise (the rule
+uses the standard error, not the interval: with 6 seeds a percentile interval is too narrow).
 Lengths are the exact expectations at each seed's policy (`toyrl.policy.exact_metrics`).
 """
 
@@ -23,6 +25,7 @@ import numpy as np
 from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.experiment import check_experiment, run_experiment
 from toyrl.objective import Variant
+from toyrl.spread import RESAMPLES, Difference, describe, format_mean_sd, over_seeds, paired_difference
 from toyrl.trainers import Resolved, resolve
 from toyrl.trainers import trainer as named_trainer
 from toyrl.trainers.reading import detect, read_input
@@ -66,6 +69,12 @@ class Check:
         se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
         return float(d.mean()), se
 
+    @property
+    def paired(self) -> Difference:
+        """The paired difference of E[L | incorrect] (settings) - (Dr. GRPO) with its 95% interval."""
+        seeds = sorted(self.seeds)  # the order of the Outcomes' values
+        return paired_difference(self.setting.incorrect, self.reference.incorrect, seeds, seeds)
+
     def __str__(self) -> str:
         """The report `toyrl check` prints."""
         return "\n".join(report(self))
@@ -90,21 +99,22 @@ class Check:
         beyond = self.direction != 0
         start = float(self.setting.incorrect_start.mean())
         end = float(self.setting.incorrect.mean())
+        by = describe(self.paired, "tokens")
         if beyond and mean > 0 and end > start:
             return (
-                f"length drift: wrong answers end {mean:.0f} ± {se:.0f} tokens longer than under Dr. GRPO "
-                f"(E[L | incorrect] {start:.0f} at step 0, {end:.0f} at the end)"
+                f"length drift: wrong answers end longer than under Dr. GRPO by {by}; E[L | incorrect] "
+                f"{start:.0f} at step 0, {end:.0f} at the end (means over seeds)"
             )
         if beyond and mean > 0:
             return (
-                f"wrong answers end {mean:.0f} ± {se:.0f} tokens longer than under Dr. GRPO, though shorter "
-                f"than at the start (E[L | incorrect] {start:.0f} at step 0, {end:.0f} at the end)"
+                f"wrong answers end longer than under Dr. GRPO by {by}, though shorter than at the start: "
+                f"E[L | incorrect] {start:.0f} at step 0, {end:.0f} at the end (means over seeds)"
             )
         if beyond:
-            return f"wrong answers end {-mean:.0f} ± {se:.0f} tokens shorter than under Dr. GRPO"
+            return f"wrong answers end shorter than under Dr. GRPO: {by}"
         return (
-            f"no more length drift than Dr. GRPO (difference {mean:.0f} ± {se:.0f} tokens, "
-            f"within {MARGIN_SE:g} SE or {MARGIN_RELATIVE:.0%})"
+            f"no more length drift than Dr. GRPO: the difference, {by}, is within {MARGIN_SE:g} standard "
+            f"errors (SE {se:.0f}) or {MARGIN_RELATIVE:.0%} of Dr. GRPO's length"
         )
 
 
@@ -377,12 +387,6 @@ def dr_grpo_settings(resolved: Resolved, config: Config) -> dict[str, Any] | Non
     return None
 
 
-def _cell(values: np.ndarray, scale: float = 1.0, digits: int = 0) -> str:
-    mean = float(values.mean()) * scale
-    se = float(values.std(ddof=1) / np.sqrt(len(values))) * scale if len(values) > 1 else float("nan")
-    return f"{mean:.{digits}f}" + ("" if np.isnan(se) else f" ± {se:.{digits}f}")
-
-
 def report(check: Check) -> list[str]:
     """The lines `toyrl check` prints."""
     r = check.resolved
@@ -429,7 +433,7 @@ def report(check: Check) -> list[str]:
     c = check.config
     lines.append(
         f"on the toy: {len(check.seeds)} seeds x {c.steps} steps, B = {c.batch_prompts}, "
-        f"G = {c.group_size}, cap {c.cap}; final step, mean ± SE over seeds (exact expectations):"
+        f"G = {c.group_size}, cap {c.cap}; final step, {over_seeds(len(check.seeds))} (exact expectations):"
     )
     header = ("", "accuracy %", "E[L | incorrect]", "E[L | correct]")
     rows = [
@@ -437,7 +441,8 @@ def report(check: Check) -> list[str]:
         ("Dr. GRPO", check.reference),
     ]
     table = [header] + [
-        (label, _cell(o.accuracy, 100, 1), _cell(o.incorrect), _cell(o.correct)) for label, o in rows
+        (label, format_mean_sd(o.accuracy, 100, 1), format_mean_sd(o.incorrect), format_mean_sd(o.correct))
+        for label, o in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
@@ -470,7 +475,8 @@ def fix_line(check: Check) -> str:
     settings = ", ".join(f"{name}={value!r}" for name, value in check.fix.items())
     return (
         f"to Dr. GRPO: set {settings}; the toy then runs these settings as the Dr. GRPO row above "
-        f"(the same variant): wrong answers end at {_cell(check.reference.incorrect)} tokens"
+        f"(the same variant): wrong answers end at {format_mean_sd(check.reference.incorrect)} tokens "
+        "(mean ± sd over seeds)"
     )
 
 
@@ -493,6 +499,7 @@ def misspelt_warning(resolved: Resolved) -> list[str]:
 
 def as_json(check: Check) -> dict[str, Any]:
     mean, se = check.difference
+    paired = check.paired
     return {
         "trainer": check.resolved.trainer.name,
         "version": check.resolved.version,
@@ -523,7 +530,12 @@ def as_json(check: Check) -> dict[str, Any]:
             "length_correct": check.reference.correct.tolist(),
         },
         "dr_grpo_spec": check.reference.variant.spec_text(),
-        "difference_length_incorrect": {"mean": mean, "se": se},
+        "difference_length_incorrect": {
+            "mean": mean,
+            "se": se,
+            "ci95": None if paired.low is None else [paired.low, paired.high],
+            "ci_method": f"percentile bootstrap over {paired.seeds} paired seeds, {RESAMPLES:,} resamples",
+        },
         "verdict": check.verdict(),
         "dr_grpo_settings": check.fix,
     }
