@@ -4,9 +4,11 @@ At a phone's 360 x 800 and a laptop's 1280 x 800, play and the length chart are 
 no scrolling; under the chart, one sentence says what the run the page just trained shows, with the
 run's own numbers (held here to Python's run at the same settings); the stop probabilities are on a
 log axis labelled "1/N" as the figures label them; the curves take the figures' looks and nothing
-is translucent, so overlapping curves never mix into a colour the legend does not show; chart text
-grows with the screen; and no link of a page written outside the repository is a relative path
-that breaks. The screenshots docs/explorer.md shows are checked to be there.
+is translucent, so overlapping curves never mix into a colour the legend does not show; the length
+chart is a panel per variant, titled with its display name; every curve's end label keeps clear of the
+others, inside its panel, beside its curve's last drawn point; chart text grows with the screen;
+and no link of a page written outside the repository is a relative path that breaks. The
+screenshots docs/explorer.md shows, and those after play and the slides, are checked to be there.
 (tests/test_explorer_page.py checks the rest of the interface.)
 """
 
@@ -32,7 +34,17 @@ from toyrl.cli import app
 from toyrl.config import Config
 from toyrl.experiment import run_experiment
 from toyrl.explore import DOCS, build_explorer, doc_links, page_data, run_data
-from toyrl.plots import OUTCOME_COLOURS, OUTCOME_MARKERS, VARIANT_LABELS, _one_in, variant_looks
+from toyrl.plots import (
+    BIAS_FIGURE_NAME,
+    FIGURE_NAMES,
+    HEADLINE_FIGURE_NAME,
+    OUTCOME_COLOURS,
+    OUTCOME_MARKERS,
+    TEACHING_FIGURE_NAMES,
+    VARIANT_LABELS,
+    _one_in,
+    variant_looks,
+)
 from toyrl.results import load_results
 from toyrl.variants import ARTICLE
 
@@ -217,6 +229,13 @@ def test_the_lesson_is_one_sentence_under_the_chart_from_the_run(
         lesson = text(browser, "lesson")
         step = trained if cursor is None else cursor
         assert lesson == expected_lesson(frame, step, trained, steps, mean_field)
+        pairs = {("grpo", "length_only"), ("std_only", "dr_grpo")}
+        if trained == steps and not any(set(pair) <= set(variants) for pair in pairs):
+            # the difficulty answer names the pairs to choose as a person reads them
+            assert (
+                "To see what the std term does to the run, choose GRPO and GRPO without std division "
+                "(or GRPO without length division and Dr. GRPO): they differ only by it."
+            ) in text(browser, "answer-difficulty")
         # one sentence: a single full stop or question mark, at its end ("Dr." is a name)
         assert len(re.findall(r"[.?!](\s|$)", lesson.replace("Dr. ", "Dr "))) == 1, lesson
         # under the chart: right after it, below it, as wide
@@ -315,40 +334,71 @@ def test_curves_take_the_figures_looks_and_nothing_is_translucent(browser: Brows
         assert browser.evaluate("toyrl.data.looks") == json.loads(json.dumps(page_data()["looks"]))
         looks = variant_looks(list(ARTICLE))
         svg = browser.evaluate("toyrl.exportChart('chart-length', 'svg')")
+        # the length chart: a panel per variant, titled with its display name, in the outcomes' looks
+        panels = browser.evaluate(
+            "[...document.querySelectorAll('#chart-length g.panel')].map((g) => ({variant: g.dataset.variant,"
+            " title: [...g.querySelectorAll('.panel-title')].map((t) => t.textContent).join(' '),"
+            " curves: [...g.querySelectorAll('path.curve')].map((p) => [p.dataset.variant, p.dataset.column,"
+            " p.getAttribute('stroke'), p.getAttribute('stroke-dasharray')]),"
+            " labels: [...g.querySelectorAll('.end-label')].map((t) => [t.dataset.column, t.textContent]),"
+            " cap: g.querySelectorAll('line.cap').length}))"
+        )
+        assert [p["variant"] for p in panels] == list(ARTICLE)
+        for panel in panels:
+            assert panel["title"] == VARIANT_LABELS[panel["variant"]]
+            assert panel["cap"] == 1
+            assert [c[:3] for c in panel["curves"]] == [
+                [panel["variant"], f"length_{outcome}", OUTCOME_COLOURS[outcome]]
+                for outcome in ("correct", "incorrect")
+            ]
+            assert panel["curves"][0][3] is None and panel["curves"][1][3]  # correct solid, incorrect dashed
+            assert sorted(panel["labels"]) == [
+                ["length_correct", "correct"],
+                ["length_incorrect", "incorrect"],
+            ]
+        assert browser.evaluate("document.querySelectorAll('#chart-length g.markers').length") == 0
+        legend = browser.evaluate(
+            "[...document.querySelectorAll('#chart-length g.legend text')].map((t) => t.textContent)"
+        )
+        assert legend == [  # only what the panels do not name
+            "band: mean \u00b1 1 sd over 3 seeds (sample sd)",
+            "the cap (1,500 tokens)",
+            "thin: recorded, the article's toy run, 4 variants x 6 seeds",
+        ]
+        # the accuracy chart: each variant in its figures' look (colour, line style, marker)
         curves = browser.evaluate(
-            "[...document.querySelectorAll('#chart-length path.curve')].map((p) =>"
-            " [p.dataset.variant, p.dataset.column, p.getAttribute('stroke'),"
-            " p.getAttribute('stroke-dasharray')])"
+            "[...document.querySelectorAll('#chart-accuracy path.curve')].map((p) =>"
+            " [p.dataset.variant, p.getAttribute('stroke'), p.getAttribute('stroke-dasharray')])"
         )
         markers = browser.evaluate(
-            "Object.fromEntries([...document.querySelectorAll('#chart-length g.markers')]"
-            ".map((g) => [g.dataset.variant + ' ' + g.dataset.column, g.dataset.marker]))"
+            "Object.fromEntries([...document.querySelectorAll('#chart-accuracy g.markers')]"
+            ".map((g) => [g.dataset.variant, g.dataset.marker]))"
         )
-        assert len(curves) == 8
-        for variant, column, colour, dashes in curves:
+        assert len(curves) == 4
+        for variant, colour, dashes in curves:
             assert colour == looks[variant].colour  # the variant's colour, and its line style
             assert (dashes is None) == (looks[variant].linestyle == "-"), variant
-            outcome = column.removeprefix("length_")
-            assert markers[f"{variant} {column}"] == OUTCOME_MARKERS[outcome]  # the outcome's marker
+            assert markers.get(variant) == looks[variant].marker, variant
         # every band hatched in its curve's colour, at full strength: no colour the legend lacks
-        hatched = re.findall(r'fill="url\(#chart-length-hatch-\d+\)"', svg)
+        hatched = re.findall(r'fill="url\(#chart-length-hatch-\d+-\d+\)"', svg)
         assert svg.count('class="band"') == 8 and len(hatched) == 8
         for chart in ("chart-length", "chart-accuracy", "chart-stop", "difficulty-plot"):
             drawn = browser.evaluate(f"toyrl.exportChart('{chart}', 'svg')")
             assert not re.search(r"opacity|rgba|hsla", drawn), chart
-        # one variant's lengths: the figures' length panel, in the outcomes' colours and markers
+        # one variant's lengths: its panel alone
         browser.evaluate(
             "(() => { const f = document.getElementById('length-focus'); f.value = 'dr_grpo';"
             " f.dispatchEvent(new Event('change')); })()"
         )
         focused = browser.evaluate(
             "[...document.querySelectorAll('#chart-length path.curve')].map((p) =>"
-            " [p.dataset.column, p.getAttribute('stroke'), p.getAttribute('stroke-dasharray')])"
+            " [p.dataset.variant, p.dataset.column, p.getAttribute('stroke')])"
         )
         assert focused == [
-            ["length_correct", OUTCOME_COLOURS["correct"], None],
-            ["length_incorrect", OUTCOME_COLOURS["incorrect"], None],
+            ["dr_grpo", "length_correct", OUTCOME_COLOURS["correct"]],
+            ["dr_grpo", "length_incorrect", OUTCOME_COLOURS["incorrect"]],
         ]
+        assert browser.evaluate("document.querySelectorAll('#chart-length g.panel').length") == 1
     finally:
         browser.clear_viewport()
 
@@ -372,6 +422,104 @@ def test_chart_text_grows_with_the_screen(browser: Browser, reproduced: Path) ->
     for (_, small), (tall, large) in zip(sizes[360], sizes[1920], strict=True):
         assert small >= 12 and large >= 16 and tall >= 16  # readable on a phone, and from the back of a room
         assert large > small
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), SCREENS, ids=[f"{w}x{h}" for w, h in SCREENS])
+def test_the_switches_show_the_name_to_read_over_the_name_to_type(
+    browser: Browser, reproduced: Path, width: int, height: int
+) -> None:
+    """Each of the 2 x 2's buttons: the variant's display name, and under it its spec name on one line
+    (a name to type, never broken as "length_onl" / "y")."""
+    try:
+        open_at(browser, reproduced, "", width, height)
+        switches = browser.evaluate(
+            "[...document.querySelectorAll('.switch')].map((b) => { const sub = b.querySelector('.sub');"
+            " const range = document.createRange(); range.selectNodeContents(sub);"
+            " return [b.dataset.variant, b.firstChild.textContent, sub.textContent,"
+            " new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size]; })"
+        )
+    finally:
+        browser.clear_viewport()
+    assert switches == [[name, VARIANT_LABELS[name], name, 1] for name in ARTICLE]
+
+
+# --- end labels: never over one another, never out of their panel, by the data -------------------
+
+EIGHT = [*ARTICLE, "trl_default", "verl_default", "trl_grpo", "oat_grpo"]
+LONG_NAMES = ["dapo_overlong_filtering", "verl_seq_mean_token_mean", "openrlhf_reinforce_baseline"]
+# Every curve end label of every run chart: its box, its panel's box (a length panel's own, else
+# the chart's plot and label margin) and the x of its curve's last drawn point (the path's last
+# point; a merged label's curves all end at one step).
+END_LABELS = """[...document.querySelectorAll('#chart-length svg, #chart-accuracy svg, #chart-stop svg')]
+.map((svg) => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const origin = svg.getBoundingClientRect().left;
+  return {chart: svg.parentElement.id, svg: box(svg), font: +svg.getAttribute('font-size'),
+    panels: svg.querySelectorAll('.panel-box').length,
+    titles: [...svg.querySelectorAll('.panel-title')].map((t) => ({text: t.textContent, box: box(t)})),
+    labels: [...svg.querySelectorAll('text.end-label')].map((t) => {
+      const panel = (t.closest('g.panel') ?? svg).querySelector('.panel-box');
+      const variant = t.dataset.variant.split(',')[0], column = t.dataset.column.split(',')[0];
+      const d = [...svg.querySelectorAll('path.curve')].find((p) => p.dataset.variant === variant
+        && p.dataset.column === column).getAttribute('d');
+      const end = origin + +d.match(/([\\d.]+),[\\d.]+$/)[1];
+      return {text: t.textContent, box: box(t), panel: box(panel), end};
+    })}; })"""
+
+
+def overlap(a: list[float], b: list[float], apart: float = 0) -> bool:
+    """Whether two boxes (left, top, right, bottom) overlap, or side by side come within `apart` px."""
+    return a[0] < b[2] + apart and b[0] < a[2] + apart and a[1] < b[3] and b[1] < a[3]
+
+
+@needs_chromium
+@pytest.mark.parametrize(("width", "height"), SCREENS, ids=[f"{w}x{h}" for w, h in SCREENS])
+@pytest.mark.parametrize(
+    "variants", [list(ARTICLE), EIGHT, LONG_NAMES], ids=["article", "eight", "long names"]
+)
+@pytest.mark.parametrize("trained", [0, 400], ids=["before play", "after play"])
+def test_curve_end_labels_never_overlap_nor_leave_their_panel(
+    browser: Browser, reproduced: Path, width: int, height: int, variants: list[str], trained: int
+) -> None:
+    """The issue's labels stacked as "2 4 2 4" and, before play, sat at step 400 away from the data
+    at step 0. Every end label of the length panels and of the accuracy and stop charts: no two
+    overlap, each lies within its panel (and so within its chart), and each starts just right of
+    its curve's last drawn point. The length chart has a panel per variant, each with its two words."""
+    try:
+        open_at(browser, reproduced, f"variants={','.join(variants)}&t={trained}", width, height)
+        charts = browser.evaluate(END_LABELS)
+    finally:
+        browser.clear_viewport()
+    assert [c["chart"] for c in charts] == ["chart-length", "chart-accuracy", "chart-stop"]
+    length = charts[0]
+    assert length["panels"] == len(variants)
+    # each panel titled with its variant's display name (in lines broken at a space or an underscore)
+    titles = "".join(t["text"] for t in length["titles"]).replace(" ", "")
+    assert titles == "".join(VARIANT_LABELS.get(v, v) for v in variants).replace(" ", "")
+    assert sorted(label["text"] for label in length["labels"]) == sorted(
+        ["correct", "incorrect"] * len(variants)
+    )
+    for chart in charts:
+        labels, u = chart["labels"], chart["font"] / 12
+        assert labels, chart["chart"]
+        for label in labels:
+            x0, y0, x1, y1 = label["box"]
+            p0, q0, p1, q1 = label["panel"]
+            assert p0 - 0.5 <= x0 and x1 <= p1 + 0.5 and q0 - 0.5 <= y0 and y1 <= q1 + 0.5, (
+                chart["chart"],
+                label,
+            )
+            s0, t0, s1, t1 = chart["svg"]
+            assert s0 <= x0 and x1 <= s1 and t0 <= y0 and y1 <= t1, (chart["chart"], label)
+            assert 0 < x0 - label["end"] < 14 * u, (chart["chart"], label)  # beside its curve's end
+        texts = labels + chart["titles"]  # the panels' titles (the variants' names) apart too
+        for i, a in enumerate(texts):
+            for b in texts[i + 1 :]:
+                # side by side, a space apart at least: two titles must not read as one
+                assert not overlap(a["box"], b["box"], apart=3 * u), (chart["chart"], a, b)
+        for title in chart["titles"]:
+            assert chart["svg"][0] <= title["box"][0] and title["box"][2] <= chart["svg"][2], title
 
 
 # --- nothing touches a legend, buttons wrap as a group --------------------------------------------
@@ -495,6 +643,23 @@ def test_the_screenshots_are_there_at_their_sizes() -> None:
         assert f"](screenshots/{name})" in doc
         with Image.open(ROOT / "docs" / "screenshots" / name) as image:
             assert image.size == (width, height)
+
+
+PLAYED = [(name, width, height) for name in ("four", "eight") for width, height in SCREENS]
+SLIDES = [*FIGURE_NAMES, HEADLINE_FIGURE_NAME, BIAS_FIGURE_NAME, *TEACHING_FIGURE_NAMES]
+
+
+def test_the_played_screenshots_and_the_slides_are_there() -> None:
+    """scripts/screenshots.py's other pictures: the length chart after play, with the article's four
+    variants and with eight, at a phone's and a laptop's size; every figure `toyrl reproduce` draws,
+    at slide size (16:9)."""
+    folder = ROOT / "docs" / "screenshots"
+    for name, width, height in PLAYED:
+        with Image.open(folder / f"explorer-played-{name}-{width}x{height}.png") as image:
+            assert image.size == (width, height)
+    for name in SLIDES:
+        with Image.open(folder / "slides" / f"{name}.png") as image:
+            assert image.size[0] / image.size[1] == pytest.approx(16 / 9, rel=0.01), name
 
 
 def test_the_page_data_carries_the_figures_looks() -> None:

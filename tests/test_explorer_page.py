@@ -35,7 +35,7 @@ from toyrl.experiment import run_experiment
 from toyrl.explore import MAX_PAGE_BYTES, PLACEHOLDERS, build_explorer
 from toyrl.objective import advantages
 from toyrl.plots import variant_looks
-from toyrl.variants import VARIANTS
+from toyrl.variants import VARIANTS, display_name
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
@@ -350,7 +350,10 @@ def test_the_first_view_is_the_article_run_at_step_zero(browser: Browser, page: 
     assert lesson.startswith("Predict, then press play: over 400 steps, what happens to wrong answers")
     assert lesson.endswith("under GRPO and under Dr. GRPO?")
     notes = browser.evaluate("[...document.querySelectorAll('.band-note')].map((n) => n.textContent)")
-    assert notes == ["lines: mean over 6 seeds; bands: mean \u00b1 1 sample sd over the seeds"] * 3
+    assert notes == ["lines: mean over 6 seeds; bands: mean \u00b1 1 sd over 6 seeds (sample sd)"] * 3
+    # the switches show the names to read, with the names to type under them
+    switches = browser.evaluate("[...document.querySelectorAll('.switch')].map((b) => b.innerText)")
+    assert switches == [f"{display_name(n)}\n{n}" for n in ["grpo", "std_only", "length_only", "dr_grpo"]]
     chain = browser.evaluate(
         "[...document.querySelectorAll('#causal-chain > li')].map((li) => li.textContent)"
     )
@@ -402,6 +405,9 @@ def test_mean_field_readouts_and_answers_equal_pythons_run(
         assert f" {tokens(means.loc[(variant, 17), 'length_incorrect'])} " in lesson
 
 
+ARTICLE_ORDER = ["grpo", "std_only", "length_only", "dr_grpo"]
+
+
 def test_play_trains_live_without_blocking_and_answers_from_the_run(browser: Browser, page: Path) -> None:
     browser.evaluate("document.getElementById('play').click()")
     assert text(browser, "play") == "pause"
@@ -430,7 +436,14 @@ def test_play_trains_live_without_blocking_and_answers_from_the_run(browser: Bro
     assert (
         f"gets {rare[0]:.0f}% of a half-right group's update mass under GRPO and {rare[1]:.0f}%" in difficulty
     )
-    assert "grpo" in difficulty and "length_only" in difficulty  # the pair that differs by the std term
+    # the pair that differs by the std term, by the names a person reads
+    accuracy = page_columns(browser, "accuracy").reshape(4, 6, 401).mean(axis=1)[:, 400]
+    for a, b in [(0, 2), (1, 3)]:  # grpo against length_only, std_only against dr_grpo
+        pair = (
+            f"{display_name(ARTICLE_ORDER[a])} {100 * accuracy[a]:.1f}% vs {display_name(ARTICLE_ORDER[b])}"
+        )
+        assert f"{pair} {100 * accuracy[b]:.1f}% accuracy" in difficulty, difficulty
+    assert "length_only" not in difficulty and "std_only" not in difficulty
 
 
 def test_step_reset_and_a_control_change_restart_the_run(browser: Browser, page: Path) -> None:
@@ -617,6 +630,18 @@ def test_the_step_cursor_by_keys_mouse_and_touch(browser: Browser, built: tuple[
     incorrect = page_columns(browser, "length_incorrect")
     values = readouts(browser)
     assert "at step 49" in browser.evaluate("document.querySelector('#readout-length caption').textContent")
+    # what the readouts' ± is, once per table: the sample sd over the run's seeds
+    captions = browser.evaluate(
+        "['length', 'accuracy', 'stop']"
+        ".map((k) => document.querySelector(`#readout-${k} caption`).textContent)"
+    )
+    assert captions == [
+        "at step 49 (trained: 50 of 50); mean \u00b1 1 sd over 2 seeds (sample sd)",
+        "at step 49 (trained: 50 of 50); mean \u00b1 1 sd over 2 seeds (sample sd)",
+        "at step 49 (trained: 50 of 50); mean \u00b1 1 sd over 2 seeds (sample sd, as a share of the mean)",
+    ]
+    shown_sd = browser.evaluate("document.getElementById('readout-length-0-length_incorrect').dataset.sd")
+    assert float(shown_sd) == pytest.approx(incorrect[:2, 49].std(ddof=1), rel=1e-12)  # sample sd, as said
     for index in range(4):
         expected = incorrect[2 * index : 2 * index + 2, 49].mean()
         assert values[f"readout-length-{index}-length_incorrect"] == pytest.approx(expected, rel=1e-12)
@@ -643,10 +668,20 @@ def test_the_step_cursor_by_keys_mouse_and_touch(browser: Browser, built: tuple[
             "Input.dispatchTouchEvent", {"type": kind, "touchPoints": points}, session=browser.session
         )
     assert browser.evaluate("toyrl.ui.state.cursor") == 40
-    cursor_lines = browser.evaluate(
-        "[...document.querySelectorAll('.plot line.cursor')].map((l) => l.getAttribute('x1'))"
+    # the length chart's panels: the mouse over the last panel's middle tick puts the cursor there too
+    x, y, step = browser.evaluate(
+        "(() => { const ticks = [...document.querySelectorAll('#chart-length g.panel')].at(-1)"
+        ".querySelectorAll('.tick-x'); const t = ticks[1]; const r = t.getBoundingClientRect();"
+        " return [r.x + r.width / 2, r.y - 30, +t.textContent]; })()"
     )
-    assert len(cursor_lines) == 3  # one cursor, on every chart
+    browser.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y}, session=browser.session)
+    assert 0 < step < 50 and browser.evaluate("toyrl.ui.state.cursor") == step
+    assert browser.evaluate("document.querySelectorAll('#chart-length g.panel').length") == 4
+    cursor_lines = browser.evaluate(
+        "[...document.querySelectorAll('.plot line.cursor')].map((l) => l.closest('.plot').id)"
+    )
+    # one cursor, on every chart: in each of the length chart's panels
+    assert sorted(cursor_lines) == ["chart-accuracy", *["chart-length"] * 4, "chart-stop"]
 
 
 def test_a_link_reproduces_the_view(browser: Browser, page: Path) -> None:
@@ -815,7 +850,7 @@ def test_a_links_variant_order_is_kept(browser: Browser, built: tuple[Path, pd.D
     focus = browser.evaluate("[...document.getElementById('length-focus').options].map((o) => o.value)")
     assert focus == ["all", *order]
     legend = chart_svg(browser, "chart-accuracy").findall(f".//{SVG}g[@class='legend']/{SVG}text")
-    assert [t.text for t in legend][: len(order)] == [f"{i}  {name}" for i, name in enumerate(order, start=1)]
+    assert [t.text for t in legend][: len(order)] == [display_name(name) for name in order]
     browser.evaluate("history.replaceState(null, '', '#'); document.getElementById('step-once').click()")
     assert browser.wait_for("location.hash.includes('variants=') && location.hash").startswith(
         "#variants=" + "%2C".join(order)
@@ -929,15 +964,27 @@ def test_ticks_are_round_numbers(browser: Browser, built: tuple[Path, pd.DataFra
     browser.open(built[0], "steps=40&seeds=2&t=40")
     for chart in ("chart-length", "chart-accuracy", "chart-stop", "difficulty-plot"):
         for axis in ("x", "y") if chart != "chart-stop" else ("x",):
-            labels = browser.evaluate(
-                f"[...document.querySelectorAll('#{chart} .tick-{axis}')].map((t) => t.textContent)"
+            # each length panel's own ticks (the first column's y, the last row's x), else the chart's
+            panels = browser.evaluate(
+                f"(() => {{ const svg = document.querySelector('#{chart} svg');"
+                " const panels = svg.querySelectorAll('g.panel');"
+                " return (panels.length ? [...panels] : [svg]).map((g) =>"
+                f" [...g.querySelectorAll('.tick-{axis}')].map((t) => t.textContent))"
+                ".filter((l) => l.length); })()"
             )
-            values = np.array([float(label.replace(",", "")) for label in labels])
-            steps = np.diff(values)
-            assert len(values) >= 3 and np.allclose(steps, steps[0]), (chart, axis, labels)
-            mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
-            assert round(mantissa, 9) in (1, 2, 5), (chart, axis, labels)
-            assert np.allclose(values / steps[0], np.round(values / steps[0])), (chart, axis, labels)
+            assert panels, (chart, axis)
+            for labels in panels:
+                check_round(chart, axis, labels)
+
+
+def check_round(chart: str, axis: str, labels: list[str]) -> None:
+    """At least three ticks, evenly spaced by 1, 2 or 5 x 10^k, each a multiple of the spacing."""
+    values = np.array([float(label.replace(",", "")) for label in labels])
+    steps = np.diff(values)
+    assert len(values) >= 3 and np.allclose(steps, steps[0]), (chart, axis, labels)
+    mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
+    assert round(mantissa, 9) in (1, 2, 5), (chart, axis, labels)
+    assert np.allclose(values / steps[0], np.round(values / steps[0])), (chart, axis, labels)
 
 
 def test_colours_and_numbers_keep_many_variants_apart(
@@ -948,9 +995,14 @@ def test_colours_and_numbers_keep_many_variants_apart(
     browser.open(built[0], f"variants={','.join(names)}&steps=10&seeds=1&t=10")
     svg = chart_svg(browser, "chart-accuracy")
     legend = [t.text for t in svg.findall(f".//{SVG}g[@class='legend']/{SVG}text")]
-    assert legend[: len(names)] == [f"{i + 1}  {name}" for i, name in enumerate(names)]
-    numbers = sorted(int(t.text) for t in svg.findall(f".//{SVG}text[@class='curve-number']"))
-    assert numbers == list(range(1, len(names) + 1))
+    assert legend[: len(names)] == [display_name(name) for name in names]
+    labels = svg.findall(f".//{SVG}text[@class='end-label']")
+    labelled = [name for label in labels for name in label.get("data-variant").split(",")]
+    assert sorted(labelled) == sorted(names)  # every curve's end named, once
+    for label in labels:  # with its variants' display names
+        text = "".join(label.itertext()).replace(" ", "")  # its lines, broken at spaces and underscores
+        merged = label.get("data-variant").split(",")
+        assert all(display_name(name).replace(" ", "") in text for name in merged), text
     # the figures' looks (toyrl.plots.variant_looks): colour, line style (dashes in line widths), marker
     figures = variant_looks(names)
     curves = {p.get("data-variant"): p for p in svg.findall(f".//{SVG}path[@class='curve']")}
@@ -1048,11 +1100,11 @@ def test_every_control_is_reachable_by_the_tab_key(browser: Browser, page: Path)
 
 def test_each_chart_exports_as_svg_and_png(browser: Browser, built: tuple[Path, pd.DataFrame]) -> None:
     browser.open(built[0], "steps=30&seeds=2&t=30")
-    for chart, curves in (
-        ("chart-length", 8),
-        ("chart-accuracy", 4),
-        ("chart-stop", 8),
-        ("difficulty-plot", 0),
+    for chart, curves, colour in (
+        ("chart-length", 8, [0x00, 0x9E, 0x73]),  # E[L | correct]'s green
+        ("chart-accuracy", 4, [0xD5, 0x5E, 0x00]),  # grpo's vermillion
+        ("chart-stop", 8, [0xD5, 0x5E, 0x00]),
+        ("difficulty-plot", 0, [0xD5, 0x5E, 0x00]),  # GRPO's points
     ):
         svg = chart_svg(browser, chart)
         assert svg.tag == f"{SVG}svg"
@@ -1063,8 +1115,8 @@ def test_each_chart_exports_as_svg_and_png(browser: Browser, built: tuple[Path, 
         assert url.startswith("data:image/png;base64,")
         image = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
         assert image.size == (width, height)
-        vermillion = np.all(np.abs(np.asarray(image, dtype=int) - [0xD5, 0x5E, 0x00]) < 40, axis=-1)
-        assert vermillion.sum() > 50, chart  # grpo's curve (or GRPO's points) drawn into the PNG
+        drawn = np.all(np.abs(np.asarray(image, dtype=int) - colour) < 40, axis=-1)
+        assert drawn.sum() > 50, chart  # a curve (or GRPO's points) drawn into the PNG
     with pytest.raises(RuntimeError, match="no chart"):
         browser.evaluate("toyrl.exportChart('nothing', 'svg')")
     buttons = browser.evaluate(

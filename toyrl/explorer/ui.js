@@ -137,8 +137,8 @@
 
   // Text width in the SVG's font, for laying out legends and axes without overlap.
   const measure = document.createElement("canvas").getContext("2d");
-  function textWidth(text, size = 12) {
-    measure.font = `${size}px ${SVG_FONT}`;
+  function textWidth(text, size = 12, weight = 400) {
+    measure.font = `${weight} ${size}px ${SVG_FONT}`;
     return measure.measureText(text).width;
   }
 
@@ -344,12 +344,12 @@
   const legendTop = (bottom, u) => bottom + 54 * u;
 
   /* A legend below the plot area, entries wrapped in rows to the width: never over data.
-     entry: {label, colour, dashes, width, number, hatch (a pattern's id), ring, marker, line}. */
+     entry: {label, colour, dashes, width, hatch (a pattern's id), ring, marker, line}. */
   function layoutLegend(entries, W, top, font = 12) {
     const u = font / 12, rowHeight = 1.5 * font, swatch = 28 * u, gap = 16 * u;
     let svg = "", px = 8, py = top;
     for (const entry of entries) {
-      const label = entry.number ? `${entry.number}  ${entry.label}` : entry.label;
+      const { label } = entry;
       const width = swatch + 6 * u + textWidth(label, font) + gap;
       if (px > 8 && px + width > W - 4) { px = 8; py += rowHeight; }
       const mid = py - 0.35 * font;
@@ -445,11 +445,11 @@
     const rows = toyrl.presets.map((p) => {
       const page = p.page ? `no: ${p.page}` : p.page_mean_field ? `sampled only (mean-field: ${p.page_mean_field})` : "yes, sampled and mean-field";
       const source = p.source || "the article";
-      const cells = [["name", p.name], ["spec", p.spec_text], ["stands for", p.stands_for || p.summary], ["source", source], ["on this page", page]];
+      const cells = [["name", p.name], ["spec", p.spec_text], ["stands for", p.stands_for || p.summary], ["source", source], ["on this page", page], ["shown as", variantLabel(p.name)]];
       return `<tr>${cells.map(([label, value]) => `<td data-label="${label}"${label === "spec" ? ' class="spec"' : ""}>${escapeXml(value)}</td>`).join("")}</tr>`;
     });
     $("preset-table").innerHTML = '<thead><tr><th scope="col">name</th><th scope="col">spec</th><th scope="col">stands for</th>' +
-      `<th scope="col">source</th><th scope="col">on this page</th></tr></thead><tbody>${rows.join("")}</tbody>`;
+      `<th scope="col">source</th><th scope="col">on this page</th><th scope="col">shown as</th></tr></thead><tbody>${rows.join("")}</tbody>`;
     $("preset-sources").innerHTML = Object.entries(DATA.sources).map(([key, text]) => `<li><b>${escapeXml(key)}</b>: ${escapeXml(text)}</li>`).join("");
   }
 
@@ -480,7 +480,7 @@
     chips.replaceChildren();
     for (const name of state.variants.filter((n) => !ARTICLE.includes(n))) {
       const item = document.createElement("li");
-      item.textContent = name;
+      item.textContent = variantLabel(name);
       const remove = document.createElement("button");
       remove.type = "button";
       remove.textContent = "\u00d7";
@@ -492,8 +492,8 @@
     $("mode-sampled").checked = state.mode === "sampled";
     $("mode-mean-field").checked = state.mode === "mean_field";
     const focus = $("length-focus");
-    focus.replaceChildren(new Option("all chosen variants", "all"));
-    state.variants.forEach((name, i) => focus.append(new Option(`only ${i + 1} ${name}: correct vs incorrect`, name)));
+    focus.replaceChildren(new Option("every chosen variant", "all"));
+    for (const name of state.variants) focus.append(new Option(`only ${variantLabel(name)}`, name));
     if (!state.variants.includes(state.focus)) state.focus = "all";
     focus.value = state.focus;
     if ($("overlay")) $("overlay").checked = state.overlay;
@@ -663,11 +663,11 @@
   // =================================================================================================
   /* The charts. A chart of one metric draws each variant in its figures' look (colour, line style,
      marker); a chart of two draws each variant's colour and line style, and the metric's marker (the
-     figures' outcome markers: circles right, squares wrong); the length chart of one variant draws
-     the figures' length panel (the outcomes' colours and markers). */
+     figures' outcome markers: circles right, squares wrong); the length chart (`panels`) draws a
+     panel per variant, in the outcomes' colours (drawPanels). Each curve's end is labelled. */
   const CHARTS = {
     "chart-length": {
-      title: "response length by correctness", yLabel: "tokens", scale: 1, format: tokens, cap: true,
+      title: "response length by correctness", yLabel: "tokens", scale: 1, format: tokens, cap: true, panels: true,
       metrics: [
         { column: "length_correct", label: "E[L | correct]", outcome: "correct" },
         { column: "length_incorrect", label: "E[L | incorrect]", outcome: "incorrect" },
@@ -681,12 +681,12 @@
       title: "stop probabilities", yLabel: "stop probability / token", scale: 1, log: true,
       format: oneIn, spread: (sd, mean) => `${(100 * sd / mean).toFixed(sd < 0.1 * mean ? 1 : 0)}%`,
       metrics: [
-        { column: "stop_prob_right", label: "\u03c3(\u03c6c), right approach", outcome: "correct" },
-        { column: "stop_prob_wrong", label: "\u03c3(\u03c6w), wrong approach", outcome: "incorrect" },
+        { column: "stop_prob_right", label: "\u03c3(\u03c6c), right approach", outcome: "correct", tag: "right" },
+        { column: "stop_prob_wrong", label: "\u03c3(\u03c6w), wrong approach", outcome: "incorrect", tag: "wrong" },
       ],
     },
   };
-  const geometry = {}; // per chart: the plot's x mapping, for the pointer
+  const geometry = {}; // per chart: its columns of plots' x mappings, for the pointer
 
   const cursorStep = () => (run ? Math.min(state.cursor ?? run.t, run.t) : 0);
 
@@ -739,7 +739,7 @@
     const seeds = seedCount();
     if (!run) return "";
     if (seeds < 2) return "one seed: no band";
-    return `lines: mean over ${seeds} seeds; ` + (banded() ? "bands: mean \u00b1 1 sample sd over the seeds"
+    return `lines: mean over ${seeds} seeds; ` + (banded() ? `bands: mean \u00b1 1 sd over ${seeds} seeds (sample sd)`
       : `no bands over ${LOOKS.max_bands} variants (the readouts give the sd)`);
   }
 
@@ -750,15 +750,16 @@
     return out;
   }
 
-  /* Each curve of a chart: its variant, metric, look as drawn and statistics. */
+  /* Each curve of a chart: its variant, metric, look as drawn and statistics. The length chart
+     draws every variant in the outcomes' looks (its panels name the variant): E[L | correct] solid,
+     E[L | incorrect] dashed, in the outcomes' colours, as toyrl.plots' length panel. */
+  const OUTCOME_DASHES = { correct: [], incorrect: [3.7, 1.6] }; // matplotlib's "-" and "--", in line widths
   function chartSeries(chartId) {
     const chart = CHARTS[chartId], looks = variantLooks(runVariants);
-    const focused = chartId === "chart-length" && state.focus !== "all";
     return shownVariants(chartId).flatMap((v) => chart.metrics.map((m) => {
       const look = looks[v.index], outcome = OUTCOMES[m.outcome];
-      const drawn = !outcome ? look
-        : focused ? { colour: outcome.colour, dashes: [], marker: outcome.marker }
-        : { colour: look.colour, dashes: look.dashes, marker: outcome.marker };
+      const drawn = chart.panels ? { colour: outcome.colour, dashes: OUTCOME_DASHES[m.outcome], marker: null }
+        : !outcome ? look : { colour: look.colour, dashes: look.dashes, marker: outcome.marker };
       return { ...v, metric: m, look: drawn, ...stats(m.column, v.index) };
     }));
   }
@@ -787,48 +788,142 @@
     return { ticks: linearTicks(0, yTop, yStep), y: (v) => bottom - (v / yTop) * plotH };
   }
 
+  /* A text's lines of at most `width` px where its pieces allow, broken after a space or an
+     underscore (a preset's name, openrlhf_reinforce_baseline, breaks too). */
+  const pieces = (text) => text.split(/(?<=[ _])/);
+  function wrapWords(text, width, font, weight = 400) {
+    const lines = [];
+    for (const piece of pieces(text)) {
+      const joined = lines.length ? lines.at(-1) + piece : piece;
+      if (lines.length && textWidth(joined.trimEnd(), font, weight) <= width) lines[lines.length - 1] = joined;
+      else lines.push(piece);
+    }
+    return lines.map((line) => line.trimEnd());
+  }
+  const widestLine = (texts, width, font) => Math.max(0, ...texts.flatMap((t) => wrapWords(t, width, font)).map((l) => textWidth(l, font)));
+  const widestPiece = (texts, font) => Math.max(0, ...texts.flatMap(pieces).map((w) => textWidth(w.trimEnd(), font)));
+
+  // The last step up to t where a curve has a value: its label sits there, by the data.
+  function lastFinite(values, t) {
+    for (let i = t; i >= 0; i--) if (Number.isFinite(values[i])) return i;
+    return -1;
+  }
+
+  const LINE = 1.3; // a line of text in a chart, in font sizes: a glyph's box with descenders is 1.25
+
+  /* Labels at the ends of curves, never over one another and within [low, high] (when they fit:
+     `needed` is the height they take). item: {x, y: the curve's last drawn point, text, prefix
+     (before the text: which of a variant's curves), order (of the texts in a merged label), colour,
+     variant, column}. A label starts `gap` right of its curve's end; with `merge`, the labels of
+     curves of one column that end at one point (within a third of a line) become one ("GRPO, GRPO
+     without std division"); the others are spread apart vertically, each joined to its curve's end
+     by a thin leader line in the curve's colour where moved. Lines wrap at `wrap` px. */
+  function endLabels(items, { low, high, font, gap, wrap, merge }) {
+    const u = font / 12, lineHeight = LINE * font, pad = 0.3 * font;
+    const groups = [];
+    for (const item of items.filter((it) => Number.isFinite(it.y)).sort((a, b) => a.y - b.y)) {
+      const last = groups.at(-1);
+      if (merge && last && item.column === last.items[0].column && item.y - last.items.at(-1).y < font / 3) last.items.push(item);
+      else groups.push({ items: [item] });
+    }
+    for (const g of groups) {
+      const names = [...new Set([...g.items].sort((a, b) => a.order - b.order).map((it) => it.text))].join(", ");
+      g.lines = wrapWords((g.items[0].prefix ?? "") + names, wrap, font);
+      g.x = Math.max(...g.items.map((it) => it.x));
+      g.y = g.items.reduce((total, it) => total + it.y, 0) / g.items.length;
+      g.height = g.lines.length * lineHeight;
+      g.top = g.y - g.height / 2;
+    }
+    // down from the first, back up from `high`, down again from `low`: apart, and within the range
+    const apart = () => { for (let i = 1; i < groups.length; i++) groups[i].top = Math.max(groups[i].top, groups[i - 1].top + groups[i - 1].height + pad); };
+    apart();
+    if (groups.length) groups.at(-1).top = Math.min(groups.at(-1).top, high - groups.at(-1).height);
+    for (let i = groups.length - 2; i >= 0; i--) groups[i].top = Math.min(groups[i].top, groups[i + 1].top - pad - groups[i].height);
+    if (groups.length) groups[0].top = Math.max(groups[0].top, low);
+    apart();
+    let svg = "";
+    for (const g of groups) {
+      const x = g.x + gap, middle = g.top + g.height / 2;
+      for (const it of g.items) {
+        if (Math.abs(middle - it.y) > 0.2 * font || g.items.length > 1) {
+          svg += `<line class="leader" x1="${(it.x + 2 * u).toFixed(1)}" y1="${it.y.toFixed(1)}" x2="${(x - 2 * u).toFixed(1)}" y2="${middle.toFixed(1)}" stroke="${it.colour}" stroke-width="${0.8 * u}"/>`;
+        }
+      }
+      const lines = g.lines.map((line, i) => `<tspan x="${x.toFixed(1)}" y="${(g.top + i * lineHeight + 0.95 * font).toFixed(1)}">${escapeXml(line)}</tspan>`).join("");
+      svg += `<text class="end-label" data-variant="${escapeXml(g.items.map((it) => it.variant).join(","))}" data-column="${g.items.map((it) => it.column).join(",")}" fill="${INK}">${lines}</text>`;
+    }
+    const needed = groups.reduce((total, g) => total + g.height, 0) + pad * Math.max(0, groups.length - 1);
+    return { svg, needed };
+  }
+
+  // A band of mean +- 1 sd over steps 0..t, hatched in its curve's colour, never translucent.
+  function bandSvg(id, s, shift, x, yIn, t) {
+    const upper = [], lower = [];
+    for (let i = 0; i <= t; i++) {
+      if (!Number.isFinite(s.mean[i]) || !Number.isFinite(s.sd[i])) continue;
+      upper.push([x(i), yIn(s.mean[i] + s.sd[i])]);
+      lower.push([x(i), yIn(s.mean[i] - s.sd[i])]);
+    }
+    if (upper.length < 2) return { defs: "", svg: "" };
+    return { defs: hatchPattern(id, s.look.colour, s.look.dashes.length > 0, shift), svg: `<path class="band" d="${pathOf([...upper, ...lower.reverse()])}Z" fill="url(#${id})" stroke="none"/>` };
+  }
+
+  const cursorCircle = (s, cx, cy, u) => `<circle class="at-cursor" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" data-value="${s.mean[cursorStep()]}" ` +
+    `cx="${cx.toFixed(1)}" cy="${cy.toFixed(1)}" r="${3.5 * u}" fill="#fff" stroke="${s.look.colour}" stroke-width="${2 * u}"/>`;
+
+  function finishChart(chartId, W, H, body) {
+    const box = $(chartId), chart = CHARTS[chartId], cursor = cursorStep();
+    box.innerHTML = svgRoot(W, H, `${chart.title}, step ${cursor} of ${run.steps}`, body, chartFont(W));
+    box.setAttribute("aria-valuemax", String(run.t));
+    box.setAttribute("aria-valuenow", String(cursor));
+    box.setAttribute("aria-valuetext", `step ${cursor}`);
+  }
+
   function drawChart(chartId, W) {
     const box = $(chartId), chart = CHARTS[chartId], font = chartFont(W), u = font / 12;
     if (!run) {
       box.innerHTML = svgRoot(W, 3 * font, chart.title, `<text x="10" y="${2 * font}" fill="${INK}">No run: see the message under play.</text>`, font);
       return;
     }
+    if (chart.panels) { drawPanels(chartId, W); return; }
     const T = run.steps, t = run.t, cursor = cursorStep();
     const series = chartSeries(chartId), overlay = recordedCurves(chartId);
-    const right = 30 * u, top = 22 * u, plotH = Math.round(Math.min(380, Math.max(170, W * 0.4)));
-    const scale = yScale(chart, series, overlay, t, top, plotH), left = yAxisWidth(scale.ticks, font);
+    // Each curve's end labelled with its variant's name: the right margin holds the widest, wrapped.
+    const prefix = (s) => (chart.metrics.length > 1 ? `${s.metric.tag}: ` : ""); // which of a variant's curves
+    const names = series.map((s) => prefix(s) + variantLabel(s.name));
+    const wrap = Math.max(widestPiece(names, font), Math.min(0.3 * W, 190 * u)), gap = 10 * u;
+    const right = gap + widestLine(names, wrap, font) + 6 * u, top = 22 * u;
+    const layout = (plotH) => {
+      const scale = yScale(chart, series, overlay, t, top, plotH), left = yAxisWidth(scale.ticks, font);
+      const x = (s) => left + (s / T) * (W - left - right), y = (v) => scale.y(v * chart.scale);
+      const items = series.map((s) => {
+        const i = lastFinite(s.mean, t);
+        return { x: x(Math.max(i, 0)), y: i < 0 ? NaN : y(s.mean[i]), text: variantLabel(s.name), prefix: prefix(s), order: s.index, colour: s.look.colour, variant: s.name, column: s.metric.column };
+      });
+      const labels = endLabels(items, { low: top, high: top + plotH, font, gap, wrap, merge: true });
+      return { plotH, scale, left, x, y, labels };
+    };
+    // taller where the labels need it (8 variants' two curves on a phone's width)
+    let laid = layout(Math.round(Math.min(380, Math.max(170, W * 0.4))));
+    for (let attempt = 0; attempt < 3 && laid.labels.needed > laid.plotH; attempt++) laid = layout(Math.ceil(laid.labels.needed));
+    const { plotH, scale, left, x, y, labels } = laid, bottom = top + plotH;
+    const yIn = (v) => Math.min(bottom, Math.max(top, Number.isFinite(y(v)) ? y(v) : bottom));
     const xStep = tickStep(T, W > 700 ? 8 : W > 420 ? 5 : 3);
-    const x = (s) => left + (s / T) * (W - left - right), bottom = top + plotH;
-    const y = (v) => scale.y(v * chart.scale), yIn = (v) => Math.min(bottom, Math.max(top, Number.isFinite(y(v)) ? y(v) : bottom));
-    geometry[chartId] = { left, width: W - left - right, T };
+    geometry[chartId] = { columns: [{ left, width: W - left - right }], T };
     let svg = axes({ W, left, right, top, plotH, font, xTicks: linearTicks(0, T, xStep), yTicks: scale.ticks, x, y: scale.y,
       xLabel: "training step", yLabel: chart.yLabel });
-    if (chart.cap) {
-      svg += `<line x1="${left}" y1="${y(runSpecUsed.cap).toFixed(1)}" x2="${W - right}" y2="${y(runSpecUsed.cap).toFixed(1)}" stroke="${MUTED}" stroke-width="${u}" stroke-dasharray="${u},${3 * u}"/>`;
-    }
+    svg += `<rect class="panel-box" x="${left}" y="${top}" width="${W - left}" height="${plotH}" fill="none"/>`;
     // Solid lines first, dashed ones over them (as in the figures), each later variant thinner: twins both show.
     const order = series.map((s, k) => ({ s, k, width: Math.max(1.4, 3.4 - 0.5 * s.index) * u }))
       .sort((a, b) => (a.s.look.dashes.length > 0) - (b.s.look.dashes.length > 0) || a.k - b.k);
     let defs = "";
     if (banded()) { // bands first, under every line: hatched, never translucent
-      for (const { s, k } of order) {
-        const upper = [], lower = [];
-        for (let i = 0; i <= t; i++) {
-          if (!Number.isFinite(s.mean[i]) || !Number.isFinite(s.sd[i])) continue;
-          upper.push([x(i), yIn(s.mean[i] + s.sd[i])]);
-          lower.push([x(i), yIn(s.mean[i] - s.sd[i])]);
-        }
-        if (upper.length < 2) continue;
-        const id = `${chartId}-hatch-${k}`;
-        defs += hatchPattern(id, s.look.colour, s.look.dashes.length > 0, k);
-        svg += `<path class="band" d="${pathOf([...upper, ...lower.reverse()])}Z" fill="url(#${id})" stroke="none"/>`;
-      }
+      for (const { s, k } of order) { const band = bandSvg(`${chartId}-hatch-${k}`, s, k, x, yIn, t); defs += band.defs; svg += band.svg; }
     }
     const looks = variantLooks(runVariants);
     for (const o of overlay) {
       svg += `<path class="recorded" data-variant="${escapeXml(o.name)}" data-column="${o.metric.column}" d="${pathOf(o.values.slice(0, T + 1).map((v, i) => [x(i), y(v)]))}" fill="none" stroke="${looks[o.index].colour}" stroke-width="${u}"${dashArray(looks[o.index].dashes, u)}/>`;
     }
-    const labels = [];
     for (const { s, k, width } of order) {
       const points = Array.from(s.mean.subarray(0, t + 1), (v, i) => [x(i), y(v)]);
       svg += `<path class="curve" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" d="${pathOf(points)}" fill="none" stroke="${s.look.colour}" stroke-width="${width.toFixed(2)}"${dashArray(s.look.dashes, width)}/>`;
@@ -837,49 +932,125 @@
         svg += `<g class="markers" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" data-marker="${s.look.marker}">` +
           marks.map((i) => markerSvg(s.look.marker, points[i][0], points[i][1], 3.4 * u, s.look.colour, "#fff", 0.8 * u)).join("") + "</g>";
       }
-      const last = y(s.mean[t]);
-      if (Number.isFinite(last)) labels.push({ y: last, text: String(s.index + 1) });
     }
     for (const { s } of order) {
       const atCursor = y(s.mean[cursor]);
-      if (Number.isFinite(atCursor)) svg += `<circle class="at-cursor" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" data-value="${s.mean[cursor]}" cx="${x(cursor).toFixed(1)}" cy="${atCursor.toFixed(1)}" r="${3.5 * u}" fill="#fff" stroke="${s.look.colour}" stroke-width="${2 * u}"/>`;
+      if (Number.isFinite(atCursor)) svg += cursorCircle(s, x(cursor), atCursor, u);
     }
-    svg += curveNumbers(labels, W - right + 5 * u, top, bottom, font);
+    svg += labels.svg;
     svg += `<line class="cursor" x1="${x(cursor).toFixed(1)}" y1="${top}" x2="${x(cursor).toFixed(1)}" y2="${bottom}" stroke="${INK}" stroke-width="${u}" stroke-dasharray="${3 * u},${3 * u}"/>` +
       `<text x="${Math.min(Math.max(x(cursor), left + 2.5 * font), W - right - 2.5 * font).toFixed(1)}" y="${top - 7 * u}" text-anchor="middle" fill="${INK}">step ${cursor}</text>`;
     const legendHatch = `${chartId}-hatch-legend`;
     if (banded()) defs += hatchPattern(legendHatch, MUTED, false, 0);
     const legend = layoutLegend(legendEntries(chartId, series, overlay.length > 0, legendHatch), W, legendTop(bottom, u), font);
-    box.innerHTML = svgRoot(W, legend.bottom + 6 * u, `${chart.title}, step ${cursor} of ${T}`, (defs ? `<defs>${defs}</defs>` : "") + svg + legend.svg, font);
-    box.setAttribute("aria-valuemax", String(t));
-    box.setAttribute("aria-valuenow", String(cursor));
-    box.setAttribute("aria-valuetext", `step ${cursor}`);
+    finishChart(chartId, W, legend.bottom + 6 * u, (defs ? `<defs>${defs}</defs>` : "") + svg + legend.svg);
   }
 
-  // Each variant's number at the right end of its curves, outside the plot, nudged apart.
-  function curveNumbers(labels, px, low, high, font) {
-    labels.sort((a, b) => a.y - b.y);
-    let previous = -Infinity;
-    for (const label of labels) { label.y = Math.max(label.y, previous + font); previous = label.y; }
-    const overflow = labels.length ? labels[labels.length - 1].y - (high + 4) : 0;
-    if (overflow > 0) for (const label of labels) label.y = Math.max(low, label.y - overflow);
-    return labels.map((l) => `<text class="curve-number" x="${px}" y="${(l.y + font / 3).toFixed(1)}" fill="${INK}" font-weight="700">${l.text}</text>`).join("");
+  /* The length chart as small multiples, the design of toyrl.plots' length_by_correctness: one
+     panel per variant (only the focused one, if any), titled with its display name, on shared axes;
+     in each, E[L | correct] solid and E[L | incorrect] dashed in the outcomes' colours, each labelled
+     at its last drawn point with the word, the cap dotted, bands of +- 1 sd when banded. Up to four
+     panels a row where they keep a readable width, two on a phone; y ticks on the first column, x
+     ticks under the last panel of each column. */
+  function drawPanels(chartId, W) {
+    const chart = CHARTS[chartId], font = chartFont(W), u = font / 12;
+    const T = run.steps, t = run.t, cursor = cursorStep();
+    const shown = shownVariants(chartId), series = chartSeries(chartId), overlay = recordedCurves(chartId);
+    const n = shown.length, gap = 8 * u;
+    const words = chart.metrics.map((m) => m.outcome);
+    const gutter = gap + Math.max(...words.map((w) => textWidth(w, font))) + 4 * u, spacing = 10 * u;
+    const top = 8 * u, probe = yScale(chart, series, overlay, t, 0, 200), left = yAxisWidth(probe.ticks, font);
+    const fits = Math.floor((W - left) / (gutter + spacing + 110 * u));
+    const most = n === 1 ? 1 : Math.min(n, 4, Math.max(2, fits)), rows = Math.ceil(n / most);
+    const columns = Math.ceil(n / rows); // rows as full as each other: 2 x 2, not 3 + 1
+    const panelW = (W - left) / columns;
+    const titles = shown.map((v) => wrapWords(variantLabel(v.name), panelW - spacing - 4 * u, font, 700));
+    const titleHeight = Math.max(...titles.map((lines) => lines.length)) * LINE * font + 4 * u;
+    const plotH = n === 1 ? Math.round(Math.min(380, Math.max(170, W * 0.4)))
+      : Math.round(Math.min(rows > 1 ? 190 : 280, Math.max(120, 0.6 * (panelW - gutter - spacing))));
+    const tickRow = 20 * u, scale = yScale(chart, series, overlay, t, 0, plotH);
+    const rowHeight = (r) => titleHeight + plotH + (r < rows - 1 ? tickRow + 6 * u : 0);
+    const rowTop = (r) => top + Array.from({ length: r }, (_, k) => rowHeight(k)).reduce((a, b) => a + b, 0);
+    let svg = "", defs = "";
+    const columnsGeometry = [];
+    const legendHatch = `${chartId}-hatch-legend`;
+    shown.forEach((v, p) => {
+      const r = Math.floor(p / columns), c = p % columns;
+      const x0 = left + c * panelW + (c > 0 ? spacing : 0), x1 = left + (c + 1) * panelW - gutter;
+      const plotTop = rowTop(r) + titleHeight, bottom = plotTop + plotH;
+      const x = (s) => x0 + (s / T) * (x1 - x0), y = (value) => plotTop + scale.y(value * chart.scale);
+      const yIn = (value) => Math.min(bottom, Math.max(plotTop, Number.isFinite(y(value)) ? y(value) : bottom));
+      if (r === 0) columnsGeometry.push({ left: x0, width: x1 - x0 });
+      let panel = titles[p].map((line, i) => `<text class="panel-title" x="${x0.toFixed(1)}" y="${(rowTop(r) + i * LINE * font + 0.95 * font).toFixed(1)}" fill="${INK}" font-weight="700">${escapeXml(line)}</text>`).join("");
+      for (const tick of scale.ticks) {
+        const ty = (plotTop + scale.y(tick.value)).toFixed(1);
+        panel += `<line x1="${x0.toFixed(1)}" y1="${ty}" x2="${x1.toFixed(1)}" y2="${ty}" stroke="${GRID}"/>`;
+        if (c === 0) panel += `<text class="tick-y" data-value="${tick.value}" x="${left - 6 * u}" y="${(+ty + 4 * u).toFixed(1)}" text-anchor="end" fill="${INK}">${tick.text}</text>`;
+      }
+      const xStep = tickStep(T, x1 - x0 > 600 ? 8 : x1 - x0 > 300 ? 5 : x1 - x0 > 150 ? 3 : 2);
+      const labelled = p + columns >= n; // nothing under it
+      for (const tick of linearTicks(0, T, xStep)) {
+        panel += `<line x1="${x(tick.value).toFixed(1)}" y1="${bottom}" x2="${x(tick.value).toFixed(1)}" y2="${bottom + 4 * u}" stroke="${AXIS}"/>`;
+        if (labelled) panel += `<text class="tick-x" x="${x(tick.value).toFixed(1)}" y="${bottom + 17 * u}" text-anchor="middle" fill="${INK}">${tick.text}</text>`;
+      }
+      panel += `<rect class="plot-area" x="${x0.toFixed(1)}" y="${plotTop}" width="${(x1 - x0).toFixed(1)}" height="${plotH}" fill="none"/>` +
+        `<rect class="panel-box" x="${x0.toFixed(1)}" y="${plotTop}" width="${(x1 - x0 + gutter).toFixed(1)}" height="${plotH}" fill="none"/>` +
+        `<line x1="${x0.toFixed(1)}" y1="${bottom}" x2="${x1.toFixed(1)}" y2="${bottom}" stroke="${AXIS}"/>` +
+        `<line x1="${x0.toFixed(1)}" y1="${plotTop}" x2="${x0.toFixed(1)}" y2="${bottom}" stroke="${AXIS}"/>`;
+      panel += `<line class="cap" x1="${x0.toFixed(1)}" y1="${y(runSpecUsed.cap).toFixed(1)}" x2="${x1.toFixed(1)}" y2="${y(runSpecUsed.cap).toFixed(1)}" stroke="${MUTED}" stroke-width="${u}" stroke-dasharray="${u},${3 * u}"/>`;
+      const mine = series.filter((s) => s.index === v.index);
+      if (banded()) mine.forEach((s, k) => { const band = bandSvg(`${chartId}-hatch-${p}-${k}`, s, k, x, yIn, t); defs += band.defs; panel += band.svg; });
+      for (const o of overlay.filter((o) => o.index === v.index)) {
+        const width = u;
+        // dashes as long as the curves' (2u wide), on a line half as wide
+        panel += `<path class="recorded" data-variant="${escapeXml(o.name)}" data-column="${o.metric.column}" d="${pathOf(o.values.slice(0, T + 1).map((value, i) => [x(i), y(value)]))}" fill="none" stroke="${OUTCOMES[o.metric.outcome].colour}" stroke-width="${width}"${dashArray(OUTCOME_DASHES[o.metric.outcome], 2 * width)}/>`;
+      }
+      const items = [];
+      for (const s of mine) {
+        const width = 2 * u, points = Array.from(s.mean.subarray(0, t + 1), (value, i) => [x(i), y(value)]);
+        panel += `<path class="curve" data-variant="${escapeXml(s.name)}" data-column="${s.metric.column}" d="${pathOf(points)}" fill="none" stroke="${s.look.colour}" stroke-width="${width}"${dashArray(s.look.dashes, width)}/>`;
+        const i = lastFinite(s.mean, t);
+        items.push({ x: x(Math.max(i, 0)), y: i < 0 ? NaN : y(s.mean[i]), text: s.metric.outcome, order: 0, colour: s.look.colour, variant: s.name, column: s.metric.column });
+      }
+      for (const s of mine) {
+        const atCursor = y(s.mean[cursor]);
+        if (Number.isFinite(atCursor)) panel += cursorCircle(s, x(cursor), atCursor, u);
+      }
+      panel += endLabels(items, { low: plotTop, high: bottom, font, gap, wrap: Infinity, merge: false }).svg;
+      panel += `<line class="cursor" x1="${x(cursor).toFixed(1)}" y1="${plotTop}" x2="${x(cursor).toFixed(1)}" y2="${bottom}" stroke="${INK}" stroke-width="${u}" stroke-dasharray="${3 * u},${3 * u}"/>`;
+      svg += `<g class="panel" data-variant="${escapeXml(v.name)}">${panel}</g>`;
+    });
+    geometry[chartId] = { columns: columnsGeometry, T };
+    const gridTop = top + titleHeight, gridBottom = rowTop(rows - 1) + titleHeight + plotH;
+    svg += `<text x="${((left + W) / 2).toFixed(1)}" y="${gridBottom + 34 * u}" text-anchor="middle" fill="${INK}">training step (cursor: step ${cursor})</text>` +
+      `<text x="${font}" y="${(gridTop + gridBottom) / 2}" transform="rotate(-90 ${font} ${(gridTop + gridBottom) / 2})" text-anchor="middle" fill="${INK}">${escapeXml(chart.yLabel)}</text>`;
+    if (banded()) defs += hatchPattern(legendHatch, MUTED, false, 0);
+    const legend = layoutLegend(legendEntries(chartId, series, overlay.length > 0, legendHatch), W, legendTop(gridBottom, u), font);
+    finishChart(chartId, W, legend.bottom + 6 * u, (defs ? `<defs>${defs}</defs>` : "") + svg + legend.svg);
   }
 
+  /* What a chart's legend holds: only what is drawn and not named where it is drawn. The length
+     chart's panels name their variants and its curves' ends their outcomes: its legend has the
+     line styles only where a curve has no end to label, the band, the cap and the recorded curves.
+     The other charts name each variant (its colour, line style and marker) and each metric's marker. */
   function legendEntries(chartId, series, withRecorded, hatch) {
     const chart = CHARTS[chartId], entries = [], seen = new Set();
-    const focused = chartId === "chart-length" && state.focus !== "all";
-    for (const s of series) {
-      if (focused) { entries.push({ label: `${s.name}: ${s.metric.label}`, colour: s.look.colour, marker: s.look.marker }); continue; }
-      if (seen.has(s.index)) continue;
-      seen.add(s.index);
-      const one = chart.metrics.length === 1; // else the marker is the metric's, below
-      entries.push({ label: s.name, number: s.index + 1, colour: s.look.colour, dashes: s.look.dashes, marker: one ? s.look.marker : null });
+    if (chart.panels) {
+      for (const m of chart.metrics) {
+        if (series.some((s) => s.metric === m && lastFinite(s.mean, run.t) < 0)) entries.push({ label: m.label, colour: OUTCOMES[m.outcome].colour, dashes: OUTCOME_DASHES[m.outcome], width: 2 });
+      }
+    } else {
+      for (const s of series) {
+        if (seen.has(s.index)) continue;
+        seen.add(s.index);
+        const one = chart.metrics.length === 1; // else the marker is the metric's, below
+        entries.push({ label: variantLabel(s.name), colour: s.look.colour, dashes: s.look.dashes, marker: one ? s.look.marker : null });
+      }
+      // The metrics' markers in grey: no variant's colour (black is Okabe-Ito's too) can be read as one.
+      if (chart.metrics.length > 1) for (const m of chart.metrics) entries.push({ label: m.label, colour: STYLE_GREY, marker: OUTCOMES[m.outcome].marker, line: false });
     }
-    // The metrics' markers in grey: no variant's colour (black is Okabe-Ito's too) can be read as one.
-    if (!focused && chart.metrics.length > 1) for (const m of chart.metrics) entries.push({ label: m.label, colour: STYLE_GREY, marker: OUTCOMES[m.outcome].marker, line: false });
-    if (banded()) entries.push({ label: `mean \u00b1 1 sd over ${seedCount()} seeds`, colour: MUTED, hatch });
-    if (chart.cap) entries.push({ label: `the cap (${runSpecUsed.cap.toLocaleString("en")})`, colour: MUTED, dashes: [1, 3], width: 1 });
+    if (banded()) entries.push({ label: `band: mean \u00b1 1 sd over ${seedCount()} seeds (sample sd)`, colour: MUTED, hatch });
+    if (chart.cap) entries.push({ label: `the cap (${runSpecUsed.cap.toLocaleString("en")} tokens)`, colour: MUTED, dashes: [1, 3], width: 1 });
     if (withRecorded) entries.push({ label: `thin: recorded, ${recorded.description}`, colour: STYLE_GREY, width: 1 });
     return entries;
   }
@@ -898,7 +1069,8 @@
         const text = chart.format(value) + (Number.isFinite(spread) ? ` \u00b1 ${(chart.spread ?? chart.format)(spread, value)}` : "");
         return `<td id="readout-${key}-${v.index}-${m.column}" data-value="${mean[cursor]}" data-sd="${sd[cursor]}">${escapeXml(text)}</td>`;
       }).join("");
-      body += `<tr><th scope="row"><span class="swatch" style="background:${looks[v.index].colour}"></span>${v.index + 1} ${escapeXml(v.name)}</th>${cells}</tr>`;
+      const swatch = chart.panels ? "" : `<span class="swatch" style="background:${looks[v.index].colour}"></span>`; // the length panels draw no variant's colour
+      body += `<tr><th scope="row">${swatch}${escapeXml(variantLabel(v.name))}</th>${cells}</tr>`;
     }
     for (const v of shownVariants(chartId)) {
       if (!recorded || !state.overlay || !recorded.curves[v.name] || cursor > recorded.steps) continue;
@@ -908,9 +1080,11 @@
         const shown = value === null ? "not finite" : chart.format(value * chart.scale);
         return `<td id="readout-${key}-recorded-${escapeXml(v.name)}-${m.column}" data-value="${value ?? NaN}">${escapeXml(shown)}</td>`;
       }).join("");
-      body += `<tr><th scope="row">recorded ${escapeXml(v.name)}</th>${cells}</tr>`;
+      body += `<tr><th scope="row">recorded ${escapeXml(variantLabel(v.name))}</th>${cells}</tr>`;
     }
-    table.innerHTML = `<caption class="note">at step ${cursor} (trained: ${run.t} of ${run.steps})</caption>` +
+    const seeds = seedCount(), spread = chart.spread ? ", as a share of the mean" : "";
+    const plusMinus = seeds > 1 ? `; mean \u00b1 1 sd over ${seeds} seeds (sample sd${spread})` : `; one seed: no sd`;
+    table.innerHTML = `<caption class="note">at step ${cursor} (trained: ${run.t} of ${run.steps})${plusMinus}</caption>` +
       `<thead><tr><th scope="col">variant</th>${head}</tr></thead><tbody>${body}</tbody>`;
   }
 
@@ -973,12 +1147,13 @@
     if (pairs.length) {
       const words = pairs.map(([a, b]) => {
         const i = runVariants.indexOf(a), j = runVariants.indexOf(b);
-        return `${a} ${percent(meanAt("accuracy", i, T))} vs ${b} ${percent(meanAt("accuracy", j, T))} accuracy, ` +
+        return `${variantLabel(a)} ${percent(meanAt("accuracy", i, T))} vs ${variantLabel(b)} ${percent(meanAt("accuracy", j, T))} accuracy, ` +
           `E[L | incorrect] ${tokens(meanAt("length_incorrect", i, T))} vs ${tokens(meanAt("length_incorrect", j, T))}`;
       });
       text += `<p>In this run, with the std division against without it at step ${T}: ${escapeXml(words.join("; "))}.</p>`;
     } else {
-      text += "<p>To see what the std term does to the run, choose grpo and length_only (or std_only and dr_grpo): they differ only by it.</p>";
+      text += `<p>To see what the std term does to the run, choose ${escapeXml(variantLabel("grpo"))} and ${escapeXml(variantLabel("length_only"))} ` +
+        `(or ${escapeXml(variantLabel("std_only"))} and ${escapeXml(variantLabel("dr_grpo"))}): they differ only by it.</p>`;
     }
     difficulty.innerHTML = text;
   }
@@ -998,8 +1173,8 @@
     const name = runVariants[index], s = cursorStep();
     const aggregation = presetByName.get(name)?.spec.aggregation ?? "";
     const from = (column, format) => `${format(meanAt(column, index, 0))} \u2192 ${format(meanAt(column, index, s))}`;
-    fill("weight", `${name}: each token's weight A ${DENOMINATORS[aggregation] ?? aggregation}`);
-    fill("phi", `${name}, steps 0 \u2192 ${s}: \u03c3(\u03c6w) ${from("stop_prob_wrong", oneIn)}`);
+    fill("weight", `${variantLabel(name)}: each token's weight A ${DENOMINATORS[aggregation] ?? aggregation}`);
+    fill("phi", `${variantLabel(name)}, steps 0 \u2192 ${s}: \u03c3(\u03c6w) ${from("stop_prob_wrong", oneIn)}`);
     fill("wrong", `E[L | incorrect] ${from("length_incorrect", tokens)} tokens`);
     fill("right", `E[L | correct] ${from("length_correct", tokens)}; right approach ${from("length_right_approach", tokens)} (cap ${runSpecUsed.cap.toLocaleString("en")})`);
     fill("accuracy", `accuracy ${from("accuracy", percent)}`);
@@ -1032,8 +1207,11 @@
   function pointerStep(chartId, event) {
     const g = geometry[chartId];
     if (!g) return null;
-    const bounds = $(chartId).getBoundingClientRect();
-    return ((event.clientX - bounds.left - g.left) / g.width) * g.T;
+    const px = event.clientX - $(chartId).getBoundingClientRect().left;
+    // the column of panels under the pointer, else the nearest
+    const distance = (c) => Math.max(c.left - px, px - c.left - c.width, 0);
+    const column = g.columns.reduce((best, c) => (distance(c) < distance(best) ? c : best));
+    return ((px - column.left) / column.width) * g.T;
   }
 
   function wireChart(chartId) {
