@@ -34,16 +34,20 @@ def table_and_verdict(*args: str) -> tuple[dict[str, dict[str, Any]], str, str]:
 def test_at_the_initial_policy_the_length_biased_variants_are_named_with_their_numbers() -> None:
     rows, words, last = table_and_verdict("bias")
     assert last == words  # printed last, one line when stdout is not a terminal
-    assert words.startswith("The expected first update of grpo and length_only points toward longer wrong")
+    assert words.startswith(
+        "The expected first update of GRPO and GRPO without std division points toward longer wrong"
+    )
     shares = [f"{rows[name]['phi_wrong_share']:.0%}" for name in ("grpo", "length_only")]
     cosines = [f"{rows[name]['phi_wrong_cosine']:.3f}" for name in ("grpo", "length_only")]
     assert f"phi_wrong cosine {cosines[0]} and {cosines[1]}, {shares[0]} and {shares[1]} of |E[g]|^2" in words
     assert rows["grpo"]["cosine"] > 0 and "against grad J" not in words  # not yet
-    assert "The expected first update of dr_grpo is along grad J (cosine 1 within 1e-9)" in words
+    assert "The expected first update of Dr. GRPO is along grad J (cosine 1 within 1e-9)" in words
     std = rows["std_only"]["cosine"]
     assert (
         0.9998 < std < 0.9999
-        and f"std_only has no phi_wrong component but is tilted off grad J (cosine {std:.5f})" in words
+        and "GRPO without length division has no phi_wrong component but is tilted off grad J "
+        f"(cosine {std:.5f})"
+        in words
     )
     assert words.count(".") - words.count("0.") - words.count("1e-9") <= 3  # one to three sentences
 
@@ -57,7 +61,8 @@ def test_without_a_length_biased_variant_the_verdict_says_so() -> None:
     )
     assert "longer" not in words and "along grad J" in words and "tilted off grad J" in words
     _, alone, _ = table_and_verdict("bias", "--variant", "dr_grpo")
-    assert "std_only" not in alone and "tilted" not in alone and "dr_grpo is along grad J" in alone
+    assert "without length division" not in alone and "tilted" not in alone
+    assert "Dr. GRPO is along grad J" in alone
 
 
 def test_along_training_the_verdict_names_the_variants_against_grad_j(tmp_path: Path) -> None:
@@ -79,9 +84,9 @@ def test_along_training_the_verdict_names_the_variants_against_grad_j(tmp_path: 
     rows, words, _ = table_and_verdict("bias", "--results", str(csv), "--step", "100")
     grpo = rows["grpo"]
     assert grpo["cosine"] < 0 and grpo["phi_wrong_cosine"] < 0  # the state the verdict describes
-    assert words.startswith("The expected update of grpo at step 100 points toward longer wrong answers")
+    assert words.startswith("The expected update of GRPO at step 100 points toward longer wrong answers")
     assert f"and against grad J itself (cosine {grpo['cosine']:.3f})" in words
-    assert "The expected update of dr_grpo is along grad J" in words
+    assert "The expected update of Dr. GRPO is along grad J" in words
     _, early, _ = table_and_verdict("bias", "--results", str(csv), "--step", "0")
     assert "against grad J" not in early and "at step 0 points toward longer" in early
 
@@ -100,10 +105,10 @@ def test_the_verdict_follows_the_numbers_not_the_names() -> None:
         "The expected update of x at step 7 points toward longer wrong answers, a direction grad J does not "
         "have: phi_wrong cosine -0.100, 1% of |E[g]|^2."
     )
-    assert "The expected update of dr_grpo at step 7 points toward shorter wrong answers" in words
+    assert "The expected update of Dr. GRPO at step 7 points toward shorter wrong answers" in words
     assert "and against grad J itself (cosine -0.200)" in words
     assert words.endswith(
-        "The expected update of grpo is along grad J (cosine 1 within 1e-9), unbiased up to its scale."
+        "The expected update of GRPO is along grad J (cosine 1 within 1e-9), unbiased up to its scale."
     )
     mixed = verdict([row("a", -0.5, -0.5), row("b", 0.5, -0.5)])
     assert (
@@ -123,9 +128,9 @@ def test_docs_bias_shows_the_command_s_output() -> None:
 
 def test_docs_bias_reads_the_verdict_at_step_100_of_the_reproduction_as_the_command_gives_it() -> None:
     doc = " ".join((ROOT / "docs" / "bias.md").read_text(encoding="utf-8").split())
-    claim = "verdict adds that GRPO's and length-only's expected updates point against ∇J itself"
+    claim = "verdict adds that GRPO's and GRPO without std division's expected updates point against ∇J"
     assert claim in doc
     csv = str(ROOT / "results" / "article.csv")
     _, words, _ = table_and_verdict("bias", "--results", csv, "--step", "100")
-    assert "of grpo and length_only at step 100 points toward longer wrong answers" in words
+    assert "of GRPO and GRPO without std division at step 100 points toward longer wrong answers" in words
     assert "and against grad J itself" in words

@@ -20,7 +20,7 @@ from toyrl.expected import expected_update, true_gradient
 from toyrl.experiment import simulate_runs
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
-from toyrl.variants import saved_variant
+from toyrl.variants import display_name, saved_variant
 
 RUNS_PER_REPLAY = 32  # runs replayed together by bias_over_training (its exact sums are [states, cap])
 ZERO = 1e-9  # `verdict`: a cosine within this of 0 (phi_wrong) or of 1 (grad J's direction) is exact
@@ -190,6 +190,9 @@ def verdict(rows: Sequence[dict[str, float | str]], step: int | None = None) -> 
     def cosines(names: Sequence[str], key: str = "cosine") -> str:
         return _names([_cosine(value(n, key)) if key == "cosine" else f"{value(n, key):.3f}" for n in names])
 
+    def named(names: Sequence[str]) -> str:  # as people read them: "GRPO without std division"
+        return _names([display_name(n) for n in names])
+
     update = "expected update" if step is not None else "expected first update"
     at = f" at step {step}" if step is not None else ""
     longer = [n for n in by_name if value(n, "phi_wrong_cosine") < -ZERO]
@@ -203,13 +206,13 @@ def verdict(rows: Sequence[dict[str, float | str]], step: int | None = None) -> 
         shares = _names([f"{value(n, 'phi_wrong_share'):.0%}" for n in names])
         against = [n for n in names if value(n, "cosine") < 0]
         sentences.append(
-            f"The {update} of {_names(names)}{at} points toward {direction} wrong answers, a direction "
+            f"The {update} of {named(names)}{at} points toward {direction} wrong answers, a direction "
             f"grad J does not have: phi_wrong cosine {cosines(names, 'phi_wrong_cosine')}, {shares} of "
             "|E[g]|^2"
             + (
                 f", and against grad J itself (cosine {cosines(against)})"
                 if against == names
-                else f"; that of {_names(against)} also points against grad J (cosine {cosines(against)})"
+                else f"; that of {named(against)} also points against grad J (cosine {cosines(against)})"
                 if against
                 else ""
             )
@@ -221,10 +224,10 @@ def verdict(rows: Sequence[dict[str, float | str]], step: int | None = None) -> 
         )
     parts = []
     if along:
-        parts.append(f"of {_names(along)} is along grad J (cosine 1 within 1e-9), unbiased up to its scale")
+        parts.append(f"of {named(along)} is along grad J (cosine 1 within 1e-9), unbiased up to its scale")
     if tilted:
         parts.append(
-            f"of {_names(tilted)} has no phi_wrong component but is tilted off grad J "
+            f"of {named(tilted)} has no phi_wrong component but is tilted off grad J "
             f"(cosine {cosines(tilted)})"
         )
     if parts:

@@ -519,7 +519,7 @@ def bias(
     from toyrl.bias import bias_report, replay_states, verdict
     from toyrl.results import load_results, sidecar_path
     from toyrl.train import initial_theta, run_streams
-    from toyrl.variants import parse_variants, saved_variant
+    from toyrl.variants import display_name, parse_variants, saved_variant
 
     rows: list[dict[str, Any]]
     if not 0 <= seed < 2**63:
@@ -581,6 +581,8 @@ def bias(
     typer.echo(wrap(f"E[g] against grad J at {where}:", width, hanging="    "))
     header = [title for title, _ in BIAS_COLUMNS]
     body = [[number(row[key]) for _, key in BIAS_COLUMNS] for row in rows]
+    for cells in body:  # the variant as people read it (`toyrl variants` maps it to the name to type)
+        cells[0] = display_name(cells[0])
     typer.echo(format_table([header, *body], width=width))
     typer.echo(
         wrap(
