@@ -186,7 +186,7 @@ def test_bias_command_at_the_initial_policy() -> None:
     assert set(rows) == set(NAMES)
     assert abs(rows["dr_grpo"]["cosine"] - 1) < 1e-9 and rows["grpo"]["phi_wrong_cosine"] < -0.1
     table = invoke("bias", "--variant", "grpo").stdout
-    assert "grpo" in table and "dr_grpo" not in table
+    assert "\nGRPO " in table and "Dr. GRPO" not in table  # the rows by display name
 
 
 def test_bias_command_replays_saved_runs_and_refuses_tampered_ones(tmp_path) -> None:
