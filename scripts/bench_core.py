@@ -1,6 +1,11 @@
 """Benchmark the core against earlier versions of itself: the same workloads, timed in one run.
 
     python scripts/bench_core.py [--repeats 5] [--tries 3] [--only TASK ...] [--out results/bench_core.txt]
+    python scripts/bench_core.py --smoke
+
+`--smoke` runs every workload in every version once at 2 steps (CI runs it, tests/
+test_bench_smoke.py, so that the script cannot rot) and prints the rows but no targets: its figures
+are not measurements.
 
 The baselines are git revisions of this repository, checked out into temporary worktrees:
 `REDESIGN` (567dae0, the last commit before the core was redesigned as one step, top to bottom),
@@ -24,7 +29,11 @@ Workloads and targets:
 
 A control: the article set with numpy's exp, log, logaddexp and power in place of this version's
 kernels (monkeypatched in `toyrl.kernels`; other bits, timing only), which measures how much of
-the difference from cdac3e0 is the kernels' cost.
+the difference from cdac3e0 is the kernels' cost. Every workload runs numpy's kernels
+(TOYRL_KERNELS=numpy); `article_compiled` is the article set with the compiled kernels
+(TOYRL_KERNELS=compiled, numba: the same bits), in this version only, warm (the warm-up run loads or
+compiles them, untimed): its ratio to the article set is the compiled path's speed-up, and the issue's
+target is at most the article set's time before the redesign.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ PPO4 = (
 
 # Runs in a fresh interpreter with the version under test first on sys.path; prints seconds as JSON.
 WORKLOAD = r"""
-import json, sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 import toyrl
 assert toyrl.__file__.startswith(sys.argv[1]), toyrl.__file__
@@ -79,6 +88,13 @@ except ImportError:  # toyrl 0.2
         run(config, runs)
 
 name, ppo4 = sys.argv[2], sys.argv[3]
+# toyrl.kernels' path (older versions have no switch): the compiled kernels for *_compiled, else numpy's
+os.environ["TOYRL_KERNELS"] = "compiled" if name.endswith("_compiled") else "numpy"
+if sys.argv[5:] == ["smoke"]:  # every workload at 2 steps: the script runs, nothing is measured
+    full_config = Config
+
+    def Config(**fields):
+        return full_config(**(fields | {"steps": 2}))
 try:
     from toyrl import kernels
 except ImportError:  # a version before the kernels: numpy's functions already
@@ -99,7 +115,7 @@ if name.endswith("_numpy") and kernels is not None:  # a control, timing only: n
     import toyrl.policy
 
     toyrl.policy.expit, toyrl.policy.log_expit = kernels.expit, kernels.log_expit  # bound at import
-name = name.removesuffix("_numpy")
+name = name.removesuffix("_numpy").removesuffix("_compiled")
 plain = parse_variant("dr_grpo")
 article = [(parse_variant(v), s) for v in ("grpo", "std_only", "length_only", "dr_grpo") for s in range(6)]
 ppo = parse_variant(ppo4)
@@ -129,6 +145,7 @@ print(json.dumps(min(seconds)))
 TASKS = [
     "article",
     "article_numpy",
+    "article_compiled",
     "ppo4",
     "mixed",
     "mixed_one_chunk",
@@ -140,8 +157,9 @@ TASKS = [
 ]
 
 
-def time_once(tree: Path, task: str, tries: int) -> float:
-    command = [sys.executable, "-c", WORKLOAD, str(tree), task, PPO4, str(tries)]
+def time_once(tree: Path, task: str, tries: int, smoke: bool = False) -> float:
+    size = ["smoke"] if smoke else []
+    command = [sys.executable, "-c", WORKLOAD, str(tree), task, PPO4, str(tries), *size]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"{task} failed in {tree}:\n{result.stderr.strip()[-2000:]}")
@@ -152,6 +170,7 @@ def time_once(tree: Path, task: str, tries: int) -> float:
 VERSIONS = {
     "article": ("redesign", "arithmetic"),
     "article_numpy": ("redesign", "arithmetic"),
+    "article_compiled": (),  # the compiled path is this version's
     "ppo4": ("redesign", "arithmetic"),
     "mixed": ("redesign",),
     "mixed_one_chunk": ("redesign",),
@@ -171,9 +190,18 @@ def main() -> None:
     )
     parser.add_argument("--only", nargs="+", choices=TASKS, help="time these workloads only")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every workload once at 2 steps, no targets (CI: the script runs)",
+    )
     args = parser.parse_args()
     if args.repeats < 1 or args.tries < 1:
         parser.error("--repeats and --tries must be at least 1")
+    if args.smoke and args.out is not None:
+        parser.error("--smoke measures nothing: not with --out")
+    if args.smoke:
+        args.repeats = args.tries = 1
     tasks = args.only or TASKS
     with tempfile.TemporaryDirectory() as folder:
         trees = {"now": ROOT}
@@ -198,7 +226,7 @@ def main() -> None:
                 for _ in range(args.repeats):  # the versions take turns, so drift hits each
                     for version in (*VERSIONS[task], "now"):
                         times[version].setdefault(task, []).append(
-                            time_once(trees[version], task, args.tries)
+                            time_once(trees[version], task, args.tries, args.smoke)
                         )
                 print(f"{task}: done", file=sys.stderr, flush=True)
         finally:
@@ -217,6 +245,7 @@ def main() -> None:
     labels = {
         "article": "article set, 4 x 6 x 400",
         "article_numpy": "  with numpy's exp, log, ... (control)",
+        "article_compiled": "  with the compiled kernels (numba)",
         "ppo4": "4-epoch PPO preset, 24 x 200",
         "mixed": "1 x 4-epoch + 23 plain, as chunked",
         "mixed_one_chunk": "  the same 24 runs in one array",
@@ -233,6 +262,9 @@ def main() -> None:
     for task in tasks:
         cells = " ".join(cell(version, task) for version in (redesign, arithmetic, stacked, now))
         lines.append(f"{labels[task]:40} {cells}")
+    if args.smoke:
+        print("\n".join(["smoke: every workload once at 2 steps; no measurement, no targets", *lines]))
+        return
     lines += ["", "targets:"]
     if "article" in now:
         ratio = now["article"] / arithmetic["article"]
@@ -245,6 +277,13 @@ def main() -> None:
         lines.append(f"  {control} / {ARITHMETIC}: {ratio:.2f}")
         ratio = now["article_numpy"] / redesign["article_numpy"]
         lines.append(f"  {control} / {REDESIGN}: {ratio:.2f} (<= 1)")
+    if "article_compiled" in now:
+        if "article" in now:
+            ratio = now["article"] / now["article_compiled"]
+            lines.append(f"  article set, numpy kernels / compiled kernels: {ratio:.2f}x")
+        if "article" in redesign:
+            ratio = now["article_compiled"] / redesign["article"]
+            lines.append(f"  article set compiled, now / {REDESIGN}: {ratio:.2f} (<= 1)")
     if "ppo4" in now:
         lines.append(
             f"  4-epoch PPO speed-up, {REDESIGN} / now: {redesign['ppo4'] / now['ppo4']:.2f}x (>= 2)"

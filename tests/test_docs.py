@@ -193,6 +193,8 @@ DOC_FRAGMENTS = {
         "% to {f.variants.alpha_1.0.accuracy_pct.mean:.1f}",
     ],
     "docs/practitioners.md": [
+        "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f} ± {t.cases.verl_grpo.difference_length_incorrect.se:.0f} "
+        "with verl's GRPO defaults",
         "toy. Incorrect responses end at {p.final.trl_dr_grpo_loss_only.length_incorrect.mean:.0f}",
         "tokens, against Dr. GRPO's {p.final.dr_grpo.length_incorrect.mean:.0f}",
         "and GRPO's {p.final.grpo.length_incorrect.mean:,.0f}",
@@ -278,9 +280,6 @@ DOC_FRAGMENTS = {
         "GPG's final accuracy is {g.paired.gpg_minus_without_scale.mean:.2f} ± {g.paired.gpg_minus_without_scale.se:.2f} points",
         "({g.arms.gpg.final_accuracy_pct.mean:.2f} % against {g.arms.without_scale.final_accuracy_pct.mean:.2f} %",
         "paired over the {g.meta.seed_count:d} seeds",
-    ],
-    "docs/performance.md": [
-        "{t.cases.verl_grpo.difference_length_incorrect.mean:.0f}",
     ],
 }
 

@@ -176,3 +176,107 @@ def test_worst_tries_counts_from_the_tokens_lower_bound_to_one_part_a_sequence()
     assert layout.worst_tries(4096, 1501, 2) == 4096 - 6 + 1
     assert layout.worst_tries(10, 100, 100) == 1  # every sequence fills a part: one count, 10
     assert layout.worst_tries(1, 5, 0) == 1
+
+
+# --- the layout of a run's updates, as toyrl.train.Plan had it: a loop over ranks and micro-batches --
+
+
+def reference_laid_out(
+    plan: object,
+    run: int,
+    update: int,
+    position: np.ndarray,
+    tokens: np.ndarray,
+    dealt: dict[int, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    ranks, mini = plan.ranks, plan.mini_batches  # type: ignore[attr-defined]
+    seq = (tokens.ravel() + plan.prompt_tokens).astype(np.int64)  # type: ignore[attr-defined]
+    if run not in dealt:
+        by_position = np.argsort(position.ravel(), kind="stable")
+        dealt[run] = by_position[layout.rank_order(seq[by_position].tolist(), ranks)]
+    order = dealt[run]
+    share = len(order) // ranks // mini
+    members, micro = np.zeros(len(seq), bool), np.zeros(len(seq), np.intp)
+    shares = [order[(q * mini + update % mini) * share :][:share] for q in range(ranks)]
+    budget = plan.token_budget if plan.per_micro_batch[run] else 0  # type: ignore[attr-defined]
+    if budget:
+        cut = layout.token_budget_parts([seq[s].tolist() for s in shares], budget)
+        count = len(cut[0])
+    else:
+        count = plan.micro_batches  # type: ignore[attr-defined]
+        each = share // count
+        cut = [[list(range(m * each, (m + 1) * each)) for m in range(count)] for _ in shares]
+    for q, (indices, parts) in enumerate(zip(shares, cut, strict=True)):
+        members[indices] = True
+        for m, part in enumerate(parts):
+            micro[indices[part]] = q * count + m
+    return members.reshape(position.shape), micro.reshape(position.shape)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "aggregation=seq_mean_token_sum_longest,mini_batches=4,micro_batches=2,ranks=8,prompt_tokens=1501,"
+        "per_micro_batch=True",
+        "aggregation=token_mean,mini_batches=2,ranks=4,prompt_tokens=10",
+        "aggregation=seq_mean_token_sum_longest,num_iterations=2,mini_batches=2,ranks=2,token_budget=4000,"
+        "prompt_tokens=0,per_micro_batch=True",
+        "aggregation=seq_mean_token_sum_longest,mini_batches=2,ranks=4,token_budget=8000,prompt_tokens=10,"
+        "per_micro_batch=True",
+    ],
+)
+def test_each_update_s_layout_is_the_loop_s(spec: str) -> None:
+    """Plan.parts lays a run's mini- and micro-batches out as the loop over ranks and micro-batches
+    did, for every update of a step (the ranks' order kept across them), in the batch's order and
+    in shuffled ones, lengths with many ties (the cap) and without."""
+    from toyrl.train import Plan
+    from toyrl.variants import parse_variant
+
+    plan = Plan.of([parse_variant(spec)] * 3)
+    rng = np.random.default_rng(11)
+    shape = (3, 16, 8)  # runs, prompts, group
+    for trial in range(12):
+        tokens = np.where(rng.random(shape) < 0.3, 1501.0, rng.integers(1, 1500, size=shape)).astype(float)
+        if trial % 3 == 0:
+            tokens[:] = 700.0  # every length the same
+        positions = None
+        if trial % 2:
+            positions = np.stack(
+                [[rng.permutation(128).reshape(16, 8) for _ in range(2)] for _ in range(3)]
+            )  # [R, orders, B, G]
+        dealt: dict[int, np.ndarray] = {}
+        expected: dict[int, np.ndarray] = {}
+        for update in range(plan.updates):
+            members, micro = plan.parts(update, positions, tokens, dealt)
+            for run in range(3):
+                if positions is None:
+                    position = np.arange(128).reshape(16, 8)
+                else:
+                    position = positions[run, min(update // plan.mini_batches, positions.shape[1] - 1)]
+                want = reference_laid_out(plan, run, update, position, tokens[run], expected)
+                assert np.array_equal(members[run], want[0]) and np.array_equal(micro[run], want[1])
+
+
+def test_equal_cuts_number_each_rank_s_micro_batches_after_the_ranks_before() -> None:
+    """Rank q's share cut into `count` consecutive parts: micro-batch m of rank q is q count + m;
+    one read-only array, shared by every update that cuts so."""
+    cuts = layout.equal_cuts(2, 6, 3)
+    assert cuts.tolist() == [[0, 0, 1, 1, 2, 2], [3, 3, 4, 4, 5, 5]]
+    assert layout.equal_cuts(2, 6, 3) is cuts and not cuts.flags.writeable
+    assert layout.equal_cuts(3, 2, 1).tolist() == [[0, 0], [1, 1], [2, 2]]
+
+
+def test_one_part_and_a_share_within_the_budget_take_no_merges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A share whose tokens fit the budget is one micro-batch, found without a largest differencing
+    run (the common case of use_dynamic_bsz: every merge of one part joins everything); the lower
+    bound is 1 there without sorting the sizes."""
+
+    def merge(*args: object) -> None:
+        raise AssertionError("a merge for one part")
+
+    monkeypatch.setattr(layout, "_merged", merge)
+    assert layout.balanced_partitions([5, 3, 9, 3], 1, equal_size=False) == [[0, 1, 2, 3]]
+    assert layout.balanced_partitions([5, 3, 9, 3], 1, equal_size=True) == [[0, 1, 2, 3]]
+    assert layout.token_budget_parts([[3, 2, 4], [1, 1, 1]], 9) == [[[0, 1, 2]], [[0, 1, 2]]]
+    monkeypatch.setattr(layout.np, "sort", merge)
+    assert layout.fewest_parts([3, 2, 4], 9) == 1

@@ -20,7 +20,9 @@ response); which mini-batch it is in, for every normaliser.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 from bisect import insort
 from collections.abc import Sequence
 
@@ -29,6 +31,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "balanced_partitions",
+    "equal_cuts",
     "fewest_parts",
     "rank_order",
     "token_budget_parts",
@@ -46,27 +49,19 @@ def workload(seq_len: int) -> int:
 # verl's Set does (by sum, then size, then its (index, value) items, which compare as their
 # indices do: an index has one value). A state is k parts; it keeps only its non-empty ones,
 # ascending: the others are empty (sum 0, size 0), the smallest of all parts since values are at
-# least 0. Its heap entry is (-spread, _First(largest part), parts): heapq pops the largest
-# spread, then the state whose largest part is larger, as verl's State orders them.
+# least 0. Its heap entry is (-spread, its largest part negated, parts): heapq pops the largest
+# spread, then the state whose largest part is larger, as verl's State orders them. Two states'
+# parts share no index, so their largest parts differ by the first of their items at the latest:
+# (sum, size, first item) decides, in integers that the heap compares without a Python call.
 Part = tuple[int, int, list[int]]
+State = tuple[int, int, int, int, list[Part]]
 
 
-class _First:
-    """A state's largest part, ordered so that the larger one is popped first."""
-
-    __slots__ = ("part",)
-
-    def __init__(self, part: Part) -> None:
-        self.part = part
-
-    def __lt__(self, other: _First) -> bool:
-        return self.part > other.part
-
-
-def _state(parts: list[Part], k: int) -> tuple[int, _First, list[Part]]:
+def _state(parts: list[Part], k: int) -> State:
     """The heap entry of a state of k parts, given its non-empty `parts` (ascending)."""
     smallest = parts[0][0] if len(parts) == k else 0
-    return (smallest - parts[-1][0], _First(parts[-1]), parts)
+    largest, size, items = parts[-1]
+    return (smallest - largest, -largest, -size, -items[0], parts)
 
 
 def _merged(first: list[Part], second: list[Part], k: int) -> list[Part]:
@@ -76,6 +71,12 @@ def _merged(first: list[Part], second: list[Part], k: int) -> list[Part]:
     smallest with the second's, the rest are carried over, so a state that takes in one item
     costs a few comparisons, not k (a token budget near the longest sequence cuts a share into
     nearly as many micro-batches as sequences)."""
+    if len(first) == len(second) == k:  # two full states (equal sizes: always): every part is joined
+        joined = [
+            (a[0] + b[0], a[1] + b[1], a[2] + b[2]) for a, b in zip(reversed(first), second, strict=True)
+        ]
+        joined.sort()
+        return joined
     paired = max(0, len(first) + len(second) - k)
     joined = []
     for a, b in zip(reversed(first[:paired]), second[:paired], strict=True):
@@ -94,7 +95,9 @@ def _merged(first: list[Part], second: list[Part], k: int) -> list[Part]:
     return kept
 
 
-def balanced_partitions(values: Sequence[int], k: int, equal_size: bool) -> list[list[int]]:
+def balanced_partitions(
+    values: Sequence[int] | NDArray[np.int64], k: int, equal_size: bool
+) -> list[list[int]]:
     """The indices of `values` (integers >= 0) in k parts of balanced sums, each part's indices
     ascending: the largest differencing method as verl runs it (get_seqlen_balanced_partitions):
     the two states of the largest spread merged, the first's largest part with the second's
@@ -102,10 +105,14 @@ def balanced_partitions(values: Sequence[int], k: int, equal_size: bool) -> list
     divide it). Its work is about a merge an item, each a few comparisons (`_merged`)."""
     if not 1 <= k <= len(values):
         raise ValueError(f"{k} parts of {len(values)} items")
-    ranked = sorted((int(value), index) for index, value in enumerate(values))
+    array = np.asarray(values, dtype=np.int64)
+    order = np.argsort(array, kind="stable")  # by value, then index
+    ranked = list(zip(array[order].tolist(), order.tolist(), strict=True))
     if ranked[0][0] < 0:
         raise ValueError(f"a negative value: {ranked[0][0]}")
-    states: list[tuple[int, _First, list[Part]]] = []
+    if k == 1:  # every merge joins the one part of each state: all items in it
+        return [list(range(len(values)))]
+    states: list[State] = []
     if equal_size:
         if len(values) % k:
             raise ValueError(f"{len(values)} items do not cut into {k} equal parts")
@@ -116,19 +123,30 @@ def balanced_partitions(values: Sequence[int], k: int, equal_size: bool) -> list
         states = [_state([(value, 1, [index])], k) for value, index in ranked]
     heapq.heapify(states)
     while len(states) > 1:
-        first, second = heapq.heappop(states)[2], heapq.heappop(states)[2]
+        first, second = heapq.heappop(states)[-1], heapq.heappop(states)[-1]
         heapq.heappush(states, _state(_merged(first, second, k), k))
-    parts = [sorted(items) for _, _, items in reversed(states[0][2])]
+    parts = [sorted(items) for _, _, items in reversed(states[0][-1])]
     return parts + [[] for _ in range(k - len(parts))]
 
 
-def rank_order(seq_lens: Sequence[int], ranks: int) -> NDArray[np.intp]:
+def rank_order(seq_lens: Sequence[int] | NDArray[np.int64], ranks: int) -> NDArray[np.intp]:
     """The batch's order after it is dealt to `ranks` data-parallel ranks: rank 0's part, then rank
     1's, ..., each part in the batch's order (a permutation of the batch's indices)."""
     if ranks == 1:
         return np.arange(len(seq_lens))
-    parts = balanced_partitions([workload(int(s)) for s in seq_lens], ranks, equal_size=True)
-    return np.array([index for part in parts for index in part], dtype=np.intp)
+    lengths = np.asarray(seq_lens, dtype=np.int64)
+    parts = balanced_partitions(24576 * lengths + lengths * lengths, ranks, equal_size=True)  # `workload`
+    return np.fromiter(itertools.chain.from_iterable(parts), dtype=np.intp, count=len(lengths))
+
+
+@functools.lru_cache(maxsize=64)
+def equal_cuts(ranks: int, share: int, count: int) -> NDArray[np.intp]:
+    """Each response's micro-batch [ranks, share] where every rank cuts its share of a mini-batch
+    (`share` responses, in its order) into `count` equal consecutive parts: micro-batch m of rank
+    q is q count + m. Read-only: one array for every update that cuts so."""
+    cuts = np.arange(ranks)[:, None] * count + np.arange(share) // (share // count)
+    cuts.flags.writeable = False
+    return cuts
 
 
 def fewest_parts(share: Sequence[int], budget: int) -> int:
@@ -137,6 +155,8 @@ def fewest_parts(share: Sequence[int], budget: int) -> int:
     over every threshold a in 0..budget/2 at a size: the items above budget - a each need a part
     of their own, as do those above budget / 2, and the items of a..budget/2 need parts for what
     does not fit beside the latter."""
+    if sum(share) <= budget:  # one part holds them all (the common case: the rest costs far more)
+        return 1
     sizes = np.sort(np.asarray(share, dtype=np.int64))
     below = np.concatenate([[0], np.cumsum(sizes)])  # below[i]: the i smallest sizes' sum
     half = int(np.searchsorted(sizes, budget // 2, side="right"))  # sizes[:half] <= budget / 2

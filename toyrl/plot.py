@@ -101,6 +101,7 @@ def save(
     style: str = "paper",
     progress: Stages | None = None,
     warn: Callable[[str], None] | None = None,
+    n_jobs: int = 1,
 ) -> list[Path]:
     """Every figure of the table as NAME.png and NAME.svg in `folder` (created if need be), the two
     teaching figures (token weights, difficulty profile; they need no table) in the same style, and
@@ -110,15 +111,20 @@ def save(
     With a configuration in `frame.attrs["toyrl"]`, the runs are replayed for the bias figure (each
     variant's expected update against the true gradient along training; not for a variant without
     a closed form, which `warn` is told of: by default a Python warning). `progress` is told
-    of each stage (`begin(label)`, `end()`). Returns the paths written."""
+    of each stage (`begin(label)`, `end()`). `n_jobs`: worker processes drawing the figures (1: all
+    in this process; -1: a worker a core, at most one a figure); each figure is drawn on its own, so
+    the files are the same bytes whatever it is, and the replay runs here meanwhile. Returns the
+    paths written."""
     from toyrl.bias import bias_over_training
     from toyrl.config import Config, ConfigError, InvalidInput
+    from toyrl.experiment import check_n_jobs, worker_count
     from toyrl.files import write_atomic
     from toyrl.results import final_table_markdown
 
     if not isinstance(folder, str | os.PathLike) or not str(folder):
         raise ConfigError("folder", "must be a folder's path (text or a pathlib.Path)", folder)
     plots.check_style(style)
+    check_n_jobs(n_jobs)
     _table(frame)
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,29 +133,35 @@ def save(
         config = Config.from_dict(meta["config"]) if isinstance(meta, dict) else None
     except (InvalidInput, KeyError, TypeError):
         config = None
-    if progress is not None:
-        progress.begin("rendering the figures")
-    written = plots.render_all(
+    jobs = plots.figure_jobs(
         frame,
-        out,
         cap=config.cap if config else None,
         min_length=config.min_length if config else None,
         style=style,
     )
-    if config is not None and isinstance(meta, dict):
-        if progress is not None:
-            progress.begin("replaying the runs for the bias figure")
-        try:
-            table = bias_over_training(frame, config, mean_field=bool(meta.get("mean_field")))
-        except InvalidInput as error:
-            (warn or _warn)(f"no bias figure: {error}")
-        else:
+    teaching = plots.teaching_jobs(style)
+    # With workers, they draw from now on while this process replays the runs and draws the bias figure.
+    workers = worker_count(n_jobs, len(jobs) + len(teaching))
+    with plots.drawing([*jobs, *teaching], workers) as drawn:
+        bias: plots.Drawn = []
+        if config is not None and isinstance(meta, dict):
             if progress is not None:
-                progress.begin("rendering the bias figure")
-            written += plots.render_bias(table, out, style=style)
-    if progress is not None:
-        progress.begin("rendering the teaching figures")
-    written += plots.render_teaching(out, style=style)
+                progress.begin("replaying the runs for the bias figure")
+            try:
+                table = bias_over_training(frame, config, mean_field=bool(meta.get("mean_field")))
+            except InvalidInput as error:
+                (warn or _warn)(f"no bias figure: {error}")
+            else:
+                if progress is not None:
+                    progress.begin("rendering the bias figure")
+                bias = [file for job in plots.bias_jobs(table, style) for file in plots.draw(job)]
+        if progress is not None:
+            progress.begin("rendering the figures")
+        written = [path for _ in jobs for path in plots.write_files(next(drawn), out)]
+        written += plots.write_files(bias, out)
+        if progress is not None:
+            progress.begin("rendering the teaching figures")
+        written += [path for files in drawn for path in plots.write_files(files, out)]
     if progress is not None:
         progress.end()
     numbers = out / "final_numbers.md"

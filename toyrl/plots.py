@@ -32,13 +32,16 @@ same bytes from the same drawing (`save_figures`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import io
 import itertools
 import math
+import os
 import re
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -537,6 +540,11 @@ def _spread(wanted: Sequence[float], sizes: Sequence[float], low: float, high: f
     return centres
 
 
+def _on_grid(point: Any) -> tuple[float, float]:
+    """A display point (pixels) rounded to 1/8 of a pixel."""
+    return round(float(point[0]) * 8) / 8, round(float(point[1]) * 8) / 8
+
+
 def _label_ends(fig: Figure, labels: Sequence[EndLabel], theme: Theme) -> None:
     """Each label at the end of its curve, in a margin right of the curves that nothing else is
     drawn in: the x axis is extended by the widest label (its ticks kept to the data), so that no
@@ -577,17 +585,28 @@ def _label_ends(fig: Figure, labels: Sequence[EndLabel], theme: Theme) -> None:
         engine.execute(fig)
     for ax in panels:
         mine = [i for i, label in enumerate(labels) if label.ax is ax]
-        anchors = [ax.transData.transform((labels[i].x, labels[i].y)) for i in mine]
+        # Pixels on a grid of 1/8: a log axis's transform is numpy's log10, whose last bit differs
+        # between numpy releases and CPUs; on the grid those differences cannot move a label or
+        # reorder two that coincide, and the labels are placed in axes fractions (no log on the
+        # way back), so the figure is the same pixels everywhere.
+        anchors = [_on_grid(ax.transData.transform((labels[i].x, labels[i].y))) for i in mine]
         sizes = [boxes[i].height + gap for i in mine]
         centres = _spread([y for _, y in anchors], sizes, ax.bbox.y0 + 1, ax.bbox.y1 - 1)
-        to_data = ax.transData.inverted()
+        box = ax.bbox
+
+        def fraction(x: float, y: float, box: Any = box) -> tuple[float, float]:
+            return (x - box.x0) / box.width, (round(y * 8) / 8 - box.y0) / box.height
+
         for i, (x, y), centre, size in zip(mine, anchors, centres, sizes, strict=True):
-            texts[i].set_position(tuple(to_data.transform((x + pad, centre))))
+            texts[i].set_transform(ax.transAxes)
+            texts[i].set_position(fraction(x + pad, centre))
             if abs(centre - y) > (size - gap) / 2:
                 ax.annotate(
                     "",
-                    xy=tuple(to_data.transform((x + gap, y))),
-                    xytext=tuple(to_data.transform((x + pad - gap, centre))),
+                    xy=fraction(x + gap, y),
+                    xytext=fraction(x + pad - gap, centre),
+                    xycoords="axes fraction",
+                    textcoords="axes fraction",
                     arrowprops={
                         "arrowstyle": "-",
                         "color": _legible(labels[i].colour),
@@ -1307,16 +1326,31 @@ def plot_difficulty(
 # --- files ----------------------------------------------------------------------------------------
 
 
+class FigureJob(NamedTuple):
+    """A figure to draw: `draw(*args, **kwargs)` returns it; saved as NAME.png and NAME.svg. Data
+    only (module-level functions and their arguments), so that a worker process can draw it."""
+
+    name: str
+    draw: Callable[..., Figure]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = {}
+
+
+def bias_jobs(table: pd.DataFrame, style: str = "paper") -> list[FigureJob]:
+    """The bias-over-training figure of a bias table (`toyrl.bias.bias_over_training`)."""
+    return [FigureJob(BIAS_FIGURE_NAME, plot_bias, (table,), {"style": style})]
+
+
 def render_bias(table: pd.DataFrame, folder: Path, style: str = "paper") -> list[Path]:
     """The bias-over-training figure as PNG and SVG in `folder`."""
-    return save_figures({BIAS_FIGURE_NAME: plot_bias(table, style=style)}, folder)
+    return draw_figures(bias_jobs(table, style), folder)
 
 
-def render_teaching(folder: Path, style: str = "paper") -> list[Path]:
-    """The teaching figures (token weights, difficulty profile) as PNG and SVG in `folder`. The token
-    weights are the article's worked example's, Dr. GRPO's L_norm its 2,000 (`worked_length_norm`,
-    as `toyrl examples length` and the explorer page take it; the runs divide by the cap), over
-    lengths up to the toy's cap."""
+def teaching_jobs(style: str = "paper") -> list[FigureJob]:
+    """The teaching figures (token weights, difficulty profile). The token weights are the
+    article's worked example's, Dr. GRPO's L_norm its 2,000 (`worked_length_norm`, as `toyrl
+    examples length` and the explorer page take it; the runs divide by the cap), over lengths up to
+    the toy's cap."""
     from toyrl.config import Config
     from toyrl.examples import difficulty_profiles, token_weight_curves
 
@@ -1325,11 +1359,38 @@ def render_teaching(folder: Path, style: str = "paper") -> list[Path]:
     length_norm = worked_length_norm()
     curves = token_weight_curves(lengths, length_norm=length_norm)
     profiles = difficulty_profiles(list(GROUP_MARKERS), np.linspace(0, 1, 201))
-    figures = {
-        "token_weights": plot_token_weights(lengths, curves, length_norm, style=style),
-        "difficulty": plot_difficulty(profiles, style=style),
-    }
-    return save_figures(figures, folder)
+    return [
+        FigureJob("token_weights", plot_token_weights, (lengths, curves, length_norm), {"style": style}),
+        FigureJob("difficulty", plot_difficulty, (profiles,), {"style": style}),
+    ]
+
+
+def render_teaching(folder: Path, style: str = "paper") -> list[Path]:
+    """The teaching figures (`teaching_jobs`) as PNG and SVG in `folder`."""
+    return draw_figures(teaching_jobs(style), folder)
+
+
+def figure_jobs(
+    frame: pd.DataFrame,
+    cap: int | None = None,
+    min_length: int | None = None,
+    style: str = "paper",
+) -> list[FigureJob]:
+    """Every figure of a results table (FIGURE_NAMES, and the 2 x 2 headline when the article's
+    four variants are there). The cap and min_length are marked as given, else as the frame's
+    configuration says (`frame.attrs["toyrl"]`, which `toyrl.results.load_results` sets from the
+    sidecar), else not at all."""
+    check_style(style)
+    cap, min_length = _configured(frame, cap, min_length)
+    marks = {"cap": cap, "min_length": min_length, "style": style}
+    jobs = [
+        FigureJob("length_by_correctness", plot_length_by_correctness, (frame,), marks),
+        FigureJob("accuracy", plot_accuracy, (frame,), {"style": style}),
+        FigureJob("branch_lengths", plot_branch_lengths, (frame,), {"cap": cap, "style": style}),
+    ]
+    if set(VARIANT_COLOURS) <= set(frame["variant"]):
+        jobs.append(FigureJob(HEADLINE_FIGURE_NAME, plot_length_2x2, (frame,), marks))
+    return jobs
 
 
 def render_all(
@@ -1339,38 +1400,102 @@ def render_all(
     min_length: int | None = None,
     style: str = "paper",
 ) -> list[Path]:
-    """Every figure of a results table as PNG and SVG in `folder` (FIGURE_NAMES, and the 2 x 2
-    headline when the article's four variants are there); returns the paths written. The cap and
-    min_length are marked as given, else as the frame's configuration says (`frame.attrs["toyrl"]`,
-    which `toyrl.results.load_results` sets from the sidecar), else not at all."""
-    check_style(style)
-    cap, min_length = _configured(frame, cap, min_length)
-    figures = {
-        "length_by_correctness": plot_length_by_correctness(
-            frame, cap=cap, min_length=min_length, style=style
-        ),
-        "accuracy": plot_accuracy(frame, style=style),
-        "branch_lengths": plot_branch_lengths(frame, cap=cap, style=style),
-    }
-    if set(VARIANT_COLOURS) <= set(frame["variant"]):
-        figures[HEADLINE_FIGURE_NAME] = plot_length_2x2(frame, cap=cap, min_length=min_length, style=style)
-    return save_figures(figures, folder)
+    """Every figure of a results table (`figure_jobs`) as PNG and SVG in `folder`; returns the
+    paths written."""
+    return draw_figures(figure_jobs(frame, cap, min_length, style), folder)
+
+
+Drawn = list[tuple[str, str | bytes]]  # a figure's files: (NAME.png, bytes), (NAME.svg, text)
+
+
+def figure_files(name: str, fig: Figure) -> Drawn:
+    """A figure as NAME.png and NAME.svg, without dates: the same drawing gives the same bytes
+    (`_readable_svg`); the figure is closed."""
+    files: Drawn = []
+    for kind, metadata in [("png", {"Software": None}), ("svg", {"Date": None})]:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
+        data = buffer.getvalue()
+        files.append((f"{name}.{kind}", _readable_svg(data.decode("utf-8")) if kind == "svg" else data))
+    plt.close(fig)
+    return files
+
+
+def draw(job: FigureJob, rc: dict[Any, Any] | None = None) -> Drawn:
+    """A job's figure drawn and rendered to its files (`figure_files`), under matplotlib settings
+    `rc` if given (a worker process draws under its caller's)."""
+    with matplotlib.rc_context(rc):
+        return figure_files(job.name, job.draw(*job.args, **job.kwargs))
+
+
+def draw_all(jobs: Sequence[FigureJob], rc: dict[Any, Any] | None = None) -> list[Drawn]:
+    """Each job's files (`draw`), in order."""
+    return [draw(job, rc) for job in jobs]
+
+
+@contextlib.contextmanager
+def drawing(jobs: Sequence[FigureJob], workers: int = 1) -> Iterator[Iterator[Drawn]]:
+    """Within: each job's files, in the jobs' order: drawn as each is asked for, in this process
+    (`workers` 1), or started at once in `workers` worker processes (joblib's loky, those of
+    `toyrl.run` when they are still there), the first asked for waiting for all. The bytes are the
+    same either way: each figure is drawn on its own from its data, in this process's matplotlib
+    settings. Leaving early (a failure, Ctrl-C) stops the workers.
+
+    The jobs are dealt to the workers as cards are, one each in turn, the direction reversed every
+    round, one task a worker: no task waits in a queue, where cancelling it on Ctrl-C races loky's
+    own thread (which then prints a traceback)."""
+    if workers == 1:
+        yield (draw(job) for job in jobs)
+        return
+    from joblib import delayed, parallel_config
+
+    from toyrl.experiment import Parallel, die_with_parent, quiet_resource_tracker
+
+    rc = {key: value for key, value in plt.rcParams.items() if key != "backend"}  # each process its own
+    hands: list[list[int]] = [[] for _ in range(min(workers, len(jobs)))]
+    for index in range(len(jobs)):
+        turn, seat = divmod(index, len(hands))
+        hands[seat if turn % 2 == 0 else len(hands) - 1 - seat].append(index)
+    with (
+        quiet_resource_tracker(),
+        parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)),
+    ):
+        results = Parallel(n_jobs=len(hands), return_as="generator")(
+            delayed(draw_all)([jobs[index] for index in hand], rc) for hand in hands
+        )
+        with warnings.catch_warnings(), contextlib.closing(results):
+            warnings.filterwarnings("ignore", ".* tasks .* (cancelled|not used)", UserWarning)
+
+            def in_order() -> Iterator[Drawn]:
+                drawn = {
+                    index: files
+                    for hand, part in zip(hands, results, strict=True)
+                    for index, files in zip(hand, part, strict=True)
+                }
+                yield from (drawn[index] for index in range(len(jobs)))
+
+            yield in_order()
+
+
+def draw_figures(jobs: Sequence[FigureJob], folder: Path, workers: int = 1) -> list[Path]:
+    """Each job's figure as NAME.png and NAME.svg in `folder` (atomically), drawn in this process or
+    over `workers` processes (`drawing`): the same bytes. Returns the paths written, in the jobs'
+    order."""
+    with drawing(jobs, workers) as results:
+        return [path for files in results for path in write_files(files, folder)]
+
+
+def write_files(files: Drawn, folder: Path) -> list[Path]:
+    """Figures' files (`figure_files`) written atomically into `folder`; the paths written."""
+    for filename, data in files:
+        write_atomic(folder / filename, data)
+    return [folder / filename for filename, _ in files]
 
 
 def save_figures(figures: dict[str, Figure], folder: Path) -> list[Path]:
     """Each figure as NAME.png and NAME.svg in `folder` (atomically, without dates: re-rendering
     gives the same bytes); the figures are closed. Returns the paths written."""
-    written = []
-    for name, fig in figures.items():
-        for kind, metadata in [("png", {"Software": None}), ("svg", {"Date": None})]:
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format=kind, dpi=DPI, metadata=metadata)
-            path = folder / f"{name}.{kind}"
-            data = buffer.getvalue()
-            write_atomic(path, _readable_svg(data.decode("utf-8")) if kind == "svg" else data)
-            written.append(path)
-        plt.close(fig)
-    return written
+    return [path for name, fig in figures.items() for path in write_files(figure_files(name, fig), folder)]
 
 
 BRIDGE_MARKERS = ("o", "s", "^", "D", "v")  # a bridge figure's labels'

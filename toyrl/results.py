@@ -19,6 +19,8 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
@@ -326,55 +328,233 @@ def _write_csv(
         progress(0, rows)
     for start in range(0, max(rows, 1), CSV_ROWS_PER_WRITE):
         stop = min(start + CSV_ROWS_PER_WRITE, rows)
-        text = _csv_lines([values[start:stop] for values in table.values()], quoted)
+        lines = _csv_lines([values[start:stop] for values in table.values()], quoted)
         if start == 0:
-            text = ",".join(_csv_quoted(str(name), quoted) for name in table) + "\n" + text
-        write(text.encode("utf-8"))
+            lines = (",".join(_csv_quoted(str(name), quoted) for name in table) + "\n").encode() + lines
+        write(lines)
         if progress is not None:
             progress(stop, rows)
 
 
-def _csv_lines(parts: list[np.ndarray], quoted: dict[str, str]) -> str:
-    """Rows of CSV from columns of equal length (`_csv_cells` each), joined by commas."""
-    columns = [_csv_cells(values, quoted) for values in parts]
-    return "".join([line + "\n" for line in map(",".join, zip(*columns, strict=True))])
+def _csv_lines(parts: list[np.ndarray], quoted: dict[str, str]) -> bytes:
+    """Rows of CSV (UTF-8) from columns of equal length, joined by commas: each column's fields as
+    a block of bytes [rows, width] padded with PAD (a byte UTF-8 never holds), the blocks side by
+    side with the commas and newlines, the padding then dropped."""
+    blocks = [_csv_field_bytes(values, quoted) for values in parts]
+    rows = len(parts[0]) if parts else 0
+    lines = np.empty((rows, sum(block.shape[1] + 1 for block in blocks)), np.uint8)
+    column = 0
+    for block in blocks:
+        lines[:, column : column + block.shape[1]] = block
+        column += block.shape[1] + 1
+        lines[:, column - 1] = ord(",")
+    if blocks:
+        lines[:, -1] = ord("\n")
+    return lines.tobytes().replace(bytes([PAD]), b"")
 
 
-def _csv_cells(values: np.ndarray, quoted: dict[str, str]) -> list[str]:
-    """A column's fields: float64 as their repr (which is numpy's `astype(str)`, pandas' way; NaN
-    empty), other floats as `astype(str)`, integers as digits, anything else as quoted text."""
+PAD = 0xFF  # pads a field's bytes to its block's width
+
+
+def _csv_field_bytes(values: np.ndarray, quoted: dict[str, str]) -> np.ndarray:
+    """A column's fields as UTF-8 bytes [rows, width], each padded with PAD: float64 as its repr
+    (`_float_field_bytes`), others as `_fields` makes them, each distinct field encoded once."""
     if values.dtype == np.float64:
-        cells = _float_cells(values)
-    elif values.dtype.kind == "f":
-        cells = values.astype(str).tolist()
-    elif values.dtype.kind in "iub":
+        return _float_field_bytes(values)
+    if values.dtype.kind in "iubUS":  # each distinct value formatted once (found by numpy)
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return _padded([field.encode("utf-8") for field in _fields(distinct, quoted)])[inverse.ravel()]
+    index: dict[str, int] = {}
+    inverse = np.array([index.setdefault(field, len(index)) for field in _fields(values, quoted)], np.intp)
+    return _padded([field.encode("utf-8") for field in index])[inverse]
+
+
+def _fields(values: np.ndarray, quoted: dict[str, str]) -> list[str]:
+    """The fields of a column other than float64: floats as `astype(str)` (NaN empty), integers as
+    digits, anything else as quoted text (None and NaN empty)."""
+    if values.dtype.kind == "f":
+        fields = values.astype(str).tolist()
+        for row in np.flatnonzero(np.isnan(values)).tolist():
+            fields[row] = ""
+        return fields
+    if values.dtype.kind in "iub":
         return list(map(str, values.tolist()))
-    else:
-        return [
-            ""
-            if value is None or (isinstance(value, float) and value != value)
-            else _csv_quoted(str(value), quoted)
-            for value in values.tolist()
-        ]
-    for row in np.flatnonzero(np.isnan(values)).tolist():
-        cells[row] = ""
-    return cells
+    return [
+        ""
+        if value is None or (isinstance(value, float) and value != value)
+        else _csv_quoted(str(value), quoted)
+        for value in values.tolist()
+    ]
 
 
-def _float_cells(values: np.ndarray) -> list[str]:
-    """repr of each float64, the costly part of a CSV (about 0.5 us a number), done less: a column of
-    few distinct values (by their bits: -0.0 is not 0.0) formats each once, and a column of whole
-    numbers below 1e16 (token counts) formats them as integers, whose repr is theirs plus ".0"."""
-    if len(values) >= 64:
-        distinct, inverse = np.unique(values.view(np.int64), return_inverse=True)
-        if 4 * len(distinct) <= len(values):
-            text = np.array(list(map(repr, distinct.view(np.float64).tolist())), dtype=object)
-            return list(text[inverse.ravel()])
+def _padded(fields: list[bytes]) -> np.ndarray:
+    """Fields of bytes as a block [len(fields), the longest] padded with PAD."""
+    width = max(map(len, fields), default=0)
+    block = np.frombuffer(b"".join(field.ljust(width, bytes([PAD])) for field in fields), np.uint8)
+    return block.reshape(len(fields), width)
+
+
+def _float_field_bytes(values: np.ndarray) -> np.ndarray:
+    """repr of each float64 as bytes [rows, width] padded with PAD, NaN empty: Python's shortest
+    round-trip text, found for all values at once (`_shortest_decimal`), laid out as repr lays it
+    out (positional for exponents -4 to 15, else d.ddde+XX), each layout for all its values at
+    once. Zero, inf, magnitudes beyond 1e+-250 and the rare values `_shortest_decimal` leaves
+    undecided take Python's repr itself."""
+    magnitude = np.abs(values)
     with np.errstate(invalid="ignore"):
-        whole = (values == np.trunc(values)) & (np.abs(values) < 1e16) & ~((values == 0) & np.signbit(values))
-    if whole.all():
-        return [f"{number}.0" for number in values.astype(np.int64).tolist()]
-    return list(map(repr, values.tolist()))
+        fast = (magnitude >= 1e-250) & (magnitude < 1e250)
+    where = np.flatnonzero(fast)
+    digits, exponent, decided = _shortest_decimal(magnitude[where])
+    where, digits, exponent = where[decided], digits[decided], exponent[decided]
+    count = np.searchsorted(_POWERS_OF_TEN, digits, side="right")  # of digits, 1 to 17
+    point = exponent + count  # |x| = 0.d1...dn * 10^point
+    # Each (point, count, sign) is one layout, its values taken together (sorted by a key that
+    # fits 16 bits, which numpy sorts by radix).
+    key = ((point + 256) * 32 + count) * 2 + (values[where] < 0)
+    order = np.argsort(key.astype(np.int16), kind="stable")
+    bounds = [*np.flatnonzero(np.diff(key[order], prepend=-1)).tolist(), len(order)]
+    digit_bytes = _digit_bytes(digits)
+    pieces = []
+    for first, last in pairwise(bounds):
+        members = order[first:last]
+        group = int(key[members[0]])
+        negative, count_, point_ = group % 2, group // 2 % 32, group // 64 - 256
+        pieces.append((where[members], _laid_out(digit_bytes[members, 18 - count_ :], point_, negative)))
+    left = ~np.isnan(values)
+    left[where] = False
+    other = np.flatnonzero(left)
+    if len(other):  # each distinct value (by its bits: -0.0 is not 0.0) formatted once
+        distinct, inverse = np.unique(values[other].view(np.int64), return_inverse=True)
+        texts = [repr(value).encode() for value in distinct.view(np.float64).tolist()]
+        pieces.append((other, _padded(texts)[inverse.ravel()]))
+    block = np.full((len(values), max((b.shape[1] for _, b in pieces), default=0)), PAD, np.uint8)
+    for rows, laid in pieces:
+        block[rows, : laid.shape[1]] = laid
+    return block
+
+
+def _laid_out(digits: np.ndarray, point: int, negative: int) -> np.ndarray:
+    """repr's text [rows, width] of numbers +-0.d1...dn * 10^point, the digits' bytes [rows, n]."""
+    rows, n = digits.shape
+
+    def text(code: bytes) -> np.ndarray:
+        return np.broadcast_to(np.frombuffer(code, np.uint8), (rows, len(code)))
+
+    if point <= -4 or point > 16:
+        power = point - 1
+        parts = [digits[:, :1], *([text(b"."), digits[:, 1:]] if n > 1 else [])]
+        parts.append(text(b"e%c%02d" % (b"-" if power < 0 else b"+", abs(power))))
+    elif point <= 0:
+        parts = [text(b"0." + b"0" * -point), digits]
+    elif point >= n:
+        parts = [digits, text(b"0" * (point - n) + b".0")]
+    else:
+        parts = [digits[:, :point], text(b"."), digits[:, point:]]
+    return np.concatenate([*([text(b"-")] if negative else []), *parts], axis=1)
+
+
+def _digit_bytes(numbers: np.ndarray) -> np.ndarray:
+    """The 18 decimal digits of each whole number below 10^18 [rows] as ASCII [rows, 18], leading
+    zeros included: two halves below 10^9, each a digit and two pieces of four digits (in float64,
+    exact: floor(h / 10^k) of a whole h < 10^9 is at least 10^-k from the next integer before
+    rounding, its rounding error below 1e-7 10^-k), each piece's digits read from a table."""
+    high, low = np.divmod(numbers, 10**9)
+    halves = np.stack([high, low], axis=1).astype(np.float64)  # [rows, 2]
+    first = np.floor(halves / 1e8)
+    rest = halves - first * 1e8
+    second = np.floor(rest / 1e4)
+    pieces = np.stack([second, rest - second * 1e4], axis=2).astype(np.intp)  # [rows, 2, 2]
+    digits = np.empty((len(numbers), 2, 9), np.uint8)
+    digits[:, :, 0] = first + ord("0")
+    digits[:, :, 1:] = np.take(_FOUR_DIGITS, pieces).view(np.uint8).reshape(-1, 2, 8)
+    return digits.reshape(len(numbers), 18)
+
+
+_POWERS_OF_TEN = np.cumprod([1] + [10] * 18, dtype=np.int64)  # 10^0 .. 10^18, integer products
+# The ASCII digits of 0 .. 9999, four bytes each ("0000", "0001", ...) read as one uint32.
+_FOUR_DIGITS = (
+    (np.arange(10_000)[:, None] // _POWERS_OF_TEN[3::-1] % 10 + ord("0"))
+    .astype(np.uint8)
+    .view(np.uint32)
+    .ravel()
+)
+_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's split of a double into two halves of 26 bits
+_DECIMAL_EXPONENTS = np.arange(16 - 250 - 1, 16 + 250 + 2)  # those _shortest_decimal scales by
+
+
+@cache
+def _powers_of_ten() -> tuple[np.ndarray, np.ndarray]:
+    """10^k for each k of _DECIMAL_EXPONENTS as a double-double: (high, low), high correctly
+    rounded and low the rest of 10^k, rounded (exact rational arithmetic; made on first use)."""
+    from fractions import Fraction
+
+    exact = [Fraction(f"1e{k}") for k in _DECIMAL_EXPONENTS]  # exact rationals, read from their text
+    high = [float(power) for power in exact]
+    low = [float(power - Fraction(h)) for power, h in zip(exact, high, strict=True)]
+    return np.array(high), np.array(low)
+
+
+def _scaled(x: np.ndarray, exponent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x 10^exponent as a whole number N [int64] and the rest f in [-0.5, 0.5], to about 1e-14,
+    for x 10^exponent below 2^62: Dekker's exact product of x and 10^k's high part, plus x times
+    its low part."""
+    index = exponent - _DECIMAL_EXPONENTS[0]
+    high, low = (table[index] for table in _powers_of_ten())
+    product = x * high
+    split_x, split_high = _SPLIT * x, _SPLIT * high
+    x1, h1 = split_x - (split_x - x), split_high - (split_high - high)
+    x2, h2 = x - x1, high - h1
+    rest = (((x1 * h1 - product) + x1 * h2 + x2 * h1) + x2 * h2) + x * low
+    whole = np.rint(rest)
+    return product.astype(np.int64) + whole.astype(np.int64), rest - whole
+
+
+_MARGIN = 1e-9  # a comparison this close (in units of the 17th digit) is left undecided
+
+
+def _shortest_decimal(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Python's repr of each x > 0 in [1e-250, 1e250) [n] as (digits, exponent, decided): x's repr
+    is digits * 10^exponent, unless `decided` is False (a comparison within _MARGIN of its
+    boundary: a decimal halfway between two, or at the end of x's interval, as for large whole
+    numbers and powers of two; under 0.1% of random doubles, none of 2.7 M numbers of toyrl
+    runs: then repr decides).
+
+    repr gives the fewest significant digits that read back as x (David Gay's shortest mode), of
+    those the nearest to x. Here: S = x 10^(16 - e) in [10^16, 10^17) (e = floor(log10 x)) as
+    N + f (`_scaled`, error below 1e-14); x reads back from any number within half an ulp of it,
+    h in S's units (a quarter below a power of two). 17 digits always suffice (h > 0.55): N, the
+    integer nearest S. Then for j = 1, 2, ...: the multiples of 10^j either side of S, q 10^j and
+    (q + 1) 10^j, the nearer of those within the interval; the last j that has one gives the digits.
+    """
+    mantissa, binary = np.frexp(x)  # x = mantissa 2^binary, mantissa in [0.5, 1)
+    power = ((binary - 1) * 78913) >> 18  # floor(log10(2^(binary - 1))): e or e - 1
+    n, f = _scaled(x, 16 - power)
+    over = n >= _POWERS_OF_TEN[17]
+    power[over] += 1
+    n[over], f[over] = _scaled(x[over], 16 - power[over])
+    half_ulp = np.ldexp(_powers_of_ten()[0][16 - power - _DECIMAL_EXPONENTS[0]], binary - 54)
+    below_half_ulp = np.where(mantissa == 0.5, half_ulp / 2, half_ulp)
+    tie = np.abs(np.abs(f) - 0.5) < _MARGIN  # N and N +- 1 as near: undecided if 17 digits it is
+    decided = np.ones(len(x), bool)
+    digits, dropped = n.copy(), np.zeros(len(x), np.int64)
+    alive = np.arange(len(x))  # those whose last j had a multiple within the interval
+    for j in range(1, 18):
+        step = _POWERS_OF_TEN[j]
+        q, remainder = np.divmod(n[alive], step)
+        down = remainder + f[alive]  # S - q 10^j: exact where it is compared (remainder < 2^53)
+        up = (step - remainder) - f[alive]  # (q + 1) 10^j - S
+        lower, upper = below_half_ulp[alive], half_ulp[alive]
+        fits_down, fits_up = down <= lower, up <= upper
+        both = fits_down & fits_up
+        close = (np.abs(down - lower) < _MARGIN) | (np.abs(up - upper) < _MARGIN)
+        decided[alive[close | (both & (np.abs(down - up) < _MARGIN))]] = False
+        fits = fits_down | fits_up
+        alive, q = alive[fits], q[fits]
+        digits[alive] = q + (fits_up & ~(both & (down < up)))[fits]
+        dropped[alive] = j
+        if not len(alive):
+            break
+    return digits, dropped + power - 16, decided & ~(tie & (dropped == 0))
 
 
 def _csv_quoted(text: str, quoted: dict[str, str]) -> str:

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from toyrl import kernels, noise
 from toyrl.config import Config, InvalidInput
-from toyrl.layout import rank_order, token_budget_parts, worst_tries
+from toyrl.layout import equal_cuts, rank_order, token_budget_parts, worst_tries
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import (
     Batch,
@@ -234,26 +234,26 @@ class Plan:
         run's order) dealt to the ranks, each rank's consecutive share of the mini-batch, cut into
         micro_batches equal parts or by the token budget; micro-batch m of rank q is q M + m."""
         ranks, mini = self.ranks, self.mini_batches
-        seq = (tokens.ravel() + self.prompt_tokens).astype(np.int64)
+        budget = self.token_budget if self.per_micro_batch[run] else 0  # else no normaliser sees it
+        if run not in dealt or budget:  # the lengths matter
+            seq = (tokens.ravel() + self.prompt_tokens).astype(np.int64)
         if run not in dealt:  # the batch in the run's order (ranks > 1: the batch's own), dealt to ranks
             by_position = np.argsort(position.ravel(), kind="stable")
-            dealt[run] = by_position[rank_order(seq[by_position].tolist(), ranks)]
-        order = dealt[run]
-        share = len(order) // ranks // mini  # a rank's responses in each mini-batch
-        members, micro = np.zeros(len(seq), bool), np.zeros(len(seq), np.intp)
-        shares = [order[(q * mini + update % mini) * share :][:share] for q in range(ranks)]
-        budget = self.token_budget if self.per_micro_batch[run] else 0  # else no normaliser sees it
+            dealt[run] = by_position[rank_order(seq[by_position], ranks)]
+        # Rank q's share of the mini-batch [ranks, share]: its part's (update % mini)-th cut.
+        shares = dealt[run].reshape(ranks, mini, -1)[:, update % mini]
         if budget:
-            layout = token_budget_parts([seq[s].tolist() for s in shares], budget)
+            layout = token_budget_parts(seq[shares].tolist(), budget)
             count = len(layout[0])
+            micro_of = np.empty(shares.shape, np.intp)
+            for q, parts in enumerate(layout):
+                for m, part in enumerate(parts):
+                    micro_of[q, part] = q * count + m
         else:
-            count = self.micro_batches
-            each = share // count
-            layout = [[list(range(m * each, (m + 1) * each)) for m in range(count)] for _ in shares]
-        for q, (indices, parts) in enumerate(zip(shares, layout, strict=True)):
-            members[indices] = True
-            for m, part in enumerate(parts):
-                micro[indices[part]] = q * count + m
+            micro_of = equal_cuts(ranks, shares.shape[1], self.micro_batches)
+        members, micro = np.zeros(position.size, bool), np.zeros(position.size, np.intp)
+        members[shares] = True
+        micro[shares] = micro_of
         return members.reshape(position.shape), micro.reshape(position.shape)
 
     # Each of the stages that vary along the runs is computed on the whole batch and kept for its

@@ -284,8 +284,10 @@ def _render(
     folder: Path,
     progress: Progress,
     style: str = "paper",
+    n_jobs: int = 1,
 ) -> list[Path]:
-    """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`."""
+    """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`, drawn over
+    `n_jobs` worker processes (`toyrl.plot.save`)."""
     from toyrl.plot import save  # matplotlib is imported only by commands that draw
 
     if meta is not None:
@@ -296,6 +298,7 @@ def _render(
         style=style,
         progress=progress,
         warn=lambda message: typer.echo(f"toyrl: warning: {message}", err=True),
+        n_jobs=n_jobs,
     )
 
 
@@ -314,7 +317,7 @@ def reproduce(
     figures_dir: Annotated[
         Path, typer.Option(metavar="FOLDER", help="Folder for the figures and final_numbers.md.")
     ] = Path("figures"),
-    n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
+    n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP + " The runs, then the figures.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Replace results in --results-dir made with other settings.")
@@ -339,7 +342,7 @@ def reproduce(
             frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress.update)
             progress.end()
             frame, kept = save_results(frame, out, meta, progress=progress.saving(out))
-            written = _render(frame, meta, figures_dir, progress)  # the teaching figures too
+            written = _render(frame, meta, figures_dir, progress, n_jobs=n_jobs)  # the teaching figures too
             progress.begin("writing the explorer page")
             explorer = figures_dir / "explorer.html"
             description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
