@@ -337,14 +337,9 @@ def test_the_worker_count_is_bounded_by_the_cores_and_the_runs(monkeypatch: pyte
     import toyrl.experiment as experiment
     from toyrl.config import Config
 
-    asked: list[int] = []
-    real = experiment.Parallel
+    from .test_parallel_figures import counted_parallel
 
-    def counting(*args: object, n_jobs: int = 1, **kwargs: object) -> object:
-        asked.append(n_jobs)
-        return real(*args, n_jobs=n_jobs, **kwargs)
-
-    monkeypatch.setattr(experiment, "Parallel", counting)
+    asked = counted_parallel(monkeypatch)
     monkeypatch.setattr(experiment.os, "cpu_count", lambda: 2)
     config = Config(steps=3, prompts=8, batch_prompts=4)
     many = experiment.run_experiment(config, ["grpo", "dr_grpo"], [0, 1, 2], n_jobs=1000)
