@@ -102,6 +102,24 @@ def test_the_vectorised_digits_are_repr_s_and_decide_nearly_every_value() -> Non
         assert (int("".join(map(str, shown))), shown_power) == (number, power), value
 
 
+def test_columns_of_few_values_and_of_whole_numbers_are_repr_of_each_value() -> None:
+    """The columns a run writes the quicker ways (`_float_blocks`): few distinct values, each
+    formatted once (a batch's fractions; -0.0 is not 0.0, NaN is empty), whole numbers as their
+    digits (token counts; up to 1e16, where repr turns to an exponent), long enough to be taken so,
+    among columns that are not."""
+    rng = np.random.default_rng(5)
+    few = np.array([0.0, -0.0, 0.25, 1 / 3, np.nan, np.inf, -np.inf, 1e16, 5e-324, -7.0, 0.1])
+    whole = np.concatenate([rng.integers(-(10**6), 10**6, 3000), [10**16 - 2, -(10**16 - 2), 2**53, 10**15]])
+    table = {
+        "few": rng.choice(few, 3004),
+        "whole": whole.astype(np.float64),
+        "step": np.arange(3004),
+        "random": random_values(1000)[:3004],
+        "whole_few": rng.choice([1500.0, 20.0, -3.0, 9999999999999998.0], 3004),
+    }
+    assert written(table) == oracle_csv(table)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=60))
 def test_any_floats_are_repr_of_each_value(values: list[float]) -> None:

@@ -54,11 +54,13 @@ def numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fresh_dispatch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The dispatcher as in a new process (nothing imported, nothing counted), restored afterwards."""
-    load = kernels._compiled_module
-    load.cache_clear()
+    loads = (kernels._compiled_module, kernels._twin_module)
+    for load in loads:
+        load.cache_clear()
     monkeypatch.setattr(kernels, "_saving", 0.0)
     yield
-    load.cache_clear()
+    for load in loads:
+        load.cache_clear()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -160,6 +162,32 @@ def test_pairs_give_numpy_s_bits(
             assert_same_bits(got, want, (x,), "expit_pair_softplus")
 
 
+def test_noise_transforms_give_numpy_s_bits(compiled: types.ModuleType, numpy_path: None) -> None:
+    """toyrl.noise's open uniforms and exponentials from raw 64-bit outputs: 4 million random ones
+    and the edges of the shift (all zeros, all ones, around 2^12 and 2^63), the same bits as numpy's
+    (`noise._open`, `kernels.log`); and the draws of whole streams the same either way."""
+    from toyrl import noise
+
+    rng = np.random.default_rng(11)
+    edges = [0, 1, 2**12 - 1, 2**12, 2**12 + 1, 2**63 - 1, 2**63, 2**64 - 2**12 - 1, 2**64 - 2**12, 2**64 - 1]
+    raw = np.concatenate(
+        [np.array(edges, dtype=np.uint64), rng.bit_generator.random_raw(4_000_000).astype(np.uint64)]
+    )
+    uniforms = noise._open(raw)
+    assert_same_bits(compiled.open_uniform(raw), uniforms, (raw.view(np.float64),), "open_uniform")
+    assert_same_bits(
+        compiled.standard_exponential(raw), -kernels.log(uniforms), (raw.view(np.float64),), "exponential"
+    )
+    streams = [np.random.default_rng(seed) for seed in range(3)]
+    want = noise.standard_exponential(streams, (5, 7)), noise.open_uniform(streams, (4,))
+    streams = [np.random.default_rng(seed) for seed in range(3)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(kernels.SWITCH, "compiled")
+        got = noise.standard_exponential(streams, (5, 7)), noise.open_uniform(streams, (4,))
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and np.array_equal(_bits(g), _bits(w))
+
+
 def test_shapes_and_scalars_as_numpy_s(compiled: types.ModuleType, numpy_path: None) -> None:
     """The compiled functions take what the numpy ones take and return the same types and shapes."""
     for name in UNARY:
@@ -238,6 +266,13 @@ for name in ("exp", "expm1", "log", "log1p", "softplus", "log_expit", "expit", "
 compiled.expit_pair(x)
 compiled.expit_pair_softplus(x.reshape(1, -1), 2)
 compiled.power(np.abs(x), x / 100)
+raw = np.arange(0, 2**64 - 2**54, 2**54, dtype=np.uint64)
+compiled.open_uniform(raw)
+compiled.standard_exponential(raw)
+stack, left = np.empty((compiled.STACK, 3), np.int64), np.empty(compiled.STACK)
+compiled.row_sum(np.ones(1000), stack, left)  # inlined where called: compiled alone here, to be read
+compiled.pairwise_sum(np.ones(1000), stack, left)
+compiled._block_sum(np.ones(100), 0, 100)
 found = {}
 for name, dispatcher in vars(compiled).items():
     if isinstance(dispatcher, CPUDispatcher):
@@ -265,6 +300,7 @@ def test_compiled_code_holds_no_fused_multiply_add(tmp_path: Path, compiled: typ
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(found) > 40 and "_power_loop" in found and "_exp_c" in found
+    assert {"_standard_exponential_loop", "row_sum", "pairwise_sum", "_block_sum"} <= set(found)
     for name, code in found.items():
         assert code["asm"], f"{name} was never compiled: it is not checked"
         for asm in code["asm"]:
@@ -319,6 +355,7 @@ ALLOWED = {
     "np.broadcast_arrays",
     "np.float64",
     "np.ndarray",
+    "numba.uint64",
     "numba.njit",
 }
 
@@ -352,6 +389,19 @@ def _counting_module(calls: list[str]) -> types.ModuleType:
             return _kernel(*args)
 
         setattr(fake, name, call)
+    from toyrl import noise
+
+    def transform(name: str, numpy_transform: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def call(raw: Any) -> Any:
+            calls.append(name)
+            return numpy_transform(raw)
+
+        return call
+
+    fake.open_uniform = transform("open_uniform", noise._open)  # type: ignore[attr-defined]
+    fake.standard_exponential = transform(  # type: ignore[attr-defined]
+        "standard_exponential", lambda raw: -kernels.log.__wrapped__(noise._open(raw))
+    )
     return fake
 
 
@@ -376,7 +426,7 @@ def test_the_switch_chooses_the_path(monkeypatch: pytest.MonkeyPatch, fresh_disp
 
     monkeypatch.setenv(kernels.SWITCH, "compiled")
     compiled_frame = simulate_runs(Config(steps=5), runs)
-    assert {"expit_pair_softplus", "softplus", "exp", "normal_quantile"} <= set(calls)
+    assert {"expit_pair_softplus", "softplus", "exp", "normal_quantile", "standard_exponential"} <= set(calls)
     assert compiled_frame.equals(numpy_frame)
     calls.clear()
     assert kernels.expit_pair(0.5) == kernels.expit_pair.__wrapped__(0.5)

@@ -3,6 +3,7 @@ the same files, byte for byte, as drawn in one process, in the caller's matplotl
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -13,12 +14,16 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
+from typer.testing import CliRunner
 
 import toyrl
 import toyrl.experiment as experiment
 from toyrl import plots
 from toyrl.config import InvalidInput
 from toyrl.plot import save
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +46,28 @@ def counted_parallel(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return asked
 
 
+def counted_workers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The figure workers each `toyrl.plots.Drawing` starts (a count a drawing)."""
+    started: list[int] = []
+    real = plots.Drawing.__init__
+
+    def counting(self: plots.Drawing, workers: int) -> None:
+        started.append(workers)
+        real(self, workers)
+
+    monkeypatch.setattr(plots.Drawing, "__init__", counting)
+    return started
+
+
 def test_save_over_workers_writes_the_bytes_of_one_process(
     frame: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked = counted_parallel(monkeypatch)
+    started = counted_workers(monkeypatch)
     monkeypatch.setattr(experiment.os, "cpu_count", lambda: 2)
     serial = save(frame, tmp_path / "serial", n_jobs=1)
-    assert asked == []  # one process: no workers
+    assert started == [0]  # one process: no workers
     parallel = save(frame, tmp_path / "parallel", n_jobs=-1)
-    assert asked == [2]  # every core, here two
+    assert started == [0, 1]  # every core, here two: this process and one worker
     names = [path.name for path in serial]
     assert names == [path.name for path in parallel]
     assert {"length_2x2.png", "bias.svg", "token_weights.svg", "difficulty.png"} <= set(names)
@@ -57,16 +75,96 @@ def test_save_over_workers_writes_the_bytes_of_one_process(
         assert one.read_bytes() == other.read_bytes(), one.name
 
 
-def test_workers_draw_in_the_caller_s_matplotlib_settings(frame: pd.DataFrame, tmp_path: Path) -> None:
+def taken_by_workers(drawing: plots.Drawing) -> None:
+    """Wait until the workers have taken every job added (the timeout only guards against a hang)."""
+    deadline = time.monotonic() + 300
+    while drawing._untaken and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not drawing._untaken
+
+
+def test_workers_draw_in_the_caller_s_matplotlib_settings(
+    frame: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     jobs = [job for job in plots.figure_jobs(frame) if job.name == "accuracy"]
-    for name in ("plain", "serial", "parallel"):
-        (tmp_path / name).mkdir()
-    plain = plots.draw_figures(jobs, tmp_path / "plain", workers=2)
+    plain = plots.draw(jobs[0])
     with matplotlib.rc_context({"axes.facecolor": "#f2f2f2"}):
-        serial = plots.draw_figures(jobs, tmp_path / "serial", workers=1)
-        parallel = plots.draw_figures(jobs, tmp_path / "parallel", workers=2)
-    for before, one, other in zip(plain, serial, parallel, strict=True):
-        assert one.read_bytes() == other.read_bytes() != before.read_bytes(), one.name
+        serial = plots.draw(jobs[0])
+        with plots.drawing(1) as drawing:
+            drawing.add(jobs)
+            taken_by_workers(drawing)
+            monkeypatch.setattr(plots, "draw", None)  # nothing is drawn in this process
+            parallel = next(drawing.files())
+    assert serial == parallel != plain
+
+
+def failing_figure() -> Figure:
+    raise ValueError("no figure here")
+
+
+def test_a_figure_that_fails_in_a_worker_fails_where_it_is_asked_for(frame: pd.DataFrame) -> None:
+    jobs = [*plots.figure_jobs(frame)[:1], plots.FigureJob("failing", failing_figure)]
+    with plots.drawing(1) as drawing:
+        drawing.add(jobs)
+        taken_by_workers(drawing)
+        drawn = drawing.files()
+        assert next(drawn)[0][0] == "length_by_correctness.png"
+        with pytest.raises(ValueError, match="no figure here"):
+            next(drawn)
+
+
+def test_this_process_draws_what_no_worker_has_taken(frame: pd.DataFrame) -> None:
+    """Two workers, six figures: every figure comes back once, in the order added, the bytes of one
+    process, whoever drew each (this process takes the last ones while it waits for the first)."""
+    jobs = [*plots.figure_jobs(frame), *plots.teaching_jobs()]
+    with plots.drawing(2) as drawing:
+        drawing.add(jobs[:2])
+        drawing.add(jobs[2:])
+        drawn = list(drawing.files())
+    assert drawn == [plots.draw(job) for job in jobs]
+
+
+@pytest.mark.slow
+def test_reproduce_starts_the_figure_workers_before_the_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`toyrl reproduce --n-jobs 2` on two cores: one worker besides this process, given the
+    teaching figures before the runs are simulated (in this process, while it draws them), and the
+    figures are the committed ones, to the byte where this matplotlib drew those."""
+    import toyrl.cli.commands as commands
+    from toyrl.cli import app
+
+    started = counted_workers(monkeypatch)
+    monkeypatch.setattr(experiment.os, "cpu_count", lambda: 2)
+    added: list[str] = []
+    real_add, real_run = plots.Drawing.add, commands.run_experiment
+
+    def add(self: plots.Drawing, jobs: list[plots.FigureJob]) -> None:
+        added.extend(job.name for job in jobs)
+        real_add(self, jobs)
+
+    seen: list[tuple[list[str], object]] = []
+
+    def run(*args: object, **kwargs: object) -> object:
+        seen.append((list(added), kwargs.get("n_jobs", 1)))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(plots.Drawing, "add", add)
+    monkeypatch.setattr(commands, "run_experiment", run)
+    out = ["--results-dir", str(tmp_path / "results"), "--figures-dir", str(tmp_path / "figures")]
+    result = CliRunner().invoke(app, ["reproduce", "-q", "--n-jobs", "2", *out])
+    assert result.exit_code == 0, result.output
+    assert started == [1]
+    assert seen == [(["token_weights", "difficulty"], 1)]
+    made_with = json.loads((ROOT / "results" / "article.json").read_text())["matplotlib"]
+    drawn = sorted((tmp_path / "figures").glob("*.[ps][nv]g"))
+    assert len(drawn) == 14
+    if matplotlib.__version__ != made_with:
+        pytest.skip(
+            f"figures not compared: made with matplotlib {made_with}, this is {matplotlib.__version__}"
+        )
+    for path in drawn:
+        assert path.read_bytes() == (ROOT / "figures" / path.name).read_bytes(), path.name
 
 
 @pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True])

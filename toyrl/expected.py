@@ -76,13 +76,17 @@ def binomial_pmf(k: FloatArray, n: int, p: FloatArray) -> FloatArray:
     """P(Binomial(n, p) = k) [..., len(k)] for whole numbers k in 0..n and p [..., 1], in log space:
     exp(log n! - log k! - log (n - k)! + k log p + (n - k) log(1 - p)), log p and log1p(-p) taken
     once per p, not once per k."""
-    factorials = log_factorials(n)
-    whole = k.astype(np.intp)
-    log_choose = factorials[n] - factorials[whole] - factorials[n - whole]
     with np.errstate(invalid="ignore"):  # log 0 = -inf, times 0 = NaN: not selected
         successes = np.where(k == 0, 0.0, k * kernels.log(p))
         failures = np.where(n - k == 0, 0.0, (n - k) * kernels.log1p(-p))
-    return kernels.exp(log_choose + successes + failures)
+    return kernels.exp(log_choose(k, n) + successes + failures)
+
+
+def log_choose(k: FloatArray, n: int) -> FloatArray:
+    """log C(n, k) = log n! - log k! - log (n - k)! for whole numbers k in 0..n, any shape."""
+    factorials = log_factorials(n)
+    whole = k.astype(np.intp)
+    return factorials[n] - factorials[whole] - factorials[n - whole]
 
 
 def exact_support(variant: Variant) -> str:
@@ -128,8 +132,12 @@ def _mean_advantage(
     """(abar(1), abar(0)) [..., P]: E[A_1 | r_1 = r] over k' ~ Binomial(G - 1, q) other successes,
     from the advantage stage's exact hook `conditional(r, k', G, std_eps)`."""
     others = np.arange(group_size, dtype=np.float64)
-    pmf = binomial_pmf(others, group_size - 1, success_rate[..., None])
     conditional = advantage.conditional  # type: ignore[attr-defined]
+    compiled = kernels.compiled_module("toyrl.expected_compiled")
+    if compiled is not None:
+        values = [conditional(r, others, group_size, std_eps) for r in (1.0, 0.0)]
+        return compiled.mean_advantage(others, group_size - 1, success_rate, *values)
+    pmf = binomial_pmf(others, group_size - 1, success_rate[..., None])
     result = [(pmf * conditional(r, others, group_size, std_eps)).sum(axis=-1) for r in (1.0, 0.0)]
     return result[0], result[1]
 
@@ -196,26 +204,52 @@ def _branch_sums(
     Outcomes: K = k <= cap (stopped, L = k, score 1 - k s) and K > cap (truncated, L = cap,
     score -cap s, weight 0 when the variant's selector drops truncated responses). D is the
     normaliser's exact hook `response_denominator`. With `window` (a, b), the sums are split into
-    outcomes with a <= K <= b ("in") and the rest ("out").
+    outcomes with a <= K <= b ("in") and the rest ("out"). The sums over k run compiled when the
+    kernels do (`toyrl.expected_compiled`, the same bits), else in numpy (`_length_sums`).
     """
-    cap = config.cap
+    cap, runs = config.cap, len(stop_logit)
     k = np.arange(1, cap + 1, dtype=np.float64)
-    # Three [R, cap] arrays, reused from step to step: allocating them anew each time costs more
-    # than the arithmetic (fresh pages).
-    pmf, score, spare = plan.workspace(len(stop_logit), cap)
-    pmf[...] = geometric_pmf(stop_logit, cap)
     tail = survival(cap, stop_logit)
     s = expit(stop_logit)[..., None]
     tokens = token_count(k, config.approach_tokens)
     if len(plan.normalisers) == 1:  # one normaliser: D depends on k alone
         d_k = next(iter(plan.normalisers)).response_denominator(tokens, config.length_norm_value)
-        d_tail = np.full(len(stop_logit), d_k[-1])
+        d_tail = np.full(runs, d_k[-1])
     else:
-        d_k = np.empty(pmf.shape)
+        d_k = np.empty((runs, cap))
         for normaliser, rows in plan.normalisers.items():
             d_k[rows] = normaliser.response_denominator(tokens, config.length_norm_value)
         d_tail = d_k[:, -1]  # a truncated response has L = cap, the last stopped length's token count
     scale, keep_tail = plan.scale, plan.keep_tail
+    compiled = kernels.compiled_module("toyrl.expected_compiled")
+    if compiled is not None:
+        sums = compiled.branch_sums(stop_logit, d_k, scale, window)
+    else:
+        sums = _length_sums(stop_logit, k, s, d_k, plan, window)
+    tail_weight = np.where(keep_tail, scale * tail / d_tail, 0.0)
+    tail_scored = np.where(keep_tail, scale * tail * (-cap * s[..., 0]) / d_tail, 0.0)
+    if window is None:
+        return {"weight": sums["weight"] + tail_weight, "scored": sums["scored"] + tail_scored}
+    outside = {"weight_out": sums["weight_out"] + tail_weight, "scored_out": sums["scored_out"] + tail_scored}
+    return sums | outside
+
+
+def _length_sums(
+    stop_logit: FloatArray,
+    k: FloatArray,
+    s: FloatArray,
+    d_k: FloatArray,
+    plan: ExactPlan,
+    window: tuple[int, int] | None,
+) -> dict[str, FloatArray]:
+    """`_branch_sums`' sums over the stopped lengths k = 1..cap [R] each, without the truncation atom,
+    in numpy: s = sigma(phi) [R, 1], D(k) d_k [cap] or [R, cap]."""
+    cap = len(k)
+    # Three [R, cap] arrays, reused from step to step: allocating them anew each time costs more
+    # than the arithmetic (fresh pages).
+    pmf, score, spare = plan.workspace(len(stop_logit), cap)
+    pmf[...] = geometric_pmf(stop_logit, cap)
+    scale = plan.scale
     np.subtract(1.0, np.multiply(k, s, out=score), out=score)  # 1 - k s
     # a stopped one-token response scores 1 - s, which rounds to 0 above x = 37: sigma(-x) there
     if (stop_logit > SCORE_EXACT_ABOVE).any():
@@ -224,10 +258,8 @@ def _branch_sums(
         np.multiply(scale[:, None], pmf, out=pmf)
     scored = np.divide(np.multiply(pmf, score, out=score), d_k, out=score)  # scale P(o) score(o) / D(o)
     weight = np.divide(pmf, d_k, out=pmf)  # scale P(o) / D(o)
-    tail_weight = np.where(keep_tail, scale * tail / d_tail, 0.0)
-    tail_scored = np.where(keep_tail, scale * tail * (-cap * s[..., 0]) / d_tail, 0.0)
     if window is None:
-        return {"weight": weight.sum(-1) + tail_weight, "scored": scored.sum(-1) + tail_scored}
+        return {"weight": weight.sum(-1), "scored": scored.sum(-1)}
     inside = (k >= window[0]) & (k <= window[1])
     outside = ~inside
 
@@ -237,8 +269,8 @@ def _branch_sums(
     return {
         "weight_in": masked_sum(weight, inside),
         "scored_in": masked_sum(scored, inside),
-        "weight_out": masked_sum(weight, outside) + tail_weight,
-        "scored_out": masked_sum(scored, outside) + tail_scored,
+        "weight_out": masked_sum(weight, outside),
+        "scored_out": masked_sum(scored, outside),
     }
 
 

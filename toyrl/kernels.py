@@ -47,7 +47,8 @@ from numba's cache, about 0.45 s; compiling it the first time, about 5 s), then 
 numba is installed. A compiled call is faster than numpy's at every size (20-50x for a few elements,
 where numpy's dozens of passes cost their overhead; 3-20x for 10^4), so what calls must repay is the
 start-up alone, and an input's size is no test of it. numba is imported on that first compiled call,
-never by ``import toyrl``.
+never by ``import toyrl``. The same decision turns on the compiled twins of other modules' loops
+(`compiled_module`: ``toyrl.policy_compiled``'s sampled step), which give the same bits too.
 """
 
 from __future__ import annotations
@@ -418,39 +419,65 @@ def _compiled_module() -> ModuleType | str:
         return str(error)
 
 
-def _compiled(name: str, size: int) -> Callable[..., Any] | None:
-    """The compiled kernel `name` to run for a call on `size` elements, or None for the numpy one."""
+def _compiled_path(args: tuple[Any, ...]) -> ModuleType | None:
+    """toyrl.kernels_compiled when a kernel call on `args` should run compiled (`TOYRL_KERNELS`, read
+    on every call: a test or a caller may change it within a process), else None. The arguments'
+    size is taken in auto mode only, and only until the start-up is repaid."""
     global _saving
     mode = os.environ.get(SWITCH, "auto")
-    if mode == "auto":
-        if _saving < START_UP:
-            _saving += CALL_SAVING + ELEMENT_SAVING * size
-            return None
-        module = _compiled_module()
-        return getattr(module, name) if isinstance(module, ModuleType) else None
     if mode == "numpy":
+        return None
+    if mode == "auto" and _saving < START_UP:
+        _saving += CALL_SAVING + ELEMENT_SAVING * max(np.size(a) for a in args)
+        return None
+    return compiled_module("toyrl.kernels_compiled", mode)
+
+
+def compiled_module(name: str, mode: str | None = None) -> ModuleType | None:
+    """The compiled module `name` (toyrl.kernels_compiled, or a twin of another module's functions
+    such as toyrl.policy_compiled) when the compiled path is on, else None: with `TOYRL_KERNELS`
+    numpy, never; compiled, always (InvalidInput if numba is missing); auto, once the kernels' calls
+    have repaid the start-up (`_compiled_path`) and the module imports. `mode`: the switch, if read."""
+    if mode is None:
+        mode = os.environ.get(SWITCH, "auto")
+    if mode == "numpy" or (mode == "auto" and _saving < START_UP):
+        return None
+    if mode not in MODES:
+        from toyrl.config import InvalidInput
+
+        raise InvalidInput(f"{SWITCH} must be one of {', '.join(MODES)} (got {mode!r})")
+    module = _compiled_module() if name == "toyrl.kernels_compiled" else _twin_module(name)
+    if isinstance(module, ModuleType):
+        return module
+    if mode == "auto":
         return None
     from toyrl import install
     from toyrl.config import InvalidInput
 
-    if mode != "compiled":
-        raise InvalidInput(f"{SWITCH} must be one of {', '.join(MODES)} (got {mode!r})")
-    module = _compiled_module()
-    if not isinstance(module, ModuleType):
-        raise InvalidInput(
-            f"{SWITCH}=compiled needs numba, the optional extra fast ({module}): {install.hint('fast')}"
-        )
-    return getattr(module, name)
+    raise InvalidInput(
+        f"{SWITCH}=compiled needs numba, the optional extra fast ({module}): {install.hint('fast')}"
+    )
+
+
+@functools.cache
+def _twin_module(name: str) -> ModuleType | str:
+    """A compiled module other than the kernels', or why it cannot be imported (as `_compiled_module`)."""
+    if isinstance(_compiled_module(), str):  # numba missing or unusable: its reason
+        return cast(str, _compiled_module())
+    try:
+        return importlib.import_module(name)
+    except (ImportError, RuntimeError) as error:
+        return str(error)
 
 
 def _dispatched(kernel: Kernel) -> Kernel:
-    """The kernel, or its compiled twin when `_compiled` says so (the same bits either way)."""
+    """The kernel, or its compiled twin when `_compiled_path` says so (the same bits either way)."""
     name = kernel.__name__
 
     @functools.wraps(kernel)
     def dispatch(*args: Any) -> Any:
-        compiled = _compiled(name, max(np.size(a) for a in args))
-        return kernel(*args) if compiled is None else compiled(*args)
+        module = _compiled_path(args)
+        return kernel(*args) if module is None else getattr(module, name)(*args)
 
     return cast(Kernel, dispatch)
 

@@ -534,3 +534,114 @@ def power(x: ArrayLike, y: ArrayLike) -> Any:
     out = np.empty(xb.shape)
     _power_loop(np.ravel(xb), np.ravel(yb), out.reshape(-1))
     return _result(out)
+
+
+# --------------------------------------------------------------------------------------------------------
+# toyrl.noise's transforms of PCG64's raw 64-bit outputs (`open_uniform`, `standard_exponential`), each
+# output's operations in one loop: (x >> 12) converts to a double exactly (it is below 2^52), + 1/2 and
+# times 2^-52 are exact, and the log is `_log`, the numpy kernel's sequence.
+
+_OPEN_SHIFT = numba.uint64(12)
+_TWO_M52 = float.fromhex("0x1p-52")  # 2^-52
+
+
+@jit
+def _open_uniform_loop(raw: Any, out: Any) -> None:
+    for i in range(raw.size):
+        out[i] = (float(raw[i] >> _OPEN_SHIFT) + 0.5) * _TWO_M52
+
+
+@jit
+def _standard_exponential_loop(raw: Any, out: Any) -> None:
+    for i in range(raw.size):
+        out[i] = -_log((float(raw[i] >> _OPEN_SHIFT) + 0.5) * _TWO_M52)
+
+
+def open_uniform(raw: Any) -> Any:
+    """U(0, 1) in (0, 1) from raw uint64 outputs, as `toyrl.noise.open_uniform` makes them."""
+    out = np.empty(raw.shape)
+    _open_uniform_loop(np.ravel(raw), out.reshape(-1))
+    return out
+
+
+def standard_exponential(raw: Any) -> Any:
+    """Exp(1) = -log U from raw uint64 outputs, as `toyrl.noise.standard_exponential` makes it."""
+    out = np.empty(raw.shape)
+    _standard_exponential_loop(np.ravel(raw), out.reshape(-1))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# numpy's sums. ``x.sum()`` of a contiguous float64 vector (and ``sum(-1)`` of each row of a C-contiguous
+# array) is the identity 0.0 plus numpy's pairwise_sum of its elements (numpy/_core/src/umath/
+# loops_utils.h.src; measured: tests/test_expected_compiled.py and tests/test_policy_compiled.py compare
+# the bits on many lengths and values). The twins of toyrl.expected and toyrl.policy sum with these,
+# inlined where called: a call passing arrays costs more than summing a row of 8.
+inline = numba.njit(inline="always", **OPTIONS)
+
+PAIRWISE_BLOCK = 128  # numpy's PW_BLOCKSIZE: rows up to this length are summed with 8 accumulators
+STACK = 64  # pairwise_sum's tree is less than log2(n / 64) + 1 deep: 64 levels hold any length
+
+
+@inline
+def _block_sum(values: Any, start: int, n: int) -> float:
+    """numpy's pairwise_sum of values[start : start + n] for n <= PAIRWISE_BLOCK: below 8 elements a
+    loop from 0.0; else 8 accumulators combined ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)),
+    then the rest in order."""
+    if n < 8:
+        total = 0.0
+        for i in range(start, start + n):
+            total += values[i]
+        return total
+    r0, r1, r2, r3 = values[start], values[start + 1], values[start + 2], values[start + 3]
+    r4, r5, r6, r7 = values[start + 4], values[start + 5], values[start + 6], values[start + 7]
+    end = start + n - n % 8
+    for i in range(start + 8, end, 8):
+        r0 += values[i]
+        r1 += values[i + 1]
+        r2 += values[i + 2]
+        r3 += values[i + 3]
+        r4 += values[i + 4]
+        r5 += values[i + 5]
+        r6 += values[i + 6]
+        r7 += values[i + 7]
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, start + n):
+        total += values[i]
+    return total
+
+
+@inline
+def pairwise_sum(values: Any, stack: Any, left: Any) -> float:
+    """numpy's pairwise_sum of a vector: above PAIRWISE_BLOCK elements, the sum of the two halves'
+    pairwise sums, split at n2 = n/2 - (n/2 mod 8). numpy recurses; numba cannot load a recursive
+    function from its cache (it crashes), so the same tree is walked here: the same additions in the
+    same order. stack [STACK, 3] (int64) and left [STACK] are workspace: for each node on the path to
+    the current block, its right half (start, length) and whether its left half's sum is in left."""
+    n = len(values)
+    if n <= PAIRWISE_BLOCK:
+        return _block_sum(values, 0, n)
+    depth, start, length = 0, 0, n
+    while True:
+        while length > PAIRWISE_BLOCK:  # down the left halves
+            half = length // 2
+            half -= half % 8
+            stack[depth, 0], stack[depth, 1], stack[depth, 2] = start + half, length - half, 0
+            depth += 1
+            length = half
+        total = _block_sum(values, start, length)
+        while depth > 0 and stack[depth - 1, 2]:  # up through the nodes whose both halves are summed
+            depth -= 1
+            total = left[depth] + total
+        if depth == 0:
+            return total
+        top = depth - 1  # this node's left half is summed: its right half next
+        left[top], stack[top, 2] = total, 1
+        start, length = stack[top, 0], stack[top, 1]
+
+
+@inline
+def row_sum(values: Any, stack: Any, left: Any) -> float:
+    """``values.sum()`` of a contiguous float64 vector, numpy's way: the identity 0.0 plus the
+    pairwise sum (so a row of -0.0 sums to +0.0, as numpy's does); stack, left: `pairwise_sum`'s."""
+    return 0.0 + pairwise_sum(values, stack, left)

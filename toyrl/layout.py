@@ -112,21 +112,43 @@ def balanced_partitions(
         raise ValueError(f"a negative value: {ranked[0][0]}")
     if k == 1:  # every merge joins the one part of each state: all items in it
         return [list(range(len(values)))]
-    states: list[State] = []
     if equal_size:
         if len(values) % k:
             raise ValueError(f"{len(values)} items do not cut into {k} equal parts")
-        for offset in range(0, len(ranked), k):
-            block = ranked[offset : offset + k]
-            states.append(_state([(value, 1, [index]) for value, index in block], k))
-    else:
-        states = [_state([(value, 1, [index])], k) for value, index in ranked]
+        return _equal_parts(ranked, k)
+    states = [_state([(value, 1, [index])], k) for value, index in ranked]
     heapq.heapify(states)
     while len(states) > 1:
         first, second = heapq.heappop(states)[-1], heapq.heappop(states)[-1]
         heapq.heappush(states, _state(_merged(first, second, k), k))
     parts = [sorted(items) for _, _, items in reversed(states[0][-1])]
     return parts + [[] for _ in range(k - len(parts))]
+
+
+def _equal_parts(ranked: list[tuple[int, int]], k: int) -> list[list[int]]:
+    """`balanced_partitions` into k parts of equal size, of (value, index) pairs ascending: every
+    state is full from the start and the parts of a state are of one size, so a part compares as
+    (sum, its first item) and is kept as that pair, its items in `members[first item]` (the
+    merged part's list takes in the other's); the second state popped is replaced by the merged
+    one in one sift. The same parts as the general states (`_state`, `_merged`), at about 3/4 of
+    their cost: the data-parallel ranks of every verl step are dealt so."""
+    members = [[index] for index in range(len(ranked))]
+    states = []
+    for offset in range(0, len(ranked), k):
+        parts = ranked[offset : offset + k]
+        states.append((parts[0][0] - parts[-1][0], -parts[-1][0], -1, -parts[-1][1], parts))
+    heapq.heapify(states)
+    while len(states) > 1:
+        _, _, size, _, first = heapq.heappop(states)
+        _, _, other_size, _, second = states[0]
+        joined = []
+        for (sum_a, a), (sum_b, b) in zip(reversed(first), second, strict=True):
+            joined.append((sum_a + sum_b, a))
+            members[a] += members[b]
+        joined.sort()
+        largest, first_item = joined[-1]
+        heapq.heapreplace(states, (joined[0][0] - largest, -largest, size + other_size, -first_item, joined))
+    return [sorted(members[first_item]) for _, first_item in reversed(states[0][-1])]
 
 
 def rank_order(seq_lens: Sequence[int] | NDArray[np.int64], ranks: int) -> NDArray[np.intp]:

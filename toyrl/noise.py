@@ -23,7 +23,7 @@ transformed together). toyrl/explorer/random.js draws the same in the page.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,13 +49,24 @@ def uniform(rng: Streams, shape: Shape) -> FloatArray:
 
 def open_uniform(rng: Streams, shape: Shape) -> FloatArray:
     """U(0, 1) in (0, 1) [shape]: ((x >> 12) + 1/2) 2^-52, exact (x >> 12 < 2^52)."""
-    raw = _each(rng, lambda one: one.bit_generator.random_raw(shape)) >> np.uint64(12)
-    return (raw.astype(np.float64) + 0.5) * 2.0**-52
+    raw = _each(rng, lambda one: one.bit_generator.random_raw(shape))
+    compiled = kernels.compiled_module("toyrl.kernels_compiled")
+    if compiled is not None:  # the same exact operations, one loop
+        return cast(FloatArray, compiled.open_uniform(raw))
+    return _open(raw)
+
+
+def _open(raw: NDArray[np.uint64]) -> FloatArray:
+    return ((raw >> np.uint64(12)).astype(np.float64) + 0.5) * 2.0**-52
 
 
 def standard_exponential(rng: Streams, shape: Shape) -> FloatArray:
     """Exp(1) [shape] by inversion: -log U, U = `open_uniform`."""
-    return -kernels.log(open_uniform(rng, shape))
+    raw = _each(rng, lambda one: one.bit_generator.random_raw(shape))
+    compiled = kernels.compiled_module("toyrl.kernels_compiled")
+    if compiled is not None:  # U and its log in one loop (`kernels.log`'s operations)
+        return cast(FloatArray, compiled.standard_exponential(raw))
+    return -kernels.log(_open(raw))
 
 
 def standard_normal(rng: Streams, shape: Shape) -> FloatArray:

@@ -111,22 +111,40 @@ def save(
     With a configuration in `frame.attrs["toyrl"]`, the runs are replayed for the bias figure (each
     variant's expected update against the true gradient along training; not for a variant without
     a closed form, which `warn` is told of: by default a Python warning). `progress` is told
-    of each stage (`begin(label)`, `end()`). `n_jobs`: worker processes drawing the figures (1: all
-    in this process; -1: a worker a core, at most one a figure); each figure is drawn on its own, so
-    the files are the same bytes whatever it is, and the replay runs here meanwhile. Returns the
-    paths written."""
-    from toyrl.bias import bias_over_training
-    from toyrl.config import Config, ConfigError, InvalidInput
+    of each stage (`begin(label)`, `end()`). `n_jobs`: processes drawing the figures, this one
+    included (1: all here; -1: one a core, at most one a figure); workers draw from the start,
+    this process once it has replayed the runs; each figure is drawn on its own, so the files are
+    the same bytes whatever it is. Returns the paths written."""
+    from toyrl.config import ConfigError
     from toyrl.experiment import check_n_jobs, worker_count
-    from toyrl.files import write_atomic
-    from toyrl.results import final_table_markdown
 
     if not isinstance(folder, str | os.PathLike) or not str(folder):
         raise ConfigError("folder", "must be a folder's path (text or a pathlib.Path)", folder)
     plots.check_style(style)
     check_n_jobs(n_jobs)
     _table(frame)
-    out = Path(folder)
+    teaching = plots.teaching_jobs(style)
+    with plots.drawing(worker_count(n_jobs, len(teaching) + len(plots.FIGURE_NAMES) + 2) - 1) as drawing:
+        drawing.add(teaching)
+        return save_drawn(frame, Path(folder), drawing, style, progress, warn)
+
+
+def save_drawn(
+    frame: pd.DataFrame,
+    out: Path,
+    drawing: plots.Drawing,
+    style: str = "paper",
+    progress: Stages | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """`save`'s work, its arguments checked, the teaching figures already added to `drawing` (first:
+    they need no table, so workers can draw them while the table is made, as `toyrl reproduce`
+    does); the table's figures are added to them, the bias figure last."""
+    from toyrl.bias import bias_over_training
+    from toyrl.config import Config, InvalidInput
+    from toyrl.files import write_atomic
+    from toyrl.results import final_table_markdown
+
     out.mkdir(parents=True, exist_ok=True)
     meta = frame.attrs.get("toyrl")
     try:
@@ -139,29 +157,25 @@ def save(
         min_length=config.min_length if config else None,
         style=style,
     )
-    teaching = plots.teaching_jobs(style)
-    # With workers, they draw from now on while this process replays the runs and draws the bias figure.
-    workers = worker_count(n_jobs, len(jobs) + len(teaching))
-    with plots.drawing([*jobs, *teaching], workers) as drawn:
-        bias: plots.Drawn = []
-        if config is not None and isinstance(meta, dict):
-            if progress is not None:
-                progress.begin("replaying the runs for the bias figure")
-            try:
-                table = bias_over_training(frame, config, mean_field=bool(meta.get("mean_field")))
-            except InvalidInput as error:
-                (warn or _warn)(f"no bias figure: {error}")
-            else:
-                if progress is not None:
-                    progress.begin("rendering the bias figure")
-                bias = [file for job in plots.bias_jobs(table, style) for file in plots.draw(job)]
+    drawing.add(jobs)
+    bias: list[plots.FigureJob] = []
+    if config is not None and isinstance(meta, dict):
         if progress is not None:
-            progress.begin("rendering the figures")
-        written = [path for _ in jobs for path in plots.write_files(next(drawn), out)]
-        written += plots.write_files(bias, out)
-        if progress is not None:
-            progress.begin("rendering the teaching figures")
-        written += [path for files in drawn for path in plots.write_files(files, out)]
+            progress.begin("replaying the runs for the bias figure")
+        try:
+            table = bias_over_training(frame, config, mean_field=bool(meta.get("mean_field")))
+        except InvalidInput as error:
+            (warn or _warn)(f"no bias figure: {error}")
+        else:
+            bias = plots.bias_jobs(table, style)
+            drawing.add(bias)
+    if progress is not None:
+        progress.begin("rendering the figures")
+    drawn = list(drawing.files())
+    earlier = len(drawn) - len(jobs) - len(bias)  # the teaching figures: written last, as ever
+    written = [
+        path for files in [*drawn[earlier:], *drawn[:earlier]] for path in plots.write_files(files, out)
+    ]
     if progress is not None:
         progress.end()
     numbers = out / "final_numbers.md"

@@ -32,17 +32,23 @@ same bytes from the same drawing (`save_figures`).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import inspect
 import io
 import itertools
 import math
+import multiprocessing
+import multiprocessing.connection
 import os
 import re
-import warnings
+import signal
+import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -1428,61 +1434,177 @@ def draw(job: FigureJob, rc: dict[Any, Any] | None = None) -> Drawn:
         return figure_files(job.name, job.draw(*job.args, **job.kwargs))
 
 
-def draw_all(jobs: Sequence[FigureJob], rc: dict[Any, Any] | None = None) -> list[Drawn]:
-    """Each job's files (`draw`), in order."""
-    return [draw(job, rc) for job in jobs]
+class Drawing:
+    """Figures drawn by worker processes and this one together (`drawing`). Jobs are added as they
+    come (`add`): a free worker takes the first one no one has taken, and this process, asked for
+    a figure no one has drawn yet (`files`), draws it itself if no one has taken it, else the last
+    one no one has taken meanwhile. Each figure is drawn on its own from its job, in the matplotlib
+    settings this process had when it was added: the same bytes whoever draws it.
+
+    A thread of this process hands the jobs to the workers, one at a time each, as they come free.
+    Workers are forked, so they start at once with what this process imported, matplotlib included;
+    where forking is not the platform's safe default (anything but Linux) every figure is drawn in
+    this process instead: a spawned worker would import matplotlib before drawing anything, and a
+    caller's script without a `__main__` guard would start again in it."""
+
+    def __init__(self, workers: int) -> None:
+        self._jobs: list[tuple[FigureJob, dict[Any, Any]]] = []
+        self._untaken: collections.deque[int] = collections.deque()
+        self._done: dict[int, Drawn | BaseException] = {}
+        self._given = 0  # figures handed out by `files`, in the jobs' order
+        self._changed = threading.Condition()
+        self._closed = False
+        self._processes: list[Any] = []
+        self._connections: list[Connection] = []
+        self._woken, self._wake = multiprocessing.Pipe(duplex=False)
+        self._thread: threading.Thread | None = None
+        if workers and sys.platform == "linux":
+            for stream in (sys.stdout, sys.stderr):  # a forked worker must not write their buffers again
+                stream.flush()
+            for _ in range(workers):
+                process, connection = _start_worker(multiprocessing.get_context("fork"), os.getpid())
+                self._processes.append(process)
+                self._connections.append(connection)
+            self._thread = threading.Thread(target=self._hand_out, name="toyrl-figures", daemon=True)
+            self._thread.start()
+
+    def add(self, jobs: Sequence[FigureJob]) -> None:
+        """Jobs to draw, after those added before."""
+        rc = {key: value for key, value in plt.rcParams.items() if key != "backend"}  # each process its own
+        with self._changed:
+            for job in jobs:
+                self._untaken.append(len(self._jobs))
+                self._jobs.append((job, rc))
+        if self._processes:
+            self._wake.send(None)
+
+    def files(self) -> Iterator[Drawn]:
+        """Each added job's files (`figure_files`), in the order added, as each is drawn."""
+        while self._given < len(self._jobs):
+            index = self._given
+            with self._changed:
+                while index not in self._done and not self._untaken:
+                    self._changed.wait()
+                mine = None
+                if index not in self._done:
+                    mine = index if index in self._untaken else self._untaken[-1]
+                    self._untaken.remove(mine)
+            if mine is not None:
+                drawn = draw(*self._jobs[mine])
+                with self._changed:
+                    self._done[mine] = drawn
+                continue
+            outcome = self._done.pop(index)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self._given += 1
+            yield outcome
+
+    def close(self) -> None:
+        """Stop the workers (drawing or not) and the thread that hands them jobs."""
+        with self._changed:
+            self._closed = True
+        for process in self._processes:
+            process.terminate()
+        if self._thread is not None:
+            self._wake.send(None)
+            self._thread.join()
+        for process in self._processes:
+            process.join()
+        for connection in [*self._connections, self._woken, self._wake]:
+            connection.close()
+
+    def _hand_out(self) -> None:
+        idle, busy = list(self._connections), {}
+        while True:
+            with self._changed:
+                if self._closed:
+                    return
+                given = [
+                    (idle.pop(), self._untaken.popleft()) for _ in range(min(len(idle), len(self._untaken)))
+                ]
+            stopped = RuntimeError("a worker process drawing the figures stopped")
+            for connection, index in given:
+                try:
+                    connection.send(self._jobs[index])
+                except OSError:  # stopped (by `close`, or killed)
+                    self._settle(index, stopped)
+                else:
+                    busy[connection] = index
+            for ready in multiprocessing.connection.wait([*busy, self._woken]):
+                if ready is self._woken:
+                    self._woken.recv()
+                    continue
+                index = busy.pop(cast(Connection, ready))
+                try:
+                    outcome = cast(Connection, ready).recv()
+                except (EOFError, OSError):
+                    outcome = stopped
+                else:
+                    idle.append(cast(Connection, ready))
+                self._settle(index, outcome)
+
+    def _settle(self, index: int, outcome: Drawn | BaseException) -> None:
+        with self._changed:
+            self._done[index] = outcome
+            self._changed.notify_all()
+
+
+def _start_worker(context: Any, parent: int) -> tuple[Any, Connection]:
+    """A worker process drawing the jobs sent to it (`_draw_sent`), and this process's end of its pipe."""
+    mine, theirs = context.Pipe()
+    process = context.Process(
+        target=_draw_sent, args=(theirs, mine, parent), name="toyrl-figures", daemon=True
+    )
+    process.start()
+    theirs.close()
+    return process, mine
+
+
+def _draw_sent(connection: Connection, parents_end: Connection, parent: int) -> None:
+    """A worker: draw each (job, rc) received, send back (files or the exception), until the
+    pipe closes. Ctrl-C is the parent's to handle (it stops the workers); SIGTERM ends the worker."""
+    from toyrl.experiment import die_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parents_end.close()  # so that the pipe ends when the parent does
+    die_with_parent(parent)
+    while True:
+        try:
+            job, rc = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            outcome: Drawn | BaseException = draw(job, rc)
+        except Exception as error:  # the parent raises it where it asks for the figure
+            outcome = error
+        try:
+            connection.send(outcome)
+        except (EOFError, OSError):
+            return
+        except Exception:  # an exception that does not pickle: its text
+            connection.send(RuntimeError(f"{type(outcome).__name__}: {outcome}"))
 
 
 @contextlib.contextmanager
-def drawing(jobs: Sequence[FigureJob], workers: int = 1) -> Iterator[Iterator[Drawn]]:
-    """Within: each job's files, in the jobs' order: drawn as each is asked for, in this process
-    (`workers` 1), or started at once in `workers` worker processes (joblib's loky, those of
-    `toyrl.run` when they are still there), the first asked for waiting for all. The bytes are the
-    same either way: each figure is drawn on its own from its data, in this process's matplotlib
-    settings. Leaving early (a failure, Ctrl-C) stops the workers.
-
-    The jobs are dealt to the workers as cards are, one each in turn, the direction reversed every
-    round, one task a worker: no task waits in a queue, where cancelling it on Ctrl-C races loky's
-    own thread (which then prints a traceback)."""
-    if workers == 1:
-        yield (draw(job) for job in jobs)
-        return
-    from joblib import delayed, parallel_config
-
-    from toyrl.experiment import Parallel, die_with_parent, quiet_resource_tracker
-
-    rc = {key: value for key, value in plt.rcParams.items() if key != "backend"}  # each process its own
-    hands: list[list[int]] = [[] for _ in range(min(workers, len(jobs)))]
-    for index in range(len(jobs)):
-        turn, seat = divmod(index, len(hands))
-        hands[seat if turn % 2 == 0 else len(hands) - 1 - seat].append(index)
-    with (
-        quiet_resource_tracker(),
-        parallel_config(backend="loky", initializer=die_with_parent, initargs=(os.getpid(),)),
-    ):
-        results = Parallel(n_jobs=len(hands), return_as="generator")(
-            delayed(draw_all)([jobs[index] for index in hand], rc) for hand in hands
-        )
-        with warnings.catch_warnings(), contextlib.closing(results):
-            warnings.filterwarnings("ignore", ".* tasks .* (cancelled|not used)", UserWarning)
-
-            def in_order() -> Iterator[Drawn]:
-                drawn = {
-                    index: files
-                    for hand, part in zip(hands, results, strict=True)
-                    for index, files in zip(hand, part, strict=True)
-                }
-                yield from (drawn[index] for index in range(len(jobs)))
-
-            yield in_order()
+def drawing(workers: int = 0) -> Iterator[Drawing]:
+    """Within: a `Drawing` over `workers` worker processes (0: every figure drawn in this process,
+    as it is asked for). Leaving (a failure, Ctrl-C) stops the workers."""
+    drawing = Drawing(workers)
+    try:
+        yield drawing
+    finally:
+        drawing.close()
 
 
-def draw_figures(jobs: Sequence[FigureJob], folder: Path, workers: int = 1) -> list[Path]:
+def draw_figures(jobs: Sequence[FigureJob], folder: Path, workers: int = 0) -> list[Path]:
     """Each job's figure as NAME.png and NAME.svg in `folder` (atomically), drawn in this process or
-    over `workers` processes (`drawing`): the same bytes. Returns the paths written, in the jobs'
-    order."""
-    with drawing(jobs, workers) as results:
-        return [path for files in results for path in write_files(files, folder)]
+    with `workers` worker processes besides it (`drawing`): the same bytes. Returns the paths
+    written, in the jobs' order."""
+    with drawing(workers) as figures:
+        figures.add(jobs)
+        return [path for files in figures.files() for path in write_files(files, folder)]
 
 
 def write_files(files: Drawn, folder: Path) -> list[Path]:

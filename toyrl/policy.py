@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +42,10 @@ TINY = np.finfo(np.float64).tiny  # smallest normal float: a softplus below it i
 P_INCORRECT_DIRECT = 1e-200
 # Above this logit x, a token score 1 - sigma(x) is taken as sigma(-x) (see TokenTable).
 SCORE_EXACT_ABOVE = 12.0
+# The per-step loops' compiled twins (`sample_batch`, `policy_gradient`), used when the compiled path is
+# on (`toyrl.kernels.compiled_module`): the same bits.
+COMPILED = "toyrl.policy_compiled"
+_NO_N = np.empty(0)  # Coefficients.n None, for the compiled loops
 
 
 expit = kernels.expit  # sigma(x) = 1 / (1 + e^-x)
@@ -325,11 +330,18 @@ def sample_batch(
     """
     psi, _, _ = split(theta)
     if table is None or table.rate is None:
-        right = approach_uniform < expit(prompt_logits(psi, prompt_index))[..., None]
+        probability = expit(prompt_logits(psi, prompt_index))
         rate = kernels.softplus(theta[:, -2:])  # per run and branch: no transcendental per response
     else:
-        right = approach_uniform < prompt_logits(table.probability[:, :-2], prompt_index)[..., None]
+        probability = prompt_logits(table.probability[:, :-2], prompt_index)
         rate = table.rate
+    compiled = kernels.compiled_module(COMPILED)
+    if compiled is not None:  # the same operations, one loop (`toyrl.policy_compiled.sample`)
+        right, stopped = np.empty(approach_uniform.shape, bool), np.empty(approach_uniform.shape, bool)
+        length = np.empty(approach_uniform.shape, np.int64)
+        compiled.sample(probability, rate, approach_uniform, length_exponential, cap, right, length, stopped)
+        return Batch(prompt_index, right, length, stopped)
+    right = approach_uniform < probability[..., None]
     rate = np.where(right, rate[:, 0, None, None], rate[:, 1, None, None])
     # rate = 0 (phi below about -745) never stops: E / 0 = inf, and 0 / 0 = NaN, which fmin drops.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -477,6 +489,9 @@ def policy_gradient(coefficients: Coefficients, batch: Batch, table: TokenTable)
     with one coefficient and one score. Prompts are distinct within a run, so psi's gradient is
     one assignment per chosen prompt.
     """
+    compiled = kernels.compiled_module(COMPILED)
+    if compiled is not None:  # the same operations, one loop (`toyrl.policy_compiled`)
+        return _compiled_gradient(compiled, coefficients, batch, table)
     c = coefficients
     if c.non_stop is None:
         approach = c.approach * table.approach_score(batch)
@@ -493,4 +508,43 @@ def policy_gradient(coefficients: Coefficients, batch: Batch, table: TokenTable)
     grad = np.zeros((len(prompt_grad), table.probability.shape[-1]))
     grad[np.arange(len(grad))[:, None], batch.prompt_index] = prompt_grad
     grad[:, -2], grad[:, -1] = phi_right, phi_wrong
+    return grad
+
+
+def _compiled_gradient(compiled: Any, c: Coefficients, batch: Batch, table: TokenTable) -> FloatArray:
+    """`policy_gradient` by `toyrl.policy_compiled`'s loops: the same operations, the same bits."""
+    shape = batch.right.shape
+
+    def full(values: FloatArray) -> FloatArray:  # a coefficient of every response, as numpy broadcasts it
+        return values if values.shape == shape else np.broadcast_to(values, shape)
+
+    grad = np.zeros((shape[0], table.probability.shape[-1]))
+    n = _NO_N if c.n is None else c.n
+    if c.non_stop is None:
+        positive = table.positive_score if table.extreme else table.probability  # read if extreme only
+        compiled.on_policy_gradient(
+            full(c.approach),
+            n,
+            batch.right,
+            batch.length,
+            batch.stopped,
+            batch.prompt_index,
+            table.probability,
+            positive,
+            table.extreme,
+            grad,
+        )
+    else:
+        assert c.stop is not None
+        compiled.token_gradient(
+            full(c.approach),
+            full(c.non_stop),
+            full(c.stop),
+            n,
+            batch.right,
+            batch.prompt_index,
+            table.probability,
+            table.positive_score,
+            grad,
+        )
     return grad

@@ -340,7 +340,12 @@ def _csv_lines(parts: list[np.ndarray], quoted: dict[str, str]) -> bytes:
     """Rows of CSV (UTF-8) from columns of equal length, joined by commas: each column's fields as
     a block of bytes [rows, width] padded with PAD (a byte UTF-8 never holds), the blocks side by
     side with the commas and newlines, the padding then dropped."""
-    blocks = [_csv_field_bytes(values, quoted) for values in parts]
+    floats = [index for index, values in enumerate(parts) if values.dtype == np.float64]
+    formatted = dict(zip(floats, _float_blocks([parts[index] for index in floats]), strict=True))
+    blocks = [
+        formatted[index] if index in formatted else _csv_field_bytes(values, quoted)
+        for index, values in enumerate(parts)
+    ]
     rows = len(parts[0]) if parts else 0
     lines = np.empty((rows, sum(block.shape[1] + 1 for block in blocks)), np.uint8)
     column = 0
@@ -356,11 +361,23 @@ def _csv_lines(parts: list[np.ndarray], quoted: dict[str, str]) -> bytes:
 PAD = 0xFF  # pads a field's bytes to its block's width
 
 
+def _float_blocks(columns: list[np.ndarray]) -> list[np.ndarray]:
+    """Float64 columns' fields as UTF-8 bytes [rows, width] each, padded with PAD: formatted together
+    (`_float_field_bytes`, one pass over all of them); a column whose first values repeat (a
+    batch's fractions, counts) has each distinct value (by its bits) formatted once."""
+    blocks = []
+    for values in columns:
+        if len(values) >= 1024 and 2 * len(np.unique(values[:256])) <= 256:
+            distinct, inverse = np.unique(values.view(np.int64), return_inverse=True)
+            blocks.append(_float_field_bytes(distinct.view(np.float64))[0][inverse.ravel()])
+        else:
+            blocks.append(_float_field_bytes(values)[0])
+    return blocks
+
+
 def _csv_field_bytes(values: np.ndarray, quoted: dict[str, str]) -> np.ndarray:
-    """A column's fields as UTF-8 bytes [rows, width], each padded with PAD: float64 as its repr
-    (`_float_field_bytes`), others as `_fields` makes them, each distinct field encoded once."""
-    if values.dtype == np.float64:
-        return _float_field_bytes(values)
+    """A column's fields other than float64 (`_float_blocks`) as UTF-8 bytes [rows, width], each
+    padded with PAD: as `_fields` makes them, each distinct field encoded once."""
     if values.dtype.kind in "iubUS":  # each distinct value formatted once (found by numpy)
         distinct, inverse = np.unique(values, return_inverse=True)
         return _padded([field.encode("utf-8") for field in _fields(distinct, quoted)])[inverse.ravel()]
@@ -394,18 +411,23 @@ def _padded(fields: list[bytes]) -> np.ndarray:
     return block.reshape(len(fields), width)
 
 
-def _float_field_bytes(values: np.ndarray) -> np.ndarray:
-    """repr of each float64 as bytes [rows, width] padded with PAD, NaN empty: Python's shortest
-    round-trip text, found for all values at once (`_shortest_decimal`), laid out as repr lays it
-    out (positional for exponents -4 to 15, else d.ddde+XX), each layout for all its values at
-    once. Zero, inf, magnitudes beyond 1e+-250 and the rare values `_shortest_decimal` leaves
-    undecided take Python's repr itself."""
+def _float_field_bytes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """repr of each float64 as bytes [rows, width] padded with PAD, NaN empty, and each one's length
+    [rows]: Python's shortest round-trip text, found for all values at once (`_shortest_decimal`;
+    a whole number below 1e16 is its own digits), laid out as repr lays it out (positional for
+    exponents -4 to 15, else d.ddde+XX), each layout for all its values at once. Zero, inf,
+    magnitudes beyond 1e+-250 and the rare values `_shortest_decimal` leaves undecided take
+    Python's repr itself."""
     magnitude = np.abs(values)
     with np.errstate(invalid="ignore"):
         fast = (magnitude >= 1e-250) & (magnitude < 1e250)
-    where = np.flatnonzero(fast)
+        whole = fast & (magnitude < 1e16) & (magnitude == np.floor(magnitude))
+    where = np.flatnonzero(fast & ~whole)
     digits, exponent, decided = _shortest_decimal(magnitude[where])
-    where, digits, exponent = where[decided], digits[decided], exponent[decided]
+    whole_rows = np.flatnonzero(whole)
+    where = np.concatenate([where[decided], whole_rows])
+    digits = np.concatenate([digits[decided], magnitude[whole_rows].astype(np.int64)])
+    exponent = np.concatenate([exponent[decided], np.zeros(len(whole_rows), np.int64)])
     count = np.searchsorted(_POWERS_OF_TEN, digits, side="right")  # of digits, 1 to 17
     point = exponent + count  # |x| = 0.d1...dn * 10^point
     # Each (point, count, sign) is one layout, its values taken together (sorted by a key that
@@ -428,9 +450,11 @@ def _float_field_bytes(values: np.ndarray) -> np.ndarray:
         texts = [repr(value).encode() for value in distinct.view(np.float64).tolist()]
         pieces.append((other, _padded(texts)[inverse.ravel()]))
     block = np.full((len(values), max((b.shape[1] for _, b in pieces), default=0)), PAD, np.uint8)
+    widths = np.zeros(len(values), np.intp)
     for rows, laid in pieces:
         block[rows, : laid.shape[1]] = laid
-    return block
+        widths[rows] = laid.shape[1]
+    return block, widths
 
 
 def _laid_out(digits: np.ndarray, point: int, negative: int) -> np.ndarray:

@@ -24,8 +24,9 @@ its own function, `toyrl.expected.simulate_mean_field`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,6 +37,7 @@ from toyrl.config import Config, InvalidInput
 from toyrl.layout import equal_cuts, rank_order, token_budget_parts, worst_tries
 from toyrl.objective import Variant, rows_by
 from toyrl.policy import (
+    COMPILED,
     Batch,
     Coefficients,
     FloatArray,
@@ -106,6 +108,18 @@ def _groups(keys: list[Any]) -> tuple[tuple[Any, Rows], ...]:
     )
 
 
+def _stage_groups(keys: list[Any]) -> tuple[tuple[Any, Rows], ...]:
+    """`_groups` for `_per_run`: a group of consecutive runs (the runs of a variant, say) as the slice
+    of them, which `_per_run` reads and writes without a gather (the same numbers)."""
+
+    def consecutive(rows: Rows) -> Rows:
+        if isinstance(rows, slice) or int(rows[-1]) - int(rows[0]) + 1 != len(rows):  # rows increase
+            return rows
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+
+    return tuple((key, consecutive(rows)) for key, rows in _groups(keys))
+
+
 CHUNK_KINDS = ("sampler", "objective", "kl", "schedule")  # one of each per chunk
 
 
@@ -168,16 +182,16 @@ class Plan:
             prompt_tokens=schedule.prompt_tokens,
             orders=schedule.orders,
             max_grad_norm=schedule.max_grad_norm or np.inf,
-            rewards_by=_groups([v.reward for v in variants]),
-            selectors_by=_groups([v.selector for v in variants]),
-            advantages_by=_groups([v.advantage for v in variants]),
-            normalisers_by=_groups([v.normaliser for v in variants]),
+            rewards_by=_stage_groups([v.reward for v in variants]),
+            selectors_by=_stage_groups([v.selector for v in variants]),
+            advantages_by=_stage_groups([v.advantage for v in variants]),
+            normalisers_by=_stage_groups([v.normaliser for v in variants]),
             per_micro_batch=np.array(
                 [bool(getattr(v.normaliser, "per_micro_batch", False)) for v in variants]
             ),
         )
 
-    @property
+    @functools.cached_property  # the plan is frozen: taken once (each step asks)
     def whole_batch(self) -> bool:
         """Whether every update is on the whole batch, in one part (no mini- or micro-batches): its
         normalisers are then taken once a batch."""
@@ -437,10 +451,35 @@ class Adam:
             t = np.arange(max(2 * self.count, 1024), dtype=np.float64)
             betas = np.array([[c.adam_beta1], [c.adam_beta2]])
             self.table = 1 - kernels.power(betas, t)
+        correction1, correction2 = self.table[0, self.count], self.table[1, self.count]
+        compiled = kernels.compiled_module(COMPILED)
+        if compiled is not None and grad.shape == theta.shape:  # the same operations, one loop
+            compiled.adam(
+                theta,
+                self.moment1,
+                self.moment2,
+                grad,
+                c.adam_beta1,
+                c.adam_beta2,
+                c.lr,
+                correction1,
+                correction2,
+                c.adam_eps,
+            )
+            return
         self.moment1 = self.moment1 * c.adam_beta1 + (1 - c.adam_beta1) * grad
         self.moment2 = self.moment2 * c.adam_beta2 + (1 - c.adam_beta2) * (grad * grad)
-        correction1, correction2 = self.table[0, self.count], self.table[1, self.count]
         theta -= c.lr * (self.moment1 / correction1) / (np.sqrt(self.moment2 / correction2) + c.adam_eps)
+
+
+BATCH_STATISTICS = (  # `batch_statistics`'s keys, in order
+    "batch_accuracy",
+    "batch_length_mean",
+    "batch_length_correct",
+    "batch_length_incorrect",
+    "zero_variance_fraction",
+    "grad_norm",
+)
 
 
 def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) -> dict[str, FloatArray]:
@@ -451,6 +490,17 @@ def batch_statistics(length: FloatArray, rewards: FloatArray, grad: FloatArray) 
     variant trains on) and lengths whole numbers, so every sum here is exact in float64: the means
     are derived from three sums (fewer passes over the batch than one reduction per statistic).
     """
+    compiled = kernels.compiled_module(COMPILED)
+    if compiled is not None:  # the same numbers, one pass (`toyrl.policy_compiled.batch_statistics`)
+        leading, (prompts, group), width = length.shape[:-2], length.shape[-2:], grad.shape[-1]
+        out = np.empty((6, int(np.prod(leading))))
+        compiled.batch_statistics(
+            np.ascontiguousarray(length).reshape(-1, prompts, group),
+            np.ascontiguousarray(rewards).reshape(-1, prompts, group),
+            np.ascontiguousarray(grad).reshape(-1, width),
+            out,
+        )
+        return dict(zip(BATCH_STATISTICS, out.reshape(6, *leading), strict=True))
     responses = rewards.shape[-2] * rewards.shape[-1]
     group_correct = rewards.sum(axis=-1)
     n_correct = group_correct.sum(axis=-1)
@@ -548,23 +598,30 @@ class Step(NamedTuple):
 class Part:
     """The responses one update's loss is over, for every run: which are in it [R, B, G] (selected,
     and in the update's mini-batch), their normaliser's D [R, B, G] and n [R], their scale 1/(D n)
-    (0 where not in the loss) and the tokens in the loss [R]."""
+    (0 where not in the loss) and the tokens in the loss [R] (these two taken when first asked for:
+    an on-policy update needs neither)."""
 
+    batch: Batch
     included: NDArray[np.bool_]
     denominator: FloatArray
     n: FloatArray
-    scale: FloatArray
-    tokens: FloatArray
 
     @classmethod
     def of(cls, batch: Batch, included: NDArray[np.bool_], denominator: FloatArray, n: FloatArray) -> Part:
+        return cls(batch, included, denominator, n)
+
+    @functools.cached_property
+    def scale(self) -> FloatArray:
+        denominator = self.denominator
         inverse = np.divide(1.0, denominator, out=np.zeros(denominator.shape), where=denominator > 0)
-        scale = np.where(included, inverse, 0.0) / n[:, None, None]
-        tokens = np.where(included, batch.token_count(1), 0.0).sum(axis=(1, 2))
-        return cls(included, denominator, n, scale, tokens)
+        return np.where(self.included, inverse, 0.0) / self.n[:, None, None]
+
+    @functools.cached_property
+    def tokens(self) -> FloatArray:
+        return np.where(self.included, self.batch.token_count(1), 0.0).sum(axis=(1, 2))
 
     def rows(self, rows: Rows) -> Part:
-        return Part(*(getattr(self, f.name)[rows] for f in fields(self)))
+        return Part(self.batch.rows(rows), self.included[rows], self.denominator[rows], self.n[rows])
 
 
 @dataclass(frozen=True)
@@ -834,7 +891,8 @@ def train_runs(
                     positions=next(orders),
                     refill=[streams[i][5] for i in indices],
                 )
-                theta[rows] = own
+                if not isinstance(rows, slice):  # a slice's runs were trained in place, in the view
+                    theta[rows] = own
                 recorder.record(step, sampled.grad, sampled, rows)
             check_finite(step, theta, recorder.grad(step), runs, config)
             recorder.done(step)
@@ -854,6 +912,9 @@ def check_finite(
     """Diverged, naming the first such run, the step and the likely cause, unless the gradient of
     step `step` (and its square) and the policy after its update are finite for every run: once a
     step, over the [R, P + 2] arrays only, changing no number."""
+    compiled = kernels.compiled_module(COMPILED)
+    if compiled is not None and compiled.finite(theta, grad):  # one pass, the common case
+        return
     # the square too: Adam's second moment, where a gradient beyond 1e154 leaves the policy unmoved
     with np.errstate(over="ignore"):
         finite_grad = np.asarray(np.isfinite(np.square(grad)).all(axis=-1))

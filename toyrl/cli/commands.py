@@ -44,6 +44,7 @@ from toyrl.config import Config, ConfigError, InvalidInput
 if TYPE_CHECKING:
     import pandas as pd
 
+    from toyrl import plots
     from toyrl.experiment import Columns
 
 
@@ -284,22 +285,22 @@ def _render(
     folder: Path,
     progress: Progress,
     style: str = "paper",
-    n_jobs: int = 1,
+    drawing: plots.Drawing | None = None,
 ) -> list[Path]:
-    """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`, drawn over
-    `n_jobs` worker processes (`toyrl.plot.save`)."""
-    from toyrl.plot import save  # matplotlib is imported only by commands that draw
+    """Every figure (PNG and SVG) and the final-numbers table (markdown) into `folder`, drawn here
+    (`toyrl.plot.save`) or with the workers of `drawing`, which has the teaching figures already
+    (`toyrl.plot.save_drawn`)."""
+    from toyrl.plot import save, save_drawn  # matplotlib is imported only by commands that draw
 
     if meta is not None:
         frame.attrs["toyrl"] = meta
-    return save(
-        frame,
-        folder,
-        style=style,
-        progress=progress,
-        warn=lambda message: typer.echo(f"toyrl: warning: {message}", err=True),
-        n_jobs=n_jobs,
-    )
+
+    def warn(message: str) -> None:
+        typer.echo(f"toyrl: warning: {message}", err=True)
+
+    if drawing is None:
+        return save(frame, folder, style=style, progress=progress, warn=warn)
+    return save_drawn(frame, folder, drawing, style=style, progress=progress, warn=warn)
 
 
 def _listing(label: str, paths: Sequence[Path], width: int | None) -> str:
@@ -317,32 +318,50 @@ def reproduce(
     figures_dir: Annotated[
         Path, typer.Option(metavar="FOLDER", help="Folder for the figures and final_numbers.md.")
     ] = Path("figures"),
-    n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP + " The runs, then the figures.")] = 1,
+    n_jobs: Annotated[
+        int,
+        typer.Option(
+            metavar="J",
+            help="Processes drawing the figures, this one included (at most the cores and the figures); "
+            "-1, the default, uses every core. The workers start on the figures while the runs are "
+            "simulated here; the same bytes whatever J.",
+        ),
+    ] = -1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Replace results in --results-dir made with other settings.")
     ] = False,
 ) -> None:
     """Reproduce the article's toy run: 4 variants x 6 seeds at the defaults, results and every figure."""
+    from toyrl import plots
+    from toyrl.experiment import check_n_jobs, worker_count
     from toyrl.files import check_output_path, claim
     from toyrl.results import check_overwrite, metadata, save_results
     from toyrl.variants import article_variants
 
     started = time.perf_counter()
+    check_n_jobs(n_jobs)
     config, variants, seeds = Config(), article_variants(), list(range(ARTICLE_SEEDS))
     out = _folder(results_dir, "--results-dir") / "article.csv"
     check_output_path(out, "--results-dir")
     _folder(figures_dir, "--figures-dir")
     meta = metadata(config, variants, seeds, "toyrl reproduce")
     runs = len(variants) * len(seeds)
-    with Progress("toyrl reproduce", quiet) as progress:
+    # The 24 runs take well under a second here: workers would take longer to start. The figures'
+    # workers start first (before any thread or claim of this process), on the teaching figures.
+    figures = len(plots.TEACHING_FIGURE_NAMES) + len(plots.FIGURE_NAMES) + 2  # the 2 x 2 and the bias
+    with (
+        plots.drawing(worker_count(n_jobs, figures) - 1) as drawing,
+        Progress("toyrl reproduce", quiet) as progress,
+    ):
+        drawing.add(plots.teaching_jobs())
         with claim(out, "results"), claim(figures_dir, "figures in"):
             check_overwrite(out, meta, force, "--results-dir")
             progress.begin(f"simulating {runs} runs", runs * (config.steps + 1))
-            frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress.update)
+            frame = run_experiment(config, variants, seeds, progress=progress.update)
             progress.end()
             frame, kept = save_results(frame, out, meta, progress=progress.saving(out))
-            written = _render(frame, meta, figures_dir, progress, n_jobs=n_jobs)  # the teaching figures too
+            written = _render(frame, meta, figures_dir, progress, drawing=drawing)  # the teaching figures too
             progress.begin("writing the explorer page")
             explorer = figures_dir / "explorer.html"
             description = f"the article's toy run, {len(variants)} variants x {len(seeds)} seeds"
@@ -361,8 +380,6 @@ def reproduce(
                     (f"writing {out.name}", "writing the results"),
                     ("rendering the figures", "figures"),
                     ("replaying the runs for the bias figure", "replaying for the bias figure"),
-                    ("rendering the bias figure", "bias figure"),
-                    ("rendering the teaching figures", "teaching figures"),
                     ("writing the explorer page", "explorer page"),
                 ),
                 width,
@@ -410,8 +427,6 @@ def plot(
             progress,
             ("rendering the figures", "figures"),
             ("replaying the runs for the bias figure", "replaying for the bias figure"),
-            ("rendering the bias figure", "bias figure"),
-            ("rendering the teaching figures", "teaching figures"),
         )
         took = duration(time.perf_counter() - started)
         typer.echo(wrap(f"toyrl plot: {len(written)} files in {took} ({steps})", width), err=True)

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl import kernels
-from toyrl.policy import Batch, Coefficients, FloatArray, TokenTable, expit
+from toyrl.policy import COMPILED, Batch, Coefficients, FloatArray, TokenTable, expit
 from toyrl.stages.kl import TokenAdvantage
 from toyrl.stages.registry import check_declared, declared, register
 
@@ -103,6 +103,9 @@ class PPOClip(ClipRange):
         """(coefficients, clipped tokens [R]) of every token of the batch, by kind (approach,
         non-stop, stop), with the KL coefficient `beta` (None: no KL term). Per kind:
         1/(D n) (u A rho + beta (pi_ref/pi - 1)) times the response's tokens of that kind."""
+        compiled = None if update.token_advantage is not None else kernels.compiled_module(COMPILED)
+        if compiled is not None:  # the same operations, one loop (`toyrl.policy_compiled.ppo_clip`)
+            return self._compiled(compiled, update, beta)
         ratio = update.gather(update.ratio_positive, update.ratio_negative)
         low, high = self.epsilon, self.clip_high
         dual = np.inf if self.dual_clip is None else self.dual_clip
@@ -119,6 +122,33 @@ class PPOClip(ClipRange):
         coefficient = update.scale * objective * update.counts
         clipped_tokens = ((clipped & update.included) * update.counts).sum(axis=(0, 2, 3))  # integers: exact
         return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped_tokens
+
+    def _compiled(self, compiled: Any, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]:
+        """`coefficients` by `toyrl.policy_compiled.ppo_clip`: the same bits."""
+        dual = np.inf if self.dual_clip is None else self.dual_clip
+        coefficient = np.empty(update.counts.shape)
+        clipped = np.zeros(len(update.advantage))
+        positive, negative = update.ratio_positive, update.ratio_negative
+        kl = (positive, negative) if beta is None else (update.kl_positive, update.kl_negative)
+        compiled.ppo_clip(
+            update.advantage,
+            positive,
+            negative,
+            *kl,
+            0.0 if beta is None else beta,
+            beta is not None,
+            update.batch.right,
+            update.batch.prompt_index,
+            update.scale,
+            update.counts,
+            update.included,
+            1 + self.clip_high,
+            1 - self.epsilon,
+            dual,
+            coefficient,
+            clipped,
+        )
+        return Coefficients(coefficient[0], coefficient[1], coefficient[2]), clipped
 
     @staticmethod
     def _per_token(
