@@ -2,6 +2,7 @@
 
     python scripts/bench.py [--repeats 5] [--skip-baseline] [--out results/bench.txt]
     python scripts/bench.py --startup-only [--repeats 9]
+    python scripts/bench.py --csv-only [--repeats 5]
     python scripts/bench.py --smoke
 
 `--smoke` runs every row once at a tiny size (a few seconds each; CI runs it, tests/
@@ -15,9 +16,12 @@ objective and gradients in padded [responses, cap + 1] arrays with masks, one ru
 draws the same noise as the simulator, and the script checks that both end at the same parameters
 (each variant of the article set, 40 steps) before it reports the ratio.
 
-Writing the results CSV of `toyrl run --seeds 100` is timed as a share of the command's work (its
-simulation, then its CSV and sidecar), in this process: with `toyrl.results`' writer, and with the
-writer before it (`old_write_csv`, per-value repr), whose bytes it must give.
+Every row runs on numpy's path (TOYRL_KERNELS=numpy: the default install's), except the rows that
+say "compiled". `toyrl run --seeds 100`'s simulation is timed on numpy's path and, where numba is
+installed, on the compiled path (the same bits; warm), taking turns. Writing its results CSV is timed
+as a share of the command's work (its simulation, then its CSV and sidecar) on each path, in this
+process: with `toyrl.results`' writer, and with the writer before it (`old_write_csv`, per-value
+repr), whose bytes it must give.
 
 Start-up is measured against processes that do the least the command could: `toyrl --help`
 against `python -c "import numpy"`, and `toyrl run --variant all --seeds 6` (writing its CSV and
@@ -31,6 +35,8 @@ PYTHONDONTWRITEBYTECODE is set.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import os
 import platform
 import shutil
@@ -46,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from toyrl import results
+from toyrl import kernels, results
 from toyrl.config import Config
 from toyrl.expected import expected_update
 from toyrl.experiment import Columns, run_experiment
@@ -323,7 +329,26 @@ def csv_rows(config: Config, seeds: int, repeats: int, few: int) -> list[tuple[s
     def simulation() -> None:
         table[:] = [run_experiment(config, variants, seed_list, as_columns=True)]
 
-    simulating = median_time(simulation, few)
+    # The simulation on numpy's path and on the compiled one (numba, the same bits; warm: its code
+    # loaded by an untimed short run first), taking turns; the share below is the default path's.
+    paths: dict[str, list[float]] = (
+        {"numpy": [], "compiled": []} if importlib.util.find_spec("numba") else {"numpy": []}
+    )
+    previous = os.environ.get(kernels.SWITCH)
+    try:
+        if "compiled" in paths:
+            os.environ[kernels.SWITCH] = "compiled"
+            run_experiment(dataclasses.replace(config, steps=2), variants, seed_list[:2])
+        for _ in range(few):
+            for kind, seconds in paths.items():
+                os.environ[kernels.SWITCH] = kind
+                seconds.append(median_time(simulation, 1))
+    finally:
+        if previous is None:
+            os.environ.pop(kernels.SWITCH, None)
+        else:
+            os.environ[kernels.SWITCH] = previous
+    on_path = {kind: statistics.median(seconds) for kind, seconds in paths.items()}
     writer = results._write_csv
     times: dict[str, list[float]] = {"before": [], "now": []}
     outputs: dict[str, bytes] = {}
@@ -345,12 +370,23 @@ def csv_rows(config: Config, seeds: int, repeats: int, few: int) -> list[tuple[s
         raise SystemExit("the CSV writer and the one before it do not give the same bytes")
     before, now = (statistics.median(times[name]) for name in ("before", "now"))
     label = f"toyrl run --seeds {seeds}" + ("" if config.steps == 400 else f" --steps {config.steps}")
+    rows = [(f"{label}: simulation, one core", f"{on_path['numpy']:.2f} s", "")]
+    if "compiled" in on_path:
+        rows += [
+            ("  on the compiled path (numba)", f"{on_path['compiled']:.2f} s", ""),
+            ("  numpy's path / the compiled path", f"{on_path['numpy'] / on_path['compiled']:.2f}x", ">= 2x"),
+        ]
+    shares = [
+        (f"  writing as a share of the whole, {name}", f"{now / (seconds + now):.0%}", "<= 15%")
+        for name, seconds in (("numpy's path", on_path["numpy"]), ("compiled", on_path.get("compiled")))
+        if seconds is not None
+    ]
     return [
-        (f"{label}: simulation, one core", f"{simulating:.2f} s", ""),
+        *rows,
         ("  writing its CSV and sidecar", f"{now:.2f} s", ""),
-        ("  writing as a share of the whole", f"{now / (simulating + now):.0%}", "<= 15%"),
+        *shares,
         ("  before (per-value repr): writing", f"{before:.2f} s", ""),
-        ("  before: as a share of the whole", f"{before / (simulating + before):.0%}", ""),
+        ("  before: its share, numpy's path", f"{before / (on_path['numpy'] + before):.0%}", ""),
         ("  writing, before / now", f"{before / now:.2f}x", ""),
     ]
 
@@ -368,16 +404,25 @@ def main() -> None:
         "--startup-only", action="store_true", help="measure start-up only (toyrl --help, toyrl run)"
     )
     parser.add_argument(
+        "--csv-only", action="store_true", help="measure writing the CSV of toyrl run --seeds 100 only"
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="every row once at a tiny size, its checks made, no targets (CI: the script still runs)",
     )
     args = parser.parse_args()
-    if args.startup_only and args.out is not None:
-        parser.error("--out writes the whole table: not with --startup-only")
-    if args.smoke and (args.out is not None or args.startup_only or args.skip_baseline):
+    # Every row on numpy's path, the default install's (`auto` would turn compiled partway through a
+    # measurement), in this process and the commands it times; the compiled rows say so.
+    os.environ[kernels.SWITCH] = "numpy"
+    if (args.startup_only or args.csv_only) and args.out is not None:
+        parser.error("--out writes the whole table: not with --startup-only or --csv-only")
+    if args.startup_only and args.csv_only:
+        parser.error("--startup-only and --csv-only: one at a time")
+    if args.smoke and (args.out is not None or args.startup_only or args.csv_only or args.skip_baseline):
         parser.error(
-            "--smoke runs every row and writes no table: not with --out, --startup-only or --skip-baseline"
+            "--smoke runs every row and writes no table: "
+            "not with --out, --startup-only, --csv-only or --skip-baseline"
         )
     smoke = args.smoke
     repeats = 1 if smoke else args.repeats
@@ -394,6 +439,9 @@ def main() -> None:
     env = installed(bytecode.name)
     if args.startup_only:
         print_table(startup_rows(toyrl, repeats, env))
+        return
+    if args.csv_only:
+        print_table(csv_rows(config, 100, repeats, few))
         return
 
     simulate(config.replace(steps=min(config.steps, 20)), ARTICLE)  # warm caches and imports
@@ -418,9 +466,11 @@ def main() -> None:
     per_step = {}
     for cap in (1500, 10_000, 100_000):
         capped = config.replace(cap=cap, steps=min(config.steps, 100))
-        per_step[cap] = median_time(lambda capped=capped: simulate(capped, ARTICLE), repeats) / (
-            capped.steps + 1
-        )
+
+        def capped_run(capped: Config = capped) -> None:
+            simulate(capped, ARTICLE)
+
+        per_step[cap] = median_time(capped_run, repeats) / (capped.steps + 1)
         rows.append((f"  cap {cap:,}: article set, per step", f"{per_step[cap] * 1e3:.3f} ms", ""))
     rows.append(
         ("cost per step, cap 100,000 / cap 1,500", f"{per_step[100_000] / per_step[1500]:.2f}x", "<= 1.5x")

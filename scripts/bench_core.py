@@ -30,10 +30,15 @@ Workloads and targets:
 A control: the article set with numpy's exp, log, logaddexp and power in place of this version's
 kernels (monkeypatched in `toyrl.kernels`; other bits, timing only), which measures how much of
 the difference from cdac3e0 is the kernels' cost. Every workload runs numpy's kernels
-(TOYRL_KERNELS=numpy); `article_compiled` is the article set with the compiled kernels
-(TOYRL_KERNELS=compiled, numba: the same bits), in this version only, warm (the warm-up run loads or
-compiles them, untimed): its ratio to the article set is the compiled path's speed-up, and the issue's
-target is at most the article set's time before the redesign.
+(TOYRL_KERNELS=numpy); a workload named `*_compiled` runs on the compiled path (TOYRL_KERNELS=compiled,
+numba: the kernels, the sampled step's loops of `toyrl.policy_compiled` and the mean-field sums, the
+same bits), in this version only, warm (the warm-up runs load or compile them, untimed). The issue's
+targets on that path: the article set at most its time before the redesign, the 4-epoch PPO preset at
+least 2x faster than before the redesign, mean-field runs at most 2x the same runs sampled.
+
+`noise_compiled` draws the article set's variates alone (`toyrl.train.step_noise`, toyrl's own
+transforms of PCG64, on the compiled kernels) and nothing else: the part of the floor that any
+simulator drawing the same numbers pays, against which the article set's row is compared.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ except ImportError:  # toyrl 0.2
         run(config, runs)
 
 name, ppo4 = sys.argv[2], sys.argv[3]
+name_given = name
 # toyrl.kernels' path (older versions have no switch): the compiled kernels for *_compiled, else numpy's
 os.environ["TOYRL_KERNELS"] = "compiled" if name.endswith("_compiled") else "numpy"
 if sys.argv[5:] == ["smoke"]:  # every workload at 2 steps: the script runs, nothing is measured
@@ -129,12 +135,25 @@ tasks = {
     "mean_field256": lambda: run(Config(steps=100), [(plain, s) for s in range(256)], True),
     "sampled256": lambda: run(Config(steps=100), [(plain, s) for s in range(256)]),
     "presets": lambda: run(Config(steps=100), presets),
+    "noise": lambda: draw_noise(Config(), article),
 }
+
+
+def draw_noise(config, runs):  # this version only: every step's variates of the runs, nothing else
+    from toyrl.train import run_streams, step_noise
+
+    for _ in step_noise([run_streams(seed) for _, seed in runs], config):
+        pass
+
+
 if name == "presets":
     from toyrl.variants import VARIANTS
 
     presets = [(variant, s) for variant in VARIANTS.values() for s in range(2)]
 run(Config(steps=5), article)  # warm up
+if name_given.endswith("_compiled"):  # and load every compiled function the workload calls
+    run(Config(steps=2), [(ppo, 0)])
+    run(Config(steps=2), [(plain, 0)], True)
 seconds = []
 for _ in range(int(sys.argv[4])):  # the fastest of a few: the least disturbed by the machine
     start = time.perf_counter()
@@ -146,13 +165,17 @@ TASKS = [
     "article",
     "article_numpy",
     "article_compiled",
+    "noise_compiled",
     "ppo4",
+    "ppo4_compiled",
     "mixed",
     "mixed_one_chunk",
     "ppo4_alone",
     "plain23",
     "mean_field256",
     "sampled256",
+    "mean_field256_compiled",
+    "sampled256_compiled",
     "presets",
 ]
 
@@ -171,13 +194,17 @@ VERSIONS = {
     "article": ("redesign", "arithmetic"),
     "article_numpy": ("redesign", "arithmetic"),
     "article_compiled": (),  # the compiled path is this version's
+    "noise_compiled": (),
     "ppo4": ("redesign", "arithmetic"),
+    "ppo4_compiled": (),
     "mixed": ("redesign",),
     "mixed_one_chunk": ("redesign",),
     "ppo4_alone": ("redesign",),
     "plain23": ("redesign",),
     "mean_field256": ("arithmetic",),
     "sampled256": ("arithmetic",),
+    "mean_field256_compiled": (),
+    "sampled256_compiled": (),
     "presets": ("stacked",),
 }
 
@@ -245,14 +272,18 @@ def main() -> None:
     labels = {
         "article": "article set, 4 x 6 x 400",
         "article_numpy": "  with numpy's exp, log, ... (control)",
-        "article_compiled": "  with the compiled kernels (numba)",
+        "article_compiled": "  on the compiled path (numba)",
+        "noise_compiled": "  its noise alone, compiled (the floor's)",
         "ppo4": "4-epoch PPO preset, 24 x 200",
+        "ppo4_compiled": "  on the compiled path",
         "mixed": "1 x 4-epoch + 23 plain, as chunked",
         "mixed_one_chunk": "  the same 24 runs in one array",
         "ppo4_alone": "  the 4-epoch run alone",
         "plain23": "  the 23 plain runs alone",
         "mean_field256": "mean-field, 256 x 100",
         "sampled256": "sampled, 256 x 100",
+        "mean_field256_compiled": "mean-field, 256 x 100, compiled path",
+        "sampled256_compiled": "sampled, 256 x 100, compiled path",
         "presets": "every variant, 2 x 100, one call",
     }
 
@@ -280,14 +311,20 @@ def main() -> None:
     if "article_compiled" in now:
         if "article" in now:
             ratio = now["article"] / now["article_compiled"]
-            lines.append(f"  article set, numpy kernels / compiled kernels: {ratio:.2f}x")
+            lines.append(f"  article set, numpy path / compiled path: {ratio:.2f}x")
         if "article" in redesign:
             ratio = now["article_compiled"] / redesign["article"]
             lines.append(f"  article set compiled, now / {REDESIGN}: {ratio:.2f} (<= 1)")
+    if "noise_compiled" in now and "article_compiled" in now:
+        ratio = now["article_compiled"] / now["noise_compiled"]
+        lines.append(f"  article set compiled / drawing its noise alone: {ratio:.2f}x")
     if "ppo4" in now:
         lines.append(
             f"  4-epoch PPO speed-up, {REDESIGN} / now: {redesign['ppo4'] / now['ppo4']:.2f}x (>= 2)"
         )
+    if "ppo4_compiled" in now and "ppo4" in redesign:
+        ratio = redesign["ppo4"] / now["ppo4_compiled"]
+        lines.append(f"  4-epoch PPO compiled, {REDESIGN} / now: {ratio:.2f}x (>= 2)")
     if "presets" in now:
         ratio = stacked["presets"] / now["presets"]
         lines.append(f"  every variant in one call, {STACKED} / now: {ratio:.2f}x (>= 1.2)")
@@ -295,6 +332,9 @@ def main() -> None:
         ratio = now["mean_field256"] / now["sampled256"]
         before = arithmetic["mean_field256"] / arithmetic["sampled256"]
         lines.append(f"  mean-field / sampled, 256 x 100: {ratio:.2f}x (<= 2; {before:.2f}x at {ARITHMETIC})")
+    if "mean_field256_compiled" in now and "sampled256_compiled" in now:
+        ratio = now["mean_field256_compiled"] / now["sampled256_compiled"]
+        lines.append(f"  mean-field / sampled, compiled: {ratio:.2f}x (<= 2)")
     print("\n".join(lines))
     if args.out is not None:
         args.out.write_text("\n".join(lines) + "\n")
