@@ -48,7 +48,9 @@ numba is installed. A compiled call is faster than numpy's at every size (20-50x
 where numpy's dozens of passes cost their overhead; 3-20x for 10^4), so what calls must repay is the
 start-up alone, and an input's size is no test of it. numba is imported on that first compiled call,
 never by ``import toyrl``. The same decision turns on the compiled twins of other modules' loops
-(`compiled_module`: ``toyrl.policy_compiled``'s sampled step), which give the same bits too.
+(`compiled_module`: ``toyrl.policy_compiled``'s sampled step, ``toyrl.expected_compiled``'s
+mean-field sums, and `toyrl.noise`'s transforms, which are in this module's twin), which give the
+same bits too.
 """
 
 from __future__ import annotations
