@@ -25,7 +25,7 @@ from toyrl.stages import REGISTRY, simulated_only, std_eps_of
 from toyrl.variants import ARTICLE, VARIANTS
 
 from .test_kernels import simd_settings
-from .test_kernels_compiled import FMA, _numba_or_skip
+from .test_kernels_compiled import READ_CODE, _numba_or_skip, assert_no_fused_multiply_add, compiled_code
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -359,10 +359,10 @@ def test_numpy_s_path_never_calls_the_twin(
 # ----------------------------------------------------------------------------------------------------
 # The machine code.
 
-_ASSEMBLY_SCRIPT = r"""
+_ASSEMBLY_SCRIPT = (
+    r"""
 import json, sys
 import numpy as np
-from numba.core.registry import CPUDispatcher
 sys.path.insert(0, sys.argv[1])
 from toyrl import expected_compiled as compiled
 logits = np.linspace(-50.0, 50.0, 7)
@@ -370,41 +370,19 @@ compiled.branch_sums(logits, np.arange(2.0, 302.0), np.ones(7), (20, 300))
 compiled.branch_sums(logits, np.ones((7, 300)), np.full(7, 8.0), None)
 compiled.row_sums(np.ones((3, 1000)), np.empty(3))
 compiled.mean_advantage(np.arange(8.0), 7, np.linspace(0.0, 1.0, 12).reshape(3, 4), np.ones(8), np.zeros(8))
-found = {}
-for name, dispatcher in vars(compiled).items():
-    if isinstance(dispatcher, CPUDispatcher) and dispatcher.py_func.__module__ == compiled.__name__:
-        found[name] = {
-            "asm": list(dispatcher.inspect_asm().values()),
-            "ir": list(dispatcher.inspect_llvm().values()),
-        }
-print(json.dumps(found))
 """
+    + READ_CODE
+)
 
 
 def test_compiled_sums_hold_no_fused_multiply_add(tmp_path: Path, compiled: types.ModuleType) -> None:
     """Every function of the module, compiled afresh (numba cannot show cached code), with the kernels
     it inlines: no FMA instruction in its assembly, no `contract` flag in its IR."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    env.pop("NUMBA_CPU_NAME", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _ASSEMBLY_SCRIPT, str(ROOT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = compiled_code(_ASSEMBLY_SCRIPT, tmp_path)
     # (numpy's sums, which these inline, are toyrl.kernels_compiled's: tests/test_kernels_compiled.py)
     functions = {"_branch_sums", "row_sums", "_mean_advantage"}
     assert functions <= set(found), sorted(found)
-    for name, code in found.items():
-        assert code["asm"], f"{name} was never compiled: it is not checked"
-        for asm in code["asm"]:
-            fused = FMA.search(asm)
-            assert fused is None, f"{name}: {fused.group(0) if fused else ''}"
-        for ir in code["ir"]:
-            assert " contract " not in ir, f"{name}: contract in the IR"
+    assert_no_fused_multiply_add(found)
 
 
 _GENERIC_SCRIPT = r"""

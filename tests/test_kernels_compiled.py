@@ -12,7 +12,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -254,10 +254,54 @@ def test_same_bits_on_numba_s_generic_cpu(compiled: types.ModuleType) -> None:
 FMA = re.compile(r"\b(vfn?m(add|sub)\w*|fn?m(add|sub)|fml[as])\b", re.IGNORECASE)
 
 
-_ASSEMBLY_SCRIPT = r"""
+# The tail of every assembly-reading script: each compiled function of the module bound to `compiled`
+# (its own, not those it imports), its assembly and IR for every signature it was compiled for, as JSON.
+READ_CODE = r"""
+from numba.core.registry import CPUDispatcher
+found = {}
+for name, dispatcher in vars(compiled).items():
+    if isinstance(dispatcher, CPUDispatcher) and dispatcher.py_func.__module__ == compiled.__name__:
+        found[name] = {
+            "asm": list(dispatcher.inspect_asm().values()),
+            "ir": list(dispatcher.inspect_llvm().values()),
+        }
+print(json.dumps(found))
+"""
+
+
+def compiled_code(script: str, cache: Path, *args: str, **env: str) -> dict[str, dict[str, list[str]]]:
+    """What `script` (ending in READ_CODE) prints, run in a fresh process with the checkout's path and
+    `args` as argv, numba's cache in the empty folder `cache` (numba cannot show cached code) and
+    the CPU numba finds, with `env` set."""
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(cache), **env)
+    environment.pop("NUMBA_CPU_NAME", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT), *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return cast(dict[str, dict[str, list[str]]], json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def assert_no_fused_multiply_add(found: dict[str, dict[str, list[str]]]) -> None:
+    """Every function compiled, and none with an FMA instruction in its assembly or a `contract` flag
+    (LLVM's licence to fuse) in its IR."""
+    for name, code in found.items():
+        assert code["asm"], f"{name} was never compiled: it is not checked"
+        for asm in code["asm"]:
+            fused = FMA.search(asm)
+            assert fused is None, f"{name}: {fused.group(0) if fused else ''}"
+        for ir in code["ir"]:
+            assert " contract " not in ir, f"{name}: contract in the IR"
+
+
+_ASSEMBLY_SCRIPT = (
+    r"""
 import json, sys
 import numpy as np
-from numba.core.registry import CPUDispatcher
 sys.path.insert(0, sys.argv[1])
 from toyrl import kernels_compiled as compiled
 x = np.linspace(-800.0, 800.0, 101)
@@ -273,41 +317,19 @@ stack, left = np.empty((compiled.STACK, 3), np.int64), np.empty(compiled.STACK)
 compiled.row_sum(np.ones(1000), stack, left)  # inlined where called: compiled alone here, to be read
 compiled.pairwise_sum(np.ones(1000), stack, left)
 compiled._block_sum(np.ones(100), 0, 100)
-found = {}
-for name, dispatcher in vars(compiled).items():
-    if isinstance(dispatcher, CPUDispatcher):
-        found[name] = {
-            "asm": list(dispatcher.inspect_asm().values()),
-            "ir": list(dispatcher.inspect_llvm().values()),
-        }
-print(json.dumps(found))
 """
+    + READ_CODE
+)
 
 
 def test_compiled_code_holds_no_fused_multiply_add(tmp_path: Path, compiled: types.ModuleType) -> None:
     """Every compiled function, compiled afresh (numba cannot show cached code) for the kernels' calls,
     has neither an FMA instruction in its assembly nor a `contract` flag (LLVM's licence to fuse) in
     its IR."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    env.pop("NUMBA_CPU_NAME", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _ASSEMBLY_SCRIPT, str(ROOT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = compiled_code(_ASSEMBLY_SCRIPT, tmp_path)
     assert len(found) > 40 and "_power_loop" in found and "_exp_c" in found
     assert {"_standard_exponential_loop", "row_sum", "pairwise_sum", "_block_sum"} <= set(found)
-    for name, code in found.items():
-        assert code["asm"], f"{name} was never compiled: it is not checked"
-        for asm in code["asm"]:
-            fused = FMA.search(asm)
-            assert fused is None, f"{name}: {fused.group(0) if fused else ''}"
-        for ir in code["ir"]:
-            assert " contract " not in ir, f"{name}: contract in the IR"
+    assert_no_fused_multiply_add(found)
 
 
 def test_the_fma_check_finds_contracted_code(compiled: types.ModuleType) -> None:

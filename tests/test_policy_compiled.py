@@ -8,7 +8,6 @@ bytes on either path; the machine code holds no fused multiply-add."""
 from __future__ import annotations
 
 import ast
-import json
 import os
 import subprocess
 import sys
@@ -27,7 +26,13 @@ from toyrl.stages.objective import Update
 from toyrl.train import Adam, batch_statistics
 
 from .test_kernels import simd_settings
-from .test_kernels_compiled import FMA, _module_attributes, _numba_or_skip
+from .test_kernels_compiled import (
+    READ_CODE,
+    _module_attributes,
+    _numba_or_skip,
+    assert_no_fused_multiply_add,
+    compiled_code,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PPO4 = (
@@ -382,9 +387,9 @@ def test_runs_write_the_same_bytes_with_either_path(
     assert run_csv(tmp_path, "compiled", variant, extra) == numpy_bytes
 
 
-_ASSEMBLY_SCRIPT = r"""
+_ASSEMBLY_SCRIPT = (
+    r"""
 import json, sys
-from numba.core.registry import CPUDispatcher
 sys.path.insert(0, sys.argv[1])
 from toyrl.config import Config
 from toyrl.experiment import simulate_runs
@@ -394,31 +399,16 @@ runs = [(parse_variant("dr_grpo"), 0), (parse_variant(sys.argv[2]), 1)]
 simulate_runs(Config(steps=2, batch_prompts=17, group_size=17), runs)  # TOYRL_KERNELS=compiled
 import numpy as np
 policy_compiled._sum(np.ones(1000), 1000)
-found = {}
-for name, dispatcher in vars(policy_compiled).items():  # its own (numpy's sums: test_kernels_compiled.py)
-    if isinstance(dispatcher, CPUDispatcher) and dispatcher.py_func.__module__ == policy_compiled.__name__:
-        found[name] = {
-            "asm": list(dispatcher.inspect_asm().values()),
-            "ir": list(dispatcher.inspect_llvm().values()),
-        }
-print(json.dumps(found))
+compiled = policy_compiled  # its own functions (numpy's sums: test_kernels_compiled.py)
 """
+    + READ_CODE
+)
 
 
 def test_compiled_loops_hold_no_fused_multiply_add(tmp_path: Path, compiled: types.ModuleType) -> None:
     """Every function of the module, compiled afresh for a step's calls: no FMA instruction, no
     `contract` flag in the IR (as tests/test_kernels_compiled.py checks the kernels)."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), TOYRL_KERNELS="compiled")
-    env.pop("NUMBA_CPU_NAME", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _ASSEMBLY_SCRIPT, str(ROOT), PPO4],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = compiled_code(_ASSEMBLY_SCRIPT, tmp_path, PPO4, TOYRL_KERNELS="compiled")
     twins = {
         "sample",
         "on_policy_gradient",
@@ -429,13 +419,7 @@ def test_compiled_loops_hold_no_fused_multiply_add(tmp_path: Path, compiled: typ
         "finite",
     }
     assert twins | {"_sum"} <= set(found)
-    for name, code in found.items():
-        assert code["asm"], f"{name} was never compiled: it is not checked"
-        for asm in code["asm"]:
-            fused = FMA.search(asm)
-            assert fused is None, f"{name}: {fused.group(0) if fused else ''}"
-        for ir in code["ir"]:
-            assert " contract " not in ir, f"{name}: contract in the IR"
+    assert_no_fused_multiply_add(found)
 
 
 def test_compiled_loops_call_only_exact_functions() -> None:
