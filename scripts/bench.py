@@ -349,26 +349,32 @@ def csv_rows(config: Config, seeds: int, repeats: int, few: int) -> list[tuple[s
         else:
             os.environ[kernels.SWITCH] = previous
     on_path = {kind: statistics.median(seconds) for kind, seconds in paths.items()}
+    # Writing, taking turns: the writer before (per-value repr) and toyrl's on each path (the
+    # compiled one writes each row's fields in turn: `toyrl.results_compiled`).
     writer = results._write_csv
-    times: dict[str, list[float]] = {"before": [], "now": []}
+    writers = [("before", "numpy", old_write_csv)] + [(kind, kind, writer) for kind in paths]
+    times: dict[str, list[float]] = {name: [] for name, _, _ in writers}
     outputs: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(repeats):
-            for name, write_csv in (("before", old_write_csv), ("now", writer)):
+            for name, kind, write_csv in writers:
                 path = Path(folder) / f"{name}.csv"
                 path.unlink(missing_ok=True)  # written afresh, not found already there
                 results._write_csv = write_csv
+                os.environ[kernels.SWITCH] = kind
                 try:
                     start = time.perf_counter()
                     save_results(table[0], path, meta)
                     times[name].append(time.perf_counter() - start)
                 finally:
                     results._write_csv = writer
+                    os.environ[kernels.SWITCH] = "numpy" if previous is None else previous
                 written(path, results.sidecar_path(path))
                 outputs[name] = path.read_bytes()
-    if outputs["before"] != outputs["now"]:
-        raise SystemExit("the CSV writer and the one before it do not give the same bytes")
-    before, now = (statistics.median(times[name]) for name in ("before", "now"))
+    if len(set(outputs.values())) != 1:
+        raise SystemExit("the CSV writers (before, now on each path) do not give the same bytes")
+    writing = {name: statistics.median(seconds) for name, seconds in times.items()}
+    before, now = writing["before"], writing["numpy"]
     label = f"toyrl run --seeds {seeds}" + ("" if config.steps == 400 else f" --steps {config.steps}")
     rows = [(f"{label}: simulation, one core", f"{on_path['numpy']:.2f} s", "")]
     if "compiled" in on_path:
@@ -376,14 +382,16 @@ def csv_rows(config: Config, seeds: int, repeats: int, few: int) -> list[tuple[s
             ("  on the compiled path (numba)", f"{on_path['compiled']:.2f} s", ""),
             ("  numpy's path / the compiled path", f"{on_path['numpy'] / on_path['compiled']:.2f}x", ">= 2x"),
         ]
-    shares = [
-        (f"  writing as a share of the whole, {name}", f"{now / (seconds + now):.0%}", "<= 15%")
-        for name, seconds in (("numpy's path", on_path["numpy"]), ("compiled", on_path.get("compiled")))
-        if seconds is not None
-    ]
+    shares = []
+    for kind, name in (("numpy", "numpy's path"), ("compiled", "compiled")):
+        if kind in on_path:
+            share = writing[kind] / (on_path[kind] + writing[kind])
+            shares += [
+                (f"  writing its CSV and sidecar, {name}", f"{writing[kind]:.2f} s", ""),
+                (f"  writing as a share of the whole, {name}", f"{share:.0%}", "<= 15%"),
+            ]
     return [
         *rows,
-        ("  writing its CSV and sidecar", f"{now:.2f} s", ""),
         *shares,
         ("  before (per-value repr): writing", f"{before:.2f} s", ""),
         ("  before: its share, numpy's path", f"{before / (on_path['numpy'] + before):.0%}", ""),

@@ -116,7 +116,7 @@ def test_the_documented_walk_through_runs_as_written(tmp_path: Path, monkeypatch
         else:
             continue
         done[mark or language] += 1
-    assert done == {"plugin": 5, "json": 2, "run": 1, "console": 11, "refused": 6}, done
+    assert done == {"plugin": 6, "json": 2, "run": 1, "console": 12, "refused": 6}, done
     sha = hashlib.sha256(plugin_source("smoothing.py").encode()).hexdigest()
     assert sha in DOC.read_text() and sha[:12] in DOC.read_text()  # the hashes shown are the file's
     longest = pd.read_csv(tmp_path / "longest.csv")
@@ -871,3 +871,17 @@ def test_a_stage_with_a_list_field_is_refused_at_loading(tmp_path: Path) -> None
         "hashed (use a tuple)"
     )
     assert not LOADED
+
+
+def test_the_spec_key_table_is_the_registry_s() -> None:
+    """docs/plugins.md's table of spec keys, kinds and defaults holds every kind once, as
+    `toyrl.objective` maps them (KIND_KEYS, DEFAULTS)."""
+    from toyrl.objective import DEFAULTS, KIND_KEYS
+
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("<!-- kinds -->\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {}
+    for line in table:
+        key, kind, default = (cell.strip().strip("`") for cell in line.strip("|").split("|"))
+        rows[key] = (kind, default)
+    assert rows == {key: (kind, DEFAULTS[kind]) for key, kind in KIND_KEYS.items()}

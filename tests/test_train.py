@@ -253,6 +253,76 @@ def test_one_part_leaves_the_update_as_it_was() -> None:
     assert not np.array_equal(other.length_incorrect.to_numpy(), reference.length_incorrect.to_numpy())
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "advantage=group_std_sample,aggregation=token_mean,num_iterations=2,ranks=4",
+        "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,prompt_tokens=50,ranks=2",
+    ],
+)
+def test_one_mini_batch_is_not_dealt_to_ranks_and_no_bit_changes(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One mini-batch holds every response however the ranks are dealt them: without a normaliser
+    taken on micro-batches a run with ranks is not laid out, and its numbers are those of the
+    run laid out as before (the ranks dealt every step, the update taken on their parts)."""
+    variant = parse_variant(spec)
+    assert not Plan.of([variant]).laid_out.any()
+    skipped = simulate(SMALL, [(variant, 3)])
+
+    def dealt(plan: Plan) -> np.ndarray:
+        return np.broadcast_to(plan.ranks > 1, plan.per_micro_batch.shape)
+
+    monkeypatch.setattr(Plan, "laid_out", property(dealt))
+    assert Plan.of([variant]).laid_out.all() and not Plan.of([variant]).whole_batch
+    pd.testing.assert_frame_equal(skipped, simulate(SMALL, [(variant, 3)]), check_exact=True)
+
+
+class Unhooked:
+    """A normaliser without `micro_denominators` (as a plugin's may be): taken once a micro-batch."""
+
+    def __init__(self, stage: object) -> None:
+        self.stage = stage
+        self.per_micro_batch = True
+
+    def denominators(self, *args: object) -> object:
+        return self.stage.denominators(*args)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "advantage=group_std_sample,aggregation=token_mean,mini_batches=2,micro_batches=3,per_micro_batch=true",
+        "aggregation=seq_mean_token_sum_longest,mini_batches=2,micro_batches=2,ranks=2,prompt_tokens=20,"
+        "per_micro_batch=true",
+        "aggregation=seq_mean_token_sum_longest,ranks=2,token_budget=150,prompt_tokens=20,per_micro_batch=true",
+        "aggregation=seq_mean_token_mean,micro_batches=3,per_micro_batch=true",
+    ],
+)
+def test_every_micro_batch_at_once_is_one_at_a_time(spec: str) -> None:
+    """A normaliser's `micro_denominators` (every micro-batch's D in one pass) gives the bits of
+    `denominators` taken once a micro-batch, on every update's parts of sampled batches."""
+    variant = parse_variant(spec)
+    plan = Plan.of([variant] * 2)
+    unhooked = dataclasses.replace(plan, normalisers_by=((Unhooked(variant.normaliser), (slice(None))),))
+    config = Config(prompts=12, batch_prompts=6, group_size=8, cap=60, min_length=4)
+    train.check_variant(variant, config)
+    rng = np.random.default_rng(3)
+    shape = (2, config.batch_prompts, config.group_size)
+    for _ in range(6):
+        length = np.where(rng.random(shape) < 0.2, config.cap, rng.integers(0, config.cap, shape))
+        right, stopped = rng.random(shape) < 0.5, length < config.cap
+        batch = Batch(rng.integers(0, config.prompts, shape[:2]), right, length, stopped)
+        selected = rng.random(shape) < 0.9
+        dealt: dict[int, np.ndarray] = {}
+        for update in range(plan.updates):
+            tokens = batch.token_count(config.approach_tokens)
+            parts = plan.parts(update, None, tokens, dealt)
+            hooked = plan.denominators(batch, selected, config, parts)
+            plain = unhooked.denominators(batch, selected, config, parts)
+            assert np.array_equal(hooked[0], plain[0]) and np.array_equal(hooked[1], plain[1])
+
+
 def test_mini_batches_take_one_adam_step_each() -> None:
     """k mini-batches and e epochs: k e Adam steps per sampled batch (the last row applies none)."""
     config = Config(prompts=6, batch_prompts=3, group_size=4, steps=5, cap=40, min_length=4)
@@ -446,3 +516,33 @@ def test_gradient_norm_clipping_scales_each_update_as_torch_does() -> None:
     assert norm > 1e-5  # the small bound acts
     np.testing.assert_allclose(received[1], grad * 1e-5 / (norm + 1e-6), rtol=1e-12)
     np.testing.assert_array_equal(received[2], received[0])
+
+
+def test_a_subclass_that_overrides_denominators_is_taken_with_its_own() -> None:
+    """A normaliser subclass (a plugin's, say) that overrides `denominators` but not
+    `micro_denominators` is taken once a micro-batch with its own `denominators`, not its parent's
+    pass over every micro-batch."""
+    from toyrl.stages.normaliser import TokenMean
+
+    @dataclasses.dataclass(frozen=True)
+    class Doubled(TokenMean):
+        def denominators(self, *args: object) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
+            denominator, n = super().denominators(*args)  # type: ignore[arg-type]
+            return 2 * denominator, n
+
+    assert train._micro_hook(TokenMean) and not train._micro_hook(Doubled)
+    variant = parse_variant("aggregation=token_mean,micro_batches=3,per_micro_batch=true")
+    plan = Plan.of([variant])
+    doubled = dataclasses.replace(plan, normalisers_by=((Doubled(per_micro_batch=True), slice(None)),))
+    rng = np.random.default_rng(4)
+    shape = (1, SMALL.batch_prompts, SMALL.group_size)
+    length = rng.integers(0, SMALL.cap, shape)
+    batch = Batch(
+        rng.integers(0, SMALL.prompts, shape[:2]), rng.random(shape) < 0.5, length, length < SMALL.cap
+    )
+    selected = np.ones(shape, bool)
+    parts = plan.parts(0, None, batch.token_count(SMALL.approach_tokens))
+    assert np.array_equal(
+        doubled.denominators(batch, selected, SMALL, parts)[0],
+        2 * plan.denominators(batch, selected, SMALL, parts)[0],
+    )

@@ -14,7 +14,8 @@ module) is its interface (R runs, B prompts, G members, C logits):
 | advantage  | `advantages(rewards [R, B, G], std_eps)` -> [R, B, G]                          |
 |            | (with `uses_tokens`, a third argument: the token counts |o| [R, B, G])         |
 | normaliser | `denominators(tokens, included, length_norm, members=None)`                   |
-|            | -> (D [R, B, G], n [R] or one number)                                         |
+|            | -> (D [R, B, G], n [R] or one number); optional, with per_micro_batch:        |
+|            | `micro_denominators(tokens, included, length_norm, members, micro)` -> D      |
 | objective  | `coefficients(update, beta)` -> (`Coefficients` of [R, B, G] arrays, clipped  |
 |            | tokens [R]); its parameters are its own fields (a chunk's runs share one)     |
 | kl         | `beta`; `loss(ratio, log_ref_ratio)` -> [2, R, C] or None; `token_advantages( |
@@ -756,6 +757,13 @@ def _denominators(out: Any, tokens: Any, included: Any, length_norm: Any, member
     return problem or _values(n, runs, f"in n {given}", positive=np.ones(runs, dtype=bool))
 
 
+def _micro_denominators(
+    out: Any, tokens: Any, included: Any, length_norm: Any, members: Any, micro: Any
+) -> str:
+    given = f"for tokens of shape {_shape_of(tokens)}"
+    return _values(out, _shape_of(tokens), f"in D {given}", positive=np.logical_and(included, members))
+
+
 def _coefficients(out: Any, update: Any, *rest: Any) -> str:
     shape = _shape_of(update.advantage)
     given = f"for an update of shape {shape}"
@@ -835,7 +843,11 @@ GUARDS: dict[str, dict[str, Callable[..., str]]] = {
     "reward": {"rewards": _rewards, "window": _window},
     "selector": {"included": _included},
     "advantage": {"advantages": _advantages, "conditional": _conditional},
-    "normaliser": {"denominators": _denominators, "response_denominator": _response_denominator},
+    "normaliser": {
+        "denominators": _denominators,
+        "micro_denominators": _micro_denominators,
+        "response_denominator": _response_denominator,
+    },
     "objective": {"coefficients": _coefficients},
     "kl": {"loss": _loss, "token_advantages": _token_advantages},
     "schedule": {"check": _nothing},

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, overload
+from typing import TYPE_CHECKING, Any, BinaryIO, cast, overload
 
 import numpy as np
 
-from toyrl import __version__
+from toyrl import __version__, kernels
 from toyrl.config import MAX_SEED, Config, InvalidInput, shown
 from toyrl.files import write_together
 from toyrl.inputs import RESULTS, SIDECAR, Unreadable, json_problem, open_regular, read_bytes
@@ -339,7 +339,11 @@ def _write_csv(
 def _csv_lines(parts: list[np.ndarray], quoted: dict[str, str]) -> bytes:
     """Rows of CSV (UTF-8) from columns of equal length, joined by commas: each column's fields as
     a block of bytes [rows, width] padded with PAD (a byte UTF-8 never holds), the blocks side by
-    side with the commas and newlines, the padding then dropped."""
+    side with the commas and newlines, the padding then dropped. On the compiled path,
+    `toyrl.results_compiled`'s twin writes each row's fields in turn: the same bytes."""
+    compiled = kernels.compiled_module("toyrl.results_compiled")
+    if compiled is not None and parts:
+        return cast(bytes, compiled.csv_lines(parts, quoted))
     floats = [index for index, values in enumerate(parts) if values.dtype == np.float64]
     formatted = dict(zip(floats, _float_blocks([parts[index] for index in floats]), strict=True))
     blocks = [
@@ -369,9 +373,9 @@ def _float_blocks(columns: list[np.ndarray]) -> list[np.ndarray]:
     for values in columns:
         if len(values) >= 1024 and 2 * len(np.unique(values[:256])) <= 256:
             distinct, inverse = np.unique(values.view(np.int64), return_inverse=True)
-            blocks.append(_float_field_bytes(distinct.view(np.float64))[0][inverse.ravel()])
+            blocks.append(_float_field_bytes(distinct.view(np.float64))[inverse.ravel()])
         else:
-            blocks.append(_float_field_bytes(values)[0])
+            blocks.append(_float_field_bytes(values))
     return blocks
 
 
@@ -411,11 +415,11 @@ def _padded(fields: list[bytes]) -> np.ndarray:
     return block.reshape(len(fields), width)
 
 
-def _float_field_bytes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """repr of each float64 as bytes [rows, width] padded with PAD, NaN empty, and each one's length
-    [rows]: Python's shortest round-trip text, found for all values at once (`_shortest_decimal`;
-    a whole number below 1e16 is its own digits), laid out as repr lays it out (positional for
-    exponents -4 to 15, else d.ddde+XX), each layout for all its values at once. Zero, inf,
+def _float_field_bytes(values: np.ndarray) -> np.ndarray:
+    """repr of each float64 as bytes [rows, width] padded with PAD, NaN empty: Python's shortest
+    round-trip text, found for all values at once (`_shortest_decimal`; a whole number below 1e16
+    is its own digits), laid out as repr lays it out (positional for exponents -4 to 15, else
+    d.ddde+XX), each layout for all its values at once. Zero, inf,
     magnitudes beyond 1e+-250 and the rare values `_shortest_decimal` leaves undecided take
     Python's repr itself."""
     magnitude = np.abs(values)
@@ -450,11 +454,9 @@ def _float_field_bytes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         texts = [repr(value).encode() for value in distinct.view(np.float64).tolist()]
         pieces.append((other, _padded(texts)[inverse.ravel()]))
     block = np.full((len(values), max((b.shape[1] for _, b in pieces), default=0)), PAD, np.uint8)
-    widths = np.zeros(len(values), np.intp)
     for rows, laid in pieces:
         block[rows, : laid.shape[1]] = laid
-        widths[rows] = laid.shape[1]
-    return block, widths
+    return block
 
 
 def _laid_out(digits: np.ndarray, point: int, negative: int) -> np.ndarray:

@@ -199,8 +199,11 @@ class Plan:
 
     @property
     def laid_out(self) -> NDArray[np.bool_]:
-        """Which runs' mini- and micro-batches the responses' lengths decide [R] (`toyrl.layout`)."""
-        return (self.ranks > 1) | ((self.token_budget > 0) & self.per_micro_batch)
+        """Which runs' mini- and micro-batches the responses' lengths decide [R] (`toyrl.layout`):
+        the ranks' dealing decides a mini-batch's responses when there are several, a micro-batch's
+        only for a normaliser that sees it (one mini-batch holds every response, however dealt)."""
+        dealt = (self.ranks > 1) & ((self.mini_batches > 1) | self.per_micro_batch)
+        return dealt | ((self.token_budget > 0) & self.per_micro_batch)
 
     def clipped(self, grad: FloatArray) -> FloatArray:
         """The runs' gradients [R, P + 2] scaled to at most max_grad_norm, as torch's
@@ -323,12 +326,16 @@ class Plan:
                 return denominator / self.mini_batches, n
             if not getattr(stage, "per_micro_batch", False):
                 return stage.denominators(tokens, included, length_norm, members)
-            denominator = np.ones(tokens.shape)
-            for index in range(int(micro.max()) + 1):
-                inside = members & (micro == index)
-                denominator = np.where(
-                    inside, stage.denominators(tokens, included, length_norm, inside)[0], denominator
-                )
+            if _micro_hook(type(stage)):  # every micro-batch at once
+                own = stage.micro_denominators(tokens, included, length_norm, members, micro)
+                denominator = np.where(members, own, 1.0)
+            else:
+                denominator = np.ones(tokens.shape)
+                for index in range(int(micro.max()) + 1):
+                    inside = members & (micro == index)
+                    denominator = np.where(
+                        inside, stage.denominators(tokens, included, length_norm, inside)[0], denominator
+                    )
             n = stage.denominators(tokens, included, length_norm, members & (micro == 0))[1]
             if not self.laid_out.any():
                 return denominator, n * self.micro_batches
@@ -360,8 +367,9 @@ def layout_work(variant: Variant, config: Config) -> tuple[int, int, int]:
     verl's V1 layout, which `Plan.parts` does for every update of a laid-out run."""
     schedule = variant.schedule
     responses = config.batch_prompts * config.group_size
-    dealt = responses if schedule.ranks > 1 else 0
-    if not (schedule.token_budget and getattr(variant.normaliser, "per_micro_batch", False)):
+    per_micro_batch = getattr(variant.normaliser, "per_micro_batch", False)
+    dealt = responses if schedule.ranks > 1 and (schedule.mini_batches > 1 or per_micro_batch) else 0
+    if not (schedule.token_budget and per_micro_batch):
         return dealt, 0, 0  # micro-batches no normaliser sees are not laid out
     share = responses // schedule.ranks // schedule.mini_batches
     shortest = schedule.prompt_tokens + 1 + config.approach_tokens  # a response has a token at least
@@ -410,6 +418,18 @@ def check_variant(variant: Variant, config: Config) -> None:
         raise InvalidInput(
             f"objective={objective} takes one advantage a response: not with kl=k1_reward (per-token ones)"
         )
+
+
+def _micro_hook(stage_class: type) -> bool:
+    """Whether a normaliser class's `micro_denominators` belongs with its `denominators`: defined
+    by the class that defines `denominators` or by one below it (a subclass that overrides only
+    `denominators`, as a plugin may, is taken once a micro-batch with its own)."""
+    owner = {
+        name: next((c for c in stage_class.__mro__ if name in vars(c)), None)
+        for name in ("denominators", "micro_denominators")
+    }
+    hook, plain = owner["micro_denominators"], owner["denominators"]
+    return hook is not None and plain is not None and issubclass(hook, plain)
 
 
 def _per_run(

@@ -5,9 +5,13 @@ the loss of the responses `members` (one update's mini-batch or micro-batch; Non
 batch) being -(1/n) sum_i w_i sum_t (token objective). Optional flags (False when absent):
 `per_micro_batch`, the trainer computes the loss on each micro-batch of an optimiser step and
 averages those (gradient accumulation, `toyrl.train.Plan.denominators`), not on the step's whole
-mini-batch; `batch_tokens`, D is the whole sampled batch's. Exact hooks:
-`response_denominator(tokens, length_norm)`, D of one response from its own token count, for
-aggregations whose D is, and `averaged`, whether n counts the responses.
+mini-batch; `batch_tokens`, D is the whole sampled batch's. A per_micro_batch normaliser may
+own how it is taken on every micro-batch at once: `micro_denominators(tokens, included,
+length_norm, members, micro)`, D [..., B, G] of each response of `members` from its micro-batch
+(`micro` [..., B, G]: each response's micro-batch index); without it the trainer calls
+`denominators` once a micro-batch. Exact hooks: `response_denominator(tokens, length_norm)`, D of
+one response from its own token count, for aggregations whose D is, and `averaged`, whether n
+counts the responses.
 """
 
 from __future__ import annotations
@@ -43,6 +47,20 @@ def _members(tokens: FloatArray, members: NDArray[np.bool_] | None) -> FloatArra
     return members.sum(axis=(-2, -1)).astype(np.float64)
 
 
+def _by_micro_batch(
+    values: FloatArray, members: NDArray[np.bool_], micro: NDArray[np.intp], reduce: np.ufunc
+) -> FloatArray:
+    """`reduce` (np.add or np.maximum) of `values` over each run's micro-batches, [..., B, G]: each
+    response's micro-batch's, 0 outside `members`. On integer token counts both are exact, so the
+    order of the reduction is immaterial: the same bits as one reduction a micro-batch."""
+    runs = int(np.prod(values.shape[:-2], dtype=np.int64))
+    count = int(micro.max()) + 1
+    key = (np.arange(runs)[:, None] * count + micro.reshape(runs, -1)).ravel()
+    out = np.zeros(runs * count)
+    reduce.at(out, key, np.where(members, values, 0.0).ravel())
+    return np.where(members, out[key].reshape(values.shape), 0.0)
+
+
 @dataclass(frozen=True)
 class PerResponse:
     """D_i from the response alone: its token count (`by_tokens`), L_norm (`by_length_norm`) or 1;
@@ -73,6 +91,16 @@ class PerResponse:
     ) -> tuple[FloatArray, FloatArray]:
         n = _members(tokens, members) if self.averaged else np.ones(tokens.shape[:-2])
         return self.response_denominator(tokens, length_norm), n
+
+    def micro_denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_],
+        micro: NDArray[np.intp],
+    ) -> FloatArray:
+        return self.response_denominator(tokens, length_norm)
 
 
 register("normaliser", "seq_mean_token_mean", by_tokens=True)(PerResponse)
@@ -111,6 +139,16 @@ class TokenMean:
         counted = included if members is None else included & members
         total = np.where(counted, tokens, 0).sum(axis=(-2, -1), keepdims=True)
         return np.broadcast_to(total, tokens.shape), np.ones(tokens.shape[:-2])
+
+    def micro_denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_],
+        micro: NDArray[np.intp],
+    ) -> FloatArray:
+        return _by_micro_batch(np.where(included, tokens, 0.0), members, micro, np.add)
 
 
 @register("normaliser", "length_power")
@@ -170,6 +208,16 @@ class LongestResponse:
         inside = tokens if members is None else np.where(members, tokens, 0.0)
         longest = inside.max(axis=(-2, -1), keepdims=True)
         return np.broadcast_to(longest, tokens.shape), _members(tokens, members)
+
+    def micro_denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_],
+        micro: NDArray[np.intp],
+    ) -> FloatArray:
+        return _by_micro_batch(tokens, members, micro, np.maximum)
 
 
 register("normaliser", "seq_mean_token_sum")(PerResponse)
