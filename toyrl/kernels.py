@@ -49,8 +49,8 @@ where numpy's dozens of passes cost their overhead; 3-20x for 10^4), so what cal
 start-up alone, and an input's size is no test of it. numba is imported on that first compiled call,
 never by ``import toyrl``. The same decision turns on the compiled twins of other modules' loops
 (`compiled_module`: ``toyrl.policy_compiled``'s sampled step, ``toyrl.expected_compiled``'s
-mean-field sums, and `toyrl.noise`'s transforms, which are in this module's twin), which give the
-same bits too.
+mean-field sums, ``toyrl.results_compiled``'s CSV writer, and `toyrl.noise`'s transforms, which are
+in this module's twin), which give the same bits (and bytes) too.
 """
 
 from __future__ import annotations
