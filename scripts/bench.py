@@ -504,11 +504,23 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         sized = ["--steps", str(config.steps)] if smoke else []
-        run_command = [*toyrl, "run", "--variant", "dr_grpo", "--seeds", "6", *sized, "-q"]
-        run = wall(run_command, repeats, folder, env)
-        written(Path(folder) / "toyrl-run.csv", Path(folder) / "toyrl-run.json")
-        label = " ".join(["toyrl", *run_command[len(toyrl) : -1]])
+        out = Path(folder) / "run.csv"
+        run_command = [*toyrl, "run", "--variant", "dr_grpo", "--seeds", "6", *sized, "-q", "--out", str(out)]
+
+        def clear() -> None:  # its results written afresh: a run into them would keep them
+            out.unlink(missing_ok=True)
+            out.with_suffix(".json").unlink(missing_ok=True)
+
+        def fresh_run() -> None:
+            clear()
+            subprocess.run(run_command, cwd=folder, env=env, check=True, capture_output=True)
+
+        fresh_run()  # untimed: compiles and caches the bytecode
+        run = median_time(fresh_run, repeats)
+        written(out, out.with_suffix(".json"))
+        label = " ".join(["toyrl", *run_command[len(toyrl) : -3]])
         rows.append((f"{label}, wall", f"{run:.2f} s", "<= 1.5 s"))
+        clear()
         rows.append(
             (
                 "  peak resident memory of that process",

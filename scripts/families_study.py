@@ -71,6 +71,20 @@ FAMILIES: list[tuple[str, str, str]] = [  # (row, variant name or spec, label)
     ("gpg", "gpg", "GPG"),
     ("reinforce_pp", "reinforce_pp", "REINFORCE++"),
     ("reinforce_pp_baseline", "reinforce_pp_baseline", "REINFORCE++-baseline"),
+    # The objectives proposed in 2025-2026 (issue 42), beside their references.
+    ("skyrl_prompt_mean", "skyrl_prompt_mean", "SkyRL's prompt mean"),
+    ("trl_async_grpo", "trl_async_grpo", "TRL's AsyncGRPO (population std, token mean)"),
+    (
+        "sum_norm",
+        "advantage=group_std_sample,aggregation=seq_mean_token_sum_norm,dual_clip=3.0,std_eps=1e-06",
+        "reference: sample std, constant L_norm",
+    ),
+    ("delta_l_norm", "delta_l_norm", "ΔL Normalization, alpha = 1"),
+    ("delta_l_norm_0.75", "delta_l_norm,alpha=0.75", "ΔL Normalization, alpha = 0.75"),
+    ("centred_token_mean", "advantage=none,aggregation=token_mean", "reference: centred, token mean"),
+    ("max_rl", "max_rl", "MaxRL (prime-rl)"),
+    ("prime_rl_length_penalty", "prime_rl_length_penalty", "prime-rl's length penalty"),
+    ("gr3", "gr3", "GR3's rescaling in GRPO (reference: grpo)"),
 ]
 ALPHAS = [round(0.1 * k, 1) for k in range(11)]
 CHECKPOINT_EVERY = 50  # steps between the exact cosines along training

@@ -69,6 +69,7 @@ MEAN_FIELD = [
     "advantage=rloo,aggregation=token_sum_norm",
     "advantage=group_std_sample,aggregation=seq_mean_token_sum,mask_truncated=True",
     "advantage=none,aggregation=length_power",
+    "advantage=max_rl,aggregation=seq_mean_token_sum_norm",  # added with the stage (its exact hook)
 ]
 # (file name, configuration, variants, mean-field)
 CASES = [

@@ -142,6 +142,21 @@ SPECS = [  # stages and parameters no preset reaches
         "beta": 0.3,
         "num_iterations": 2,
     },
+    # issue 42's stages off their presets' paths: prompt_mean on mini-batches, delta_l's alpha, the
+    # rewards' own weights
+    {
+        "advantage": "max_rl",
+        "aggregation": "prompt_mean",
+        "reward": "length_penalty",
+        "num_output_tokens_weight": 0.7,
+        "num_input_tokens_weight": 0.05,
+        "num_turns_weight": 0.0,
+        "mini_batches": 2,
+        "shuffle": "epoch",
+        "num_iterations": 2,
+    },
+    {"advantage": "rloo", "aggregation": "delta_l", "alpha": 0.75, "mini_batches": 2, "num_iterations": 2},
+    {"advantage": "max_rl", "aggregation": "seq_mean_token_mean", "reward": "gr3", "alpha": 0.9},
 ]
 KL_SPECS = [spec for spec in SPECS if "beta" in spec]
 
@@ -164,7 +179,12 @@ CASES: dict[str, dict[str, Any]] = {
     "presets, article": {"variants": SAMPLED, "seeds": [0, 1]},
     "mean-field presets": {"variants": MEAN_FIELD, "seeds": [0, 1], "mean_field": True},
     "mean-field specs": {
-        "variants": ["grpo", "dr_grpo", *SPECS[:2]],
+        "variants": [
+            "grpo",
+            "dr_grpo",
+            *SPECS[:2],
+            {"advantage": "max_rl", "aggregation": "seq_mean_token_sum_norm"},
+        ],
         "seeds": [3, 7],
         "mean_field": True,
         "gradients": True,

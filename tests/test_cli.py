@@ -86,9 +86,9 @@ def test_run_as_the_issue_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     code, stdout, _ = invoke("run", "--variant", "dr_grpo", "--seeds", "6")
     assert code == 0, stdout
-    frame = pd.read_csv(tmp_path / "toyrl-run.csv")
+    frame = pd.read_csv(tmp_path / "toyrl-run_dr_grpo.csv")  # named by its variant
     assert frame.groupby("seed").step.max().eq(400).all() and frame.seed.nunique() == 6
-    assert (tmp_path / "toyrl-run.json").exists()
+    assert (tmp_path / "toyrl-run_dr_grpo.json").exists()
 
 
 def test_all_runs_the_four_and_one_seed_has_no_spread(tmp_path: Path) -> None:

@@ -230,7 +230,7 @@ def test_bad_specs_get_one_line_errors(browser: Browser, spec: dict[str, Any], m
 
 NUMBER_WORDS = (
     "no one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty"
+    "seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three"
 ).split()
 
 

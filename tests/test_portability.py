@@ -100,10 +100,13 @@ def test_results_that_differ_in_one_ulp_are_rewritten_and_refused_for_replay(tmp
         moved = frame.copy()
         moved.loc[3, column] = np.nextafter(moved.loc[3, column], np.inf)
         rewrite(out, moved)
+        rewritten = out.read_bytes()
         refused = invoke("bias", "--results", str(out), "--step", "10")
         assert refused.exit_code == 2  # the error after "replaying..." lines, on a slow machine
         assert f"{column} at variant grpo, seed 0, step 3" in error_line(refused.stderr)
-        rerun = invoke("run", *SMALL, "--out", str(out))
+        kept = invoke("run", *SMALL, "--out", str(out))  # the same runs: kept as they are
+        assert kept.exit_code == 0 and not first_difference(rewritten, out.read_bytes())
+        rerun = invoke("run", *SMALL, "--out", str(out), "--force")
         assert rerun.exit_code == 0
         assert_identical_files(out, reference)  # rewritten with the right numbers
 

@@ -147,7 +147,7 @@ def test_results_equal_to_the_byte_are_kept_without_reading_them(
         meta is not None
         and json.loads(out.with_suffix(".json").read_text())["csv_sha256"] != meta["csv_sha256"]
     )
-    rewritten = CliRunner().invoke(app, args)
+    rewritten = CliRunner().invoke(app, [*args, "--force"])  # without it, its runs are kept as finished
     assert rewritten.exit_code == 0 and rewritten.stdout.rstrip().endswith(
         f"wrote {out} and {out.with_suffix('.json')}"
     )

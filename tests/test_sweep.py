@@ -59,7 +59,8 @@ def test_sweep_results_equal_independent_runs(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "s" / "results.csv")
     assert len(table) == 2 * 2 * 2 * 41 and set(table.group_size) == {4, 8}
-    assert "runs done" in result.stderr and "left" in result.stderr
+    assert "toyrl sweep: 0 runs reused, 8 to run\n" in result.stderr
+    assert "toyrl sweep: 0 runs reused, 8 run in " in result.stderr
     heading = " ".join(result.stdout.split("Final step, ", 1)[1].split())
     assert heading.startswith(
         "exact expectations, mean ± sd over 2 seeds; vs Dr. GRPO: the paired difference"
@@ -125,23 +126,28 @@ def test_a_killed_sweep_resumes_to_the_same_numbers(tmp_path: Path) -> None:
     assert_identical_files(folder / "results.csv", tmp_path / "whole" / "results.csv")
 
 
-def test_a_different_sweep_in_the_same_folder_needs_force(tmp_path: Path) -> None:
+def test_a_sweep_with_another_base_setting_in_the_same_folder_needs_force(tmp_path: Path) -> None:
+    """A setting of its finished runs that differs is refused, named; --force replaces the sweep."""
     folder = tmp_path / "s"
     assert (
         invoke("sweep", "--out-dir", str(folder), "--variant", "grpo", "--seeds", "1", *SMALL).exit_code == 0
     )
     manifest = (folder / "sweep.json").read_text()
-    other = invoke("sweep", "--out-dir", str(folder), "--variant", "dr_grpo", "--seeds", "1", *SMALL)
-    assert other.exit_code == 2 and "holds a different sweep" in other.stderr
-    assert (folder / "sweep.json").read_text() == manifest
-    forced = invoke(
-        "sweep", "--out-dir", str(folder), "--variant", "dr_grpo", "--seeds", "1", *SMALL, "--force"
+    args = ["--variant", "dr_grpo", "--seeds", "1", *SMALL, "--lr", "0.03"]
+    other = invoke("sweep", "--out-dir", str(folder), *args)
+    assert other.exit_code == 2
+    assert other.stderr == (
+        f"toyrl: error: --lr is 0.03 here but 0.02 in the sweep in {folder}; grid it (--grid lr=...) to "
+        "add values, or use another --out-dir, or --force to replace it\n"
     )
+    assert (folder / "sweep.json").read_text() == manifest
+    forced = invoke("sweep", "--out-dir", str(folder), *args, "--force")
     assert forced.exit_code == 0
     assert json.loads((folder / "sweep.json").read_text())["variants"] == {
         "dr_grpo": "advantage=none,aggregation=seq_mean_token_sum_norm"
     }
     assert set(pd.read_csv(folder / "results.csv").variant) == {"dr_grpo"}
+    assert len(list((folder / "runs").glob("*.csv"))) == 1  # the replaced sweep's run is gone
 
 
 @pytest.mark.parametrize(

@@ -76,11 +76,12 @@ def _path(name: str, value: Any) -> Path:
 
 
 def _variants(variants: str | Variant | Sequence[str | Variant]) -> list[Variant]:
-    """Names, specs ("advantage=rloo,aggregation=token_mean"), "all" (the article's four) or
-    Variant objects, one or several; each once (a name given twice is one variant, as on the
-    command line)."""
+    """Names, specs ("advantage=rloo,aggregation=token_mean"), labelled ones ("mine=dr_grpo",
+    "advantage=none,label=mine"), "all" (the article's four) or Variant objects, one or several;
+    each once (a name given twice is one variant, as on the command line; two specs under one
+    name are refused)."""
     from toyrl.objective import Variant
-    from toyrl.variants import parse_variants
+    from toyrl.variants import distinct, parse_variants
 
     what = "a variant's name, a spec, 'all', a Variant or a list of them"
     if isinstance(variants, str | Variant):
@@ -91,17 +92,12 @@ def _variants(variants: str | Variant | Sequence[str | Variant]) -> list[Variant
         raise ConfigError("variants", f"must be {what}", variants)
     if not given:
         raise InvalidInput("no variants given; name one (toyrl variants lists them), a spec, or 'all'")
-    chosen: dict[str, Variant] = {}
+    chosen: list[Variant] = []
     for item in given:
         if not isinstance(item, str | Variant):
             raise ConfigError("variants", f"must be {what}", item)
-        for variant in [item] if isinstance(item, Variant) else parse_variants([item]):
-            if variant.name in chosen and chosen[variant.name].spec() != variant.spec():
-                raise InvalidInput(
-                    f"two variants are named {variant.name!r}, with different specs; rename one"
-                )
-            chosen[variant.name] = variant
-    return list(chosen.values())
+        chosen += [item] if isinstance(item, Variant) else parse_variants([item])
+    return distinct(chosen)
 
 
 def _seeds(seeds: int | Sequence[int]) -> list[int]:
@@ -138,7 +134,8 @@ def run(
     seed, step), with its configuration in `frame.attrs["toyrl"]`.
 
     - `variants`: a name (`toyrl variants` lists them), a spec of key=value pairs, "all" (the
-      article's four: grpo, std_only, length_only, dr_grpo), a Variant, or a list of them.
+      article's four: grpo, std_only, length_only, dr_grpo), a Variant, or a list of them; a
+      label names one in the table (`label=NAME` among a spec's pairs, or "NAME=SPEC").
     - `seeds`: how many (seeds 0 .. n-1), or which.
     - `mean_field`: Adam driven by the exact expected update instead of sampled batches (the
       variants with a closed form only).

@@ -143,8 +143,9 @@ def bias_over_training(
     cosine and share of its own variant's E[g] against grad J. A tidy frame, one row per (variant,
     seed, step). Runs are replayed RUNS_PER_REPLAY at a time, so memory does not grow with the table.
     """
+    recorded = frame.attrs.get("toyrl", {}).get("variants")  # the specs of labelled variants
     runs = [
-        (saved_variant(name), int(seed))
+        (saved_variant(name, recorded), int(seed))
         for name, seed in frame[["variant", "seed"]].drop_duplicates().itertuples(index=False, name=None)
     ]
     last = int(frame["step"].max())

@@ -102,7 +102,9 @@ class Variant:
     sampler: Sampler = field(default_factory=lambda: _stage("sampler", DEFAULTS["sampler"]))
     summary: str = ""
     stands_for: str = ""  # the trainer setting a preset stands for
-    label: str = ""  # the name people read ("GRPO without std division"); `name` is what commands take
+    # the name people read ("GRPO without std division"); `name` is what commands take. A user's
+    # label (`label=NAME`, `toyrl.variants.parse_variant`) is a variant's `name`, this left empty.
+    label: str = ""
 
     def __post_init__(self) -> None:
         for kind in DEFAULTS:

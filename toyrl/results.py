@@ -11,6 +11,7 @@ depended on the CPU, is refused with one line.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -593,22 +594,78 @@ def _csv_quoted(text: str, quoted: dict[str, str]) -> str:
 
 
 def _same_settings(existing: Any, meta: dict[str, Any]) -> bool:
-    """Whether a sidecar read from disk records the settings of `meta`: the same configuration (a
-    field the sidecar lacks counts at its default), variants, seeds, plugins (their hashes) and
-    kind of run."""
+    """Whether a sidecar read from disk records the settings of `meta` (`changed_setting`)."""
+    return not changed_setting(existing, meta)
+
+
+def changed_setting(existing: Any, meta: dict[str, Any], every: bool = True) -> str:
+    """The first setting a sidecar read from disk records otherwise than `meta`, as "steps: 400 in
+    the file, 200 asked" ("" if none): a field of the configuration (one the sidecar lacks counts at
+    its default), the kind of run (mean-field or not), the spec of a variant both name, the source
+    (SHA-256) of a plugin both use; with `every`, also which variants, seeds and plugins. Without
+    `every`, what differs changes the runs the file holds, not only which runs it holds."""
     if not isinstance(existing, dict):
-        return False
+        return "its sidecar: not a toyrl sidecar"
     try:
-        if Config.from_dict(existing["config"]) != Config.from_dict(meta["config"]):
-            return False
+        saved = Config.from_dict(existing["config"])
     except (InvalidInput, KeyError, TypeError):
-        return False
-    if _recorded_specs(existing.get("variants")) != _recorded_specs(meta.get("variants")):
-        return False
-    if existing.get("plugins", []) != meta.get("plugins", []):  # another plugin source: other runs
-        return False
+        return "configuration: not readable in the file"
+    asked = Config.from_dict(meta["config"])
+    for field in dataclasses.fields(Config):
+        before, now = getattr(saved, field.name), getattr(asked, field.name)
+        if before != now:
+            return _differs(field.name, before, now)
     mean_field = existing.get("mean_field", existing.get("exact"))  # toyrl 0.2 called it "exact"
-    return mean_field == meta.get("mean_field") and existing.get("seeds") == meta.get("seeds")
+    if mean_field != meta.get("mean_field"):
+        return _differs("mean-field runs", _yes(mean_field), _yes(meta.get("mean_field")))
+    specs, asked_specs = _recorded_specs(existing.get("variants")), _recorded_specs(meta.get("variants"))
+    if specs is None or asked_specs is None:
+        return "variants: not readable in the file"
+    for name in [name for name in asked_specs if name in specs]:
+        if specs[name] != asked_specs[name]:
+            return _differs(f"variant {name}", _spec_text(specs[name]), _spec_text(asked_specs[name]))
+    plugins = _plugin_sources(existing.get("plugins", []))
+    asked_plugins = _plugin_sources(meta.get("plugins", []))
+    for name in [name for name in asked_plugins if name in plugins]:
+        if plugins[name] != asked_plugins[name]:
+            return _differs(f"plugin {name}'s source sha256", plugins[name][:12], asked_plugins[name][:12])
+    if not every:
+        return ""
+    if specs.keys() != asked_specs.keys():
+        return _differs("variants", ", ".join(specs), ", ".join(asked_specs))
+    if existing.get("seeds") != meta.get("seeds"):
+        return _differs("seeds", _seeds_text(existing.get("seeds")), _seeds_text(meta.get("seeds")))
+    if existing.get("plugins", []) != meta.get("plugins", []):
+        return _differs("plugins", ", ".join(plugins) or "none", ", ".join(asked_plugins) or "none")
+    return ""
+
+
+def _differs(setting: str, before: Any, now: Any) -> str:
+    return f"{setting}: {before} in the file, {now} asked"
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def _spec_text(spec: dict[str, Any]) -> str:
+    return ",".join(f"{key}={value}" for key, value in spec.items())
+
+
+def _seeds_text(seeds: Any) -> str:
+    """Seeds as people read them: 0..5 when consecutive, else listed."""
+    if not isinstance(seeds, list) or not seeds:
+        return shown(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def _plugin_sources(plugins: Any) -> dict[str, str]:
+    """A sidecar's plugins as name: SHA-256 of the source."""
+    if not isinstance(plugins, list):
+        return {}
+    return {str(p.get("name")): str(p.get("sha256")) for p in plugins if isinstance(p, dict)}
 
 
 def _recorded_specs(variants: Any) -> dict[str, Any] | None:
@@ -674,10 +731,157 @@ def check_overwrite(path: Path, meta: dict[str, Any], force: bool, option: str =
         raise InvalidInput(f"{option}: {error}; choose another path, or add --force") from None
     except InvalidInput:
         existing = {}
-    if not _same_settings(existing, meta):
+    changed = changed_setting(existing, meta)
+    if changed:
         raise InvalidInput(
-            f"{option}: {path} holds results made with other settings; choose another path, or add --force"
+            f"{option}: {path} holds results made with other settings ({changed}); choose another path, "
+            "or add --force"
         )
+
+
+DEFAULT_RESULTS = Path("toyrl-run.csv")  # the article's four at the defaults
+NAME_LENGTH = 80  # characters of a default results name before ".csv"; longer ones end in a digest
+
+
+def default_results_path(config: Config, variants: Sequence[Variant], mean_field: bool = False) -> Path:
+    """Where `toyrl run` writes when --out is not given: DEFAULT_RESULTS for the article's four at
+    the default configuration; else `toyrl-run_` then the variants' names joined by `+` (`all` for
+    the article's four; a name that is a spec as `spec-` and 8 hex digits of its SHA-256), then
+    `,key=value` for each configuration field not at its default and `,mean_field` for mean-field
+    runs: toyrl-run_dr_grpo.csv, toyrl-run_grpo+mine,steps=200.csv. No name has `+` or `,`, nor a
+    field's value, so different requests are different files; one longer than NAME_LENGTH is cut
+    and ends in `~` and 12 hex digits of the SHA-256 of the whole. The seeds are not in it: more
+    seeds grow the same file (`saved_runs`)."""
+    from toyrl.variants import ARTICLE, LABEL_CHARACTERS
+
+    names = [variant.name for variant in variants]
+    default = Config().to_dict()
+    settings = [
+        f"{key}={json.dumps(value)}" for key, value in config.to_dict().items() if value != default[key]
+    ]
+    settings += ["mean_field"] if mean_field else []
+    if names == list(ARTICLE) and not settings:
+        return DEFAULT_RESULTS
+
+    def short(name: str) -> str:
+        if set(name) <= LABEL_CHARACTERS | {"@"}:
+            return name
+        return f"spec-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+    stem = ",".join(["all" if names == list(ARTICLE) else "+".join(map(short, names)), *settings])
+    if len(stem) > NAME_LENGTH:
+        stem = f"{stem[: NAME_LENGTH - 13]}~{hashlib.sha256(stem.encode()).hexdigest()[:12]}"
+    return Path(f"toyrl-run_{stem}.csv")
+
+
+@dataclass(frozen=True)
+class SavedRuns:
+    """The runs a results file of the same settings holds (`saved_runs`), which `toyrl run` keeps
+    as they are while it adds the runs asked that it lacks. `remake` says why its runs cannot be
+    kept and are made again (another toyrl made them, a write was interrupted), "" if they are."""
+
+    meta: dict[str, Any]
+    variants: list[str]
+    seeds: list[int]
+    rows: dict[tuple[str, int], list[bytes]]  # each run's CSV lines, as the file has them
+    remake: str = ""
+
+
+def saved_runs(path: Path, meta: dict[str, Any], option: str = "--out") -> SavedRuns | None:
+    """The runs already at `path`, None if there are none. InvalidInput naming the setting unless
+    they were made with the settings of `meta` that decide a run's numbers (`changed_setting`
+    without `every`: another seed or variant only adds runs)."""
+    sidecar = sidecar_path(path)
+    if not (path.exists() or sidecar.exists()):
+        return None
+    refused = f"{option}: {path} holds results made with other settings"
+    try:
+        existing = _read_json(sidecar) if os.path.lexists(sidecar) else None
+    except Unreadable as error:  # a folder, FIFO or device, or too large: say so
+        raise InvalidInput(f"{option}: {error}; choose another path, or add --force") from None
+    except InvalidInput:
+        existing = None
+    if existing is None:
+        raise InvalidInput(f"{refused} (no readable {sidecar.name}); choose another path, or add --force")
+    changed = changed_setting(existing, meta, every=False)
+    if changed:
+        raise InvalidInput(f"{refused} ({changed}); choose another path, or add --force")
+    variants = list(existing["variants"])
+    seeds = existing.get("seeds")
+    if not (isinstance(seeds, list) and all(isinstance(seed, int) for seed in seeds)):
+        raise InvalidInput(
+            f"{refused} (seeds: not readable in the file); choose another path, or add --force"
+        )
+    if existing.get("toyrl_version") != __version__ or existing.get("arithmetic") != ARITHMETIC:
+        made = f"toyrl {existing.get('toyrl_version', '(unknown)')} made them"
+        return SavedRuns(existing, variants, seeds, {}, made)
+    try:
+        data = read_bytes(path, RESULTS)
+    except InvalidInput:
+        return SavedRuns(existing, variants, seeds, {}, f"{path.name} cannot be read")
+    if hashlib.sha256(data).hexdigest() != existing.get("csv_sha256"):
+        return SavedRuns(existing, variants, seeds, {}, f"{path.name} does not match {sidecar.name}")
+    lines = data.split(b"\n")
+    rows: dict[tuple[str, int], list[bytes]] = {}
+    for line in lines[1:-1]:
+        variant, seed, *_ = next(csv.reader([line.decode()]))
+        rows.setdefault((variant, int(seed)), []).append(line + b"\n")
+    steps = Config.from_dict(existing["config"]).steps
+    whole = lines[0].decode() == ",".join(COLUMN_DOCS) and lines[-1] == b""
+    whole &= set(rows) == {(variant, seed) for variant in variants for seed in seeds}
+    if not whole or any(len(run) != steps + 1 for run in rows.values()):
+        return SavedRuns(
+            existing, variants, seeds, {}, f"{path.name} does not hold the runs its sidecar lists"
+        )
+    return SavedRuns(existing, variants, seeds, rows)
+
+
+def write_grown(
+    path: Path,
+    saved: SavedRuns,
+    meta: dict[str, Any],
+    made: Sequence[Columns],
+    progress: WriteProgress | None = None,
+) -> Columns:
+    """Write `path` and its sidecar `meta`: every run of meta's variants x seeds (variant-major,
+    as `toyrl.experiment.run_experiment` orders them), each run's rows as the file already has
+    them (`saved`) or as the tables `made` give them, which holds the rest. The bytes are those
+    `save_results` would write for a table of all those runs (the same runs are the same numbers,
+    to the bit). Returns the last step of every run, as columns (for the summary tables)."""
+    rows = dict(saved.rows)
+    for table in made:
+        lines: list[bytes] = []
+        _write_csv(table, lines.append)
+        text = b"".join(lines).split(b"\n")[1:-1]
+        for variant, seed, line in zip(table["variant"].tolist(), table["seed"].tolist(), text, strict=True):
+            rows.setdefault((str(variant), int(seed)), []).append(line + b"\n")
+    runs = [(variant, seed) for variant in meta["variants"] for seed in meta["seeds"]]
+    data = (",".join(COLUMN_DOCS) + "\n").encode() + b"".join(line for run in runs for line in rows[run])
+    total = sum(len(rows[run]) for run in runs)
+    if progress is not None:
+        progress("writing", 0, total)
+    write_together([(path, data), (sidecar_path(path), _sidecar_bytes(meta, data))])
+    if progress is not None:
+        progress("writing", total, total)
+    return last_steps([rows[run][-1] for run in runs])
+
+
+def _sidecar_bytes(meta: dict[str, Any], data: bytes) -> bytes:
+    return (json.dumps(meta | {"csv_sha256": hashlib.sha256(data).hexdigest()}, indent=2) + "\n").encode()
+
+
+def last_steps(lines: Sequence[bytes]) -> Columns:
+    """Rows of a results CSV (one line each) as the columns the summary tables read: variant, seed,
+    step and SUMMARY_COLUMNS (the numbers read back exactly: the CSV holds their shortest repr)."""
+    fields = [next(csv.reader([line.decode()])) for line in lines]
+    columns = list(COLUMN_DOCS)
+    table: Columns = {"variant": np.array([row[0] for row in fields], dtype=object)}
+    table["seed"] = np.array([int(row[1]) for row in fields], dtype=np.int64)
+    table["step"] = np.array([int(row[2]) for row in fields], dtype=np.int64)
+    for column in SUMMARY_COLUMNS:
+        index = columns.index(column)
+        table[column] = np.array([float(row[index] or "nan") for row in fields], dtype=np.float64)
+    return table
 
 
 def load_results(path: Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:

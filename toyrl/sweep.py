@@ -1,13 +1,25 @@
-"""Sweeps: every variant x configuration grid point x seed, resumable, on joblib or a Dask cluster.
+"""Sweeps: every variant x grid point x seed, resumable, growable, on joblib or a Dask cluster.
+
+A grid axis is a configuration field (`group_size=4,8`) or a stage parameter, by its spec key
+(`alpha=0,0.5,1`, as a spec spells it) or as KIND.PARAM (`normaliser.alpha=...`, `advantage.std_eps=...`;
+the kind by its name or its spec key, `aggregation.alpha`). A name that is both a configuration field
+and a stage parameter (`std_eps`) is the configuration field; KIND.PARAM names the stage's. At each
+grid point a variant runs with the parameter set on its stage that has it; a variant none of whose
+chosen stages has it is left unchanged (`unchanged`), its runs shared by the axis's values.
 
 A sweep lives in one folder:
 
 - `sweep.json`, the manifest: the grid, the seeds, the base configuration and the toyrl version
   (and the plugins the variants use, by source hash: `toyrl.plugins`). Running the same command
-  again resumes; a different grid (or a changed plugin) in the same folder is refused unless
-  `force`, which starts it afresh.
-- `runs/`, one CSV per finished run, written atomically the moment its chunk finishes: a sweep
-  stopped at any moment loses no finished run, and a resumed one does only what is missing.
+  again resumes; a command that adds seeds, variants or values of an axis grows the sweep (`_grow`):
+  only the missing runs are run, and the manifest records the grown sweep, the command's seeds,
+  variants and values first, then the ones only the folder's sweep had. What would change its
+  finished runs (a base setting, a variant's spec under the same name, a plugin's source, a new axis
+  without the value of the finished runs) is refused, naming it, unless `force`, which starts
+  afresh.
+- `runs/`, one CSV per finished run, named by a digest of what defines it (`run_id`), written
+  atomically the moment its chunk finishes: a sweep stopped at any moment loses no finished run, and
+  a resumed or grown one does only what is missing, never rewriting a finished run's file.
 - `results.csv`, every run's rows with the grid's columns, and `final.csv`, the last step's
   mean and sd over seeds per grid point, written when nothing is missing. They are written run file
   by run file, so collecting a sweep holds one run in memory (and every run's last row), whatever
@@ -18,13 +30,15 @@ the folder, its manifest, the Dask cluster) is checked before anything is writte
 
 Runs that share a grid point (same configuration) advance together as one array, as in
 `toyrl.train`; a run's numbers depend only on its variant, configuration and seed, so they are the
-same whatever the backend, the number of workers or the order in which chunks finish.
+same whatever the backend, the number of workers, the order in which chunks finish, or the sweep
+the run was first made in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import hashlib
 import io
 import itertools
@@ -35,7 +49,7 @@ import os
 import shutil
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -59,15 +73,18 @@ from toyrl.experiment import (
 )
 from toyrl.files import check_writable, claim, write_atomic
 from toyrl.inputs import MANIFEST, RESULTS, Unreadable, json_problem, open_regular, read_bytes
-from toyrl.objective import Variant
+from toyrl.objective import DEFAULTS, KIND_KEYS, Variant, parse_spec, spec_keys
+from toyrl.objective import _typed as typed_value
 from toyrl.plugins import plugins_used
+from toyrl.stages import REGISTRY, check_declared, parameters
 from toyrl.train import COLUMNS
 from toyrl.values import parse_as
+from toyrl.variants import VARIANTS
 
 if TYPE_CHECKING:
     from dask.distributed import Client
 
-GRIDDABLE = [f.name for f in fields(Config)]
+CONFIG_FIELDS = [f.name for f in fields(Config)]
 # Seconds to reach a Dask scheduler (and 1 more for its answer), then for its first worker:
 # distributed alone waits forever for the answer of a server that is not a Dask scheduler, and for
 # workers that never come.
@@ -84,31 +101,138 @@ JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "a numb
 }
 
 
-def parse_grid(axes: Sequence[str], base: Config) -> dict[str, list[Any]]:
-    """`KEY=V1,V2,...` axes over Config fields, values converted to the field's type and checked."""
+def parse_grid(axes: Sequence[str], base: Config, variants: Sequence[Variant] = ()) -> dict[str, list[Any]]:
+    """`KEY=V1,V2,...` axes over Config fields and the `variants`' stage parameters (the module
+    docstring), values converted to the field's or parameter's type and checked (`check_axes`)."""
     grid: dict[str, list[Any]] = {}
     for axis in axes:
         key, _, raw = axis.partition("=")
-        key = key.strip().replace("-", "_")
-        if key not in GRIDDABLE:
-            raise InvalidInput(f"--grid {axis!r}: unknown field {key!r}; valid: {', '.join(GRIDDABLE)}")
+        key = _axis_key(axis, key.strip().replace("-", "_"))
         if key in grid:
             raise InvalidInput(f"--grid {axis!r}: {key} is given twice")
         if not raw.strip():
             raise InvalidInput(f"--grid {axis!r}: give at least one value, as {key}=V1,V2,...")
+        field = stage_axis(key) is None
         try:
-            values = [parse_as(key, part.strip(), getattr(base, key)) for part in raw.split(",")]
+            if field:
+                values = [parse_as(key, part.strip(), getattr(base, key)) for part in raw.split(",")]
+            else:
+                values = [_stage_value(key, part.strip(), variants) for part in raw.split(",")]
         except InvalidInput as error:
             raise InvalidInput(f"--grid {axis!r}: {error}") from None
-        for value in values:
+        for value in values if field else ():
             base.replace(**{key: value})  # raises ConfigError naming the field and its range
         grid[key] = list(dict.fromkeys(values))
+    check_axes(grid, variants)
     return grid
+
+
+def _axis_key(axis: str, key: str) -> str:
+    """An axis's canonical name: a Config field, a stage parameter's spec key, or KIND.PARAM with
+    the kind's own name; InvalidInput listing the valid names, with a close match."""
+    kind, dot, parameter = key.rpartition(".")
+    if dot and KIND_KEYS.get(kind, kind) in REGISTRY:
+        kind = KIND_KEYS.get(kind, kind)
+        if any(parameter in parameters(stage) for stage in REGISTRY[kind].values()):
+            return f"{kind}.{parameter}"
+    elif key in CONFIG_FIELDS or key in stage_parameters():
+        return key
+    names = [*CONFIG_FIELDS, *stage_parameters()]
+    close = difflib.get_close_matches(parameter if dot else key, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if key in KIND_KEYS or key == "mask_truncated":
+        hint = " (a stage is chosen by --variant, not --grid)"
+    raise InvalidInput(
+        f"--grid {axis!r}: unknown field {key!r}{hint}; valid: a configuration field "
+        f"({', '.join(CONFIG_FIELDS)}), a stage parameter ({', '.join(stage_parameters())}), or "
+        f"KIND.PARAM with KIND one of {', '.join(sorted({*KIND_KEYS, *REGISTRY}))}"
+    )
+
+
+def stage_parameters() -> list[str]:
+    """Every registered stage's parameters, as a spec names them, but those that are Config fields
+    too (`std_eps`: the field; KIND.PARAM names the stage's)."""
+    return [key for key in spec_keys() if key not in [*KIND_KEYS, "mask_truncated", *CONFIG_FIELDS]]
+
+
+def stage_axis(key: str) -> tuple[str | None, str] | None:
+    """(kind, or None for a bare spec key; parameter) of an axis over a stage parameter, None for an
+    axis over a Config field."""
+    if key in CONFIG_FIELDS:
+        return None
+    kind, dot, parameter = key.rpartition(".")
+    return (kind if dot else None, parameter)
+
+
+def _owner(variant: Variant, key: str) -> str | None:
+    """The kind of the variant's stage that an axis over a stage parameter sets: the axis's kind, or
+    for a bare spec key the first that has it, as a spec's key goes (`toyrl.objective`); None if
+    none has it."""
+    place = stage_axis(key)
+    assert place is not None, key
+    kind, parameter = place
+    return next(
+        (k for k in ([kind] if kind else DEFAULTS) if parameter in parameters(variant.stage(k))), None
+    )
+
+
+def _stage_value(key: str, raw: str, variants: Sequence[Variant]) -> Any:
+    """A stage parameter's value from text, typed as the first variant's stage that has it types it."""
+    place = stage_axis(key)
+    assert place is not None, key
+    owners = [(variant, kind) for variant in variants if (kind := _owner(variant, key)) is not None]
+    if not owners:
+        names = ", ".join(variant.name for variant in variants) or "none"
+        raise InvalidInput(f"no variant's stages have {place[1]} (variants: {names})")
+    variant, kind = owners[0]
+    value = typed_value(place[1], raw, parameters(variant.stage(kind))[place[1]])
+    if value is None:  # a table's column would read it as missing, and its groups would drop it
+        raise InvalidInput(f"{place[1]}: {raw!r} (no value) cannot be a grid value; leave it out of the axis")
+    return 0.0 if isinstance(value, float) and value == 0 else value  # -0.0 is 0.0, as in a spec
+
+
+def check_axes(grid: dict[str, list[Any]], variants: Sequence[Variant]) -> None:
+    """InvalidInput unless every axis over a stage parameter sets one of the variants' stages, no
+    two set the same parameter of a variant, and each value is valid for each stage it sets (the
+    stage's declared bounds and refusals, as a spec's value)."""
+    for variant in variants:
+        taken: dict[tuple[str, str], str] = {}
+        for key, values in grid.items():
+            kind = _owner(variant, key) if stage_axis(key) is not None else None
+            if kind is None:
+                continue
+            parameter = key.rpartition(".")[2]
+            if (kind, parameter) in taken:
+                raise InvalidInput(
+                    f"--grid {taken[kind, parameter]} and --grid {key} both set {variant.name}'s "
+                    f"{kind} {parameter}: give one"
+                )
+            taken[kind, parameter] = key
+            for value in values:
+                try:
+                    check_declared(replace(variant.stage(kind), **{parameter: value}))
+                except (InvalidInput, TypeError) as error:
+                    raise InvalidInput(f"--grid {key}: {variant.name}: {error}") from None
+    for key in grid:
+        if stage_axis(key) is not None and not any(_owner(variant, key) for variant in variants):
+            names = ", ".join(variant.name for variant in variants) or "none"
+            raise InvalidInput(f"--grid {key}: no variant's stages have it (variants: {names})")
+
+
+def unchanged(grid: dict[str, list[Any]], variants: Sequence[Variant]) -> dict[str, list[str]]:
+    """The variants each axis over a stage parameter leaves unchanged (none of their chosen stages
+    has it): their runs are the same at every value of the axis."""
+    return {
+        key: names
+        for key in grid
+        if stage_axis(key) is not None
+        and (names := [variant.name for variant in variants if _owner(variant, key) is None])
+    }
 
 
 @dataclass(frozen=True)
 class Point:
-    """One grid point: a configuration and the values that made it."""
+    """One grid point: a configuration and the values that made it (stage parameters' among them)."""
 
     values: tuple[tuple[str, Any], ...]
     config: Config
@@ -116,18 +240,31 @@ class Point:
 
 def points(grid: dict[str, list[Any]], base: Config) -> list[Point]:
     keys = list(grid)
-    return [
-        Point(
-            tuple(zip(keys, combination, strict=True)),
-            base.replace(**dict(zip(keys, combination, strict=True))),
-        )
-        for combination in itertools.product(*grid.values())
-    ]
+    grid_points = []
+    for combination in itertools.product(*grid.values()):
+        values = tuple(zip(keys, combination, strict=True))
+        fields_set = {key: value for key, value in values if stage_axis(key) is None}
+        grid_points.append(Point(values, base.replace(**fields_set)))
+    return grid_points
+
+
+def at(variant: Variant, point: Point) -> Variant:
+    """The variant as it runs at a grid point: the point's stage parameters set on its stages that
+    have them (its name kept: the results' variant column)."""
+    for key, value in point.values:
+        kind = _owner(variant, key) if stage_axis(key) is not None else None
+        if kind is not None:
+            variant = replace(
+                variant, **{kind: replace(variant.stage(kind), **{key.rpartition(".")[2]: value})}
+            )
+    return variant
 
 
 def run_id(variant: Variant, point: Point, seed: int) -> str:
-    """A file name for one run, stable across sessions: a digest of what defines it (with the
-    source hashes of the plugins whose stages it uses, if any)."""
+    """A file name for one run of `variant` as it runs at `point` (`at`), stable across sessions: a
+    digest of what defines it (with the source hashes of the plugins whose stages it uses, if any).
+    A run a grid axis does not change has one id at every value of it."""
+    variant = at(variant, point)
     defined = [variant.name, variant.spec_text(), point.config.to_dict(), seed]
     plugins = [plugin.sha256 for plugin in plugins_used([variant])]
     key = json.dumps([*defined, plugins] if plugins else defined, sort_keys=True)
@@ -151,42 +288,35 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Run what is missing of the sweep in `folder`, write its tables, and return every run's last step.
 
-    The returned table has one row per run (its last step, with the grid's columns): what
-    `toyrl.plots.plot_sweep` draws; the whole trajectories are in results.csv.
-    `progress(done, total, just_finished)` is called as chunks finish. `backend` is "loky"
-    (joblib's processes, `n_jobs` of them, -1: every core) or "dask" (the Dask distributed cluster
-    at `scheduler`, or a local one of `n_jobs` processes); never more workers than cores or chunks.
+    The sweep is the one given, grown by what the sweep already in `folder` has beyond it (`_grow`;
+    with `force`, the one given, replacing a different one). The returned table has one row per
+    run and grid point (its last step, with the grid's columns, whose keys are in its
+    `attrs["grid"]`): what `toyrl.plots.plot_sweep` draws; the whole trajectories are in
+    results.csv. `progress(done, total, just_finished)` is called before any run (`done`: the runs
+    already finished, reused) and as chunks finish; a run counts once however many grid points
+    share it (`unchanged`). `backend` is "loky" (joblib's processes, `n_jobs` of them, -1: every
+    core) or "dask" (the Dask distributed cluster at `scheduler`, or a local one of `n_jobs`
+    processes); never more workers than cores or chunks.
     """
     _check_backend(n_jobs, backend, scheduler)
-    _check_size(len(variants) * len(seeds), grid, base)
     check_seeds(seeds)
-    grid_points = points(grid, base)
-    for point in grid_points:  # every grid point, before anything is written
-        try:
-            check_runs(point.config, variants)
-        except InvalidInput as error:
-            where = ", ".join(f"{key}={value}" for key, value in point.values)
-            raise InvalidInput(f"grid point {where}: {error}") from None
+    _check_sweep(variants, grid, seeds, base)
     _check_folder(folder)
-    manifest = {
-        "toyrl_version": __version__,
-        "variants": {v.name: v.spec_text() for v in variants},
-        "grid": grid,
-        "seeds": [int(s) for s in seeds],
-        "base_config": base.to_dict(),
-    }
-    plugins = plugins_used(variants)
-    if plugins:  # by name, version and source hash: a path spelled otherwise resumes the same sweep
-        manifest["plugins"] = [{k: v for k, v in p.record().items() if k != "path"} for p in plugins]
+    manifest = _manifest(variants, grid, seeds, base)
     runs_folder = folder / "runs"
     with claim(folder.resolve(), "the sweep"):
-        replace = _replaces(folder, manifest, force)
-        finished = set() if replace else {path.name for path in runs_folder.glob("*.csv")}
-        todo = _chunks(grid_points, variants, seeds, finished)
-        total = len(grid_points) * len(variants) * len(seeds)
+        existing = _existing(folder)
+        replace_old = force and existing is not None and not _same(existing, manifest)
+        if existing is not None and not force:
+            variants, grid, seeds = _grow(folder, existing, variants, grid, seeds, base)
+            _check_sweep(variants, grid, seeds, base)
+            manifest = _manifest(variants, grid, seeds, base)
+        grid_points = points(grid, base)
+        finished = set() if replace_old else {path.name for path in runs_folder.glob("*.csv")}
+        todo, total = _chunks(grid_points, variants, seeds, finished)
         done = total - sum(len(runs) for _, runs in todo)
         with _running(todo, n_jobs, backend, scheduler or None) as finishing:
-            _prepare(folder, manifest, replace)
+            _prepare(folder, manifest, replace_old)
             if progress is not None:
                 progress(done, total, 0)
             for index, frame in finishing:
@@ -202,22 +332,57 @@ def run_sweep(
         return _collect(folder, variants, grid_points, seeds)
 
 
+def _check_sweep(
+    variants: Sequence[Variant], grid: dict[str, list[Any]], seeds: Sequence[int], base: Config
+) -> None:
+    """The sweep's size, its stage axes (`check_axes`) and every variant at every grid point, before
+    anything is written."""
+    _check_size(len(variants) * len(seeds), grid, base)
+    check_axes(grid, variants)
+    for point in points(grid, base):
+        try:
+            check_runs(point.config, [at(variant, point) for variant in variants])
+        except InvalidInput as error:
+            where = ", ".join(f"{key}={value}" for key, value in point.values)
+            raise InvalidInput(f"grid point {where}: {error}") from None
+
+
+def _manifest(
+    variants: Sequence[Variant], grid: dict[str, list[Any]], seeds: Sequence[int], base: Config
+) -> dict[str, Any]:
+    """What sweep.json records of a sweep, as JSON reads it back."""
+    manifest: dict[str, Any] = {
+        "toyrl_version": __version__,
+        "variants": {v.name: v.spec_text() for v in variants},
+        "grid": grid,
+        "seeds": [int(s) for s in seeds],
+        "base_config": base.to_dict(),
+    }
+    plugins = plugins_used(variants)
+    if plugins:  # by name, version and source hash: a path spelled otherwise resumes the same sweep
+        manifest["plugins"] = [{k: v for k, v in p.record().items() if k != "path"} for p in plugins]
+    return dict(json.loads(json.dumps(manifest)))
+
+
 def _chunks(
     grid_points: list[Point], variants: Sequence[Variant], seeds: Sequence[int], finished: set[str]
-) -> list[Chunk]:
-    """The runs whose file is not in `finished`, in chunks of one grid point, as large as
-    `toyrl.train.runs_per_chunk` allows for its configuration."""
+) -> tuple[list[Chunk], int]:
+    """The runs whose file is not in `finished`, each once (variants as they run at the point, `at`),
+    in chunks of one grid point, as large as `toyrl.train.runs_per_chunk` allows for its
+    configuration; and the number of the sweep's runs, each counted once."""
     todo: list[Chunk] = []
+    seen: set[str] = set()
     for point in grid_points:
-        missing = [
-            (variant, seed)
-            for variant in variants
-            for seed in seeds
-            if f"{run_id(variant, point, seed)}.csv" not in finished
-        ]
+        missing = []
+        for variant in variants:
+            for seed in seeds:
+                name = f"{run_id(variant, point, seed)}.csv"
+                if name not in seen and name not in finished:
+                    missing.append((at(variant, point), seed))
+                seen.add(name)
         size = runs_per_chunk(point.config)
         todo += [(point, missing[i : i + size]) for i in range(0, len(missing), size)]
-    return todo
+    return todo, len(seen)
 
 
 def _check_backend(n_jobs: int, backend: str, scheduler: str | None) -> None:
@@ -277,16 +442,16 @@ def _check_folder(folder: Path) -> None:
     check_writable(folder.resolve().parent, "--out-dir")
 
 
-def _replaces(folder: Path, manifest: dict[str, Any], force: bool) -> bool:
-    """Whether `folder` holds another sweep, which `force` lets this one replace.
+def _existing(folder: Path) -> dict[str, Any] | None:
+    """The manifest of the sweep in `folder`, or None if it holds none.
 
-    InvalidInput if it does and `force` is not given, or if its sweep.json is not a sweep manifest:
-    even `force` does not remove files from a folder that toyrl may not have made.
+    InvalidInput if its sweep.json is not a sweep manifest, or if it has no sweep.json but files a
+    sweep writes: even `force` does not remove files from a folder that toyrl may not have made.
     """
     path = folder / "sweep.json"
     if not os.path.lexists(path):
         _check_not_foreign(folder)
-        return False
+        return None
     remedy = "remove it, or choose another --out-dir"
     try:
         existing = json.loads(read_bytes(path, MANIFEST).decode("utf-8"))
@@ -303,16 +468,99 @@ def _replaces(folder: Path, manifest: dict[str, Any], force: bool) -> bool:
     for key, kind in MANIFEST_TYPES.items():
         if not isinstance(existing.get(key), kind):
             raise InvalidInput(f"{path}: not a sweep manifest ({key!r} must be {JSON_NAMES[kind]}); {remedy}")
-    ignore = "toyrl_version"  # a sweep begun with another version resumes
-    same = {k: v for k, v in existing.items() if k != ignore} == {
-        k: v for k, v in json.loads(json.dumps(manifest)).items() if k != ignore
+    return existing
+
+
+def _same(existing: dict[str, Any], manifest: dict[str, Any]) -> bool:
+    """Whether two manifests are of one sweep (a sweep begun with another toyrl version resumes)."""
+    ignore = "toyrl_version"
+    return {k: v for k, v in existing.items() if k != ignore} == {
+        k: v for k, v in manifest.items() if k != ignore
     }
-    if not same and not force:
-        raise InvalidInput(
-            f"{folder} holds a different sweep (see {path.name}); "
-            "use another --out-dir, or --force to replace it"
-        )
-    return not same
+
+
+def _grow(
+    folder: Path,
+    existing: dict[str, Any],
+    variants: Sequence[Variant],
+    grid: dict[str, list[Any]],
+    seeds: Sequence[int],
+    base: Config,
+) -> tuple[list[Variant], dict[str, list[Any]], list[int]]:
+    """The sweep given, grown by what the sweep in `folder` (its manifest `existing`) has beyond it:
+    the given variants, seeds and axis values first, then the folder's others.
+
+    InvalidInput naming the setting when one would change the folder's finished runs: a base
+    configuration field that neither grids, a variant's spec under the same name, a plugin's
+    source, an axis only one of the sweeps has without the other's value among its values (a new
+    axis must hold the value the finished runs were made at), or a run the folder's sweep has that
+    toyrl cannot rebuild.
+    """
+    remedy = "use another --out-dir, or --force to replace it"
+    there = f"the sweep in {folder}"
+    given = {variant.name: variant for variant in variants}
+    grown = list(variants)
+    for name, spec in existing["variants"].items():
+        if name in given:
+            if given[name].spec_text() != spec:
+                raise InvalidInput(
+                    f"variant {name!r} is {given[name].spec_text()} here but {spec} in {there}; "
+                    f"give it another name, or {remedy}"
+                )
+            continue
+        try:
+            old = VARIANTS[name] if name in VARIANTS and VARIANTS[name].spec_text() == spec else None
+            grown.append(old or replace(parse_spec(str(spec)), name=name))
+        except InvalidInput as error:
+            raise InvalidInput(
+                f"{there} has variant {name!r}, which cannot be rebuilt ({error}); {remedy}"
+            ) from None
+    recorded = {p["name"]: p.get("sha256") for p in existing.get("plugins", []) if isinstance(p, dict)}
+    for plugin in plugins_used(grown):
+        if plugin.name in recorded and recorded[plugin.name] != plugin.sha256:
+            raise InvalidInput(
+                f"plugin {plugin.name}'s source is not the one {there} was made with (sha256 "
+                f"{str(recorded[plugin.name])[:12]} there, {plugin.sha256[:12]} here); {remedy}"
+            )
+    old_grid: dict[str, list[Any]] = existing["grid"]
+    old_base = existing["base_config"]
+    new_base = json.loads(json.dumps(base.to_dict()))
+    merged: dict[str, list[Any]] = {}
+    for key in [*grid, *(key for key in old_grid if key not in grid)]:
+        new_values, old_values = grid.get(key), old_grid.get(key)
+        if new_values is not None and old_values is not None:
+            merged[key] = [*new_values, *(value for value in old_values if value not in new_values)]
+            continue
+        ours = new_values if new_values is not None else old_values
+        assert ours is not None
+        over = f"{key} over {', '.join(map(str, ours))}"
+        if new_values is not None:  # a new axis: the finished runs are at one value of it
+            shown = f"--grid {key} is a new axis; {there} has"
+            advice = f"give --grid {key} with {{}} among its values, or {remedy}"
+        else:  # an axis the command leaves out: its runs are at one value of it
+            shown = f"{there} grids {over}; this command has"
+            advice = f"give --grid {key} with {{}} to add it, or {remedy}"
+        if stage_axis(key) is None:
+            value = old_base.get(key) if new_values is not None else new_base[key]
+            if value not in ours:
+                raise InvalidInput(f"{shown} its runs at {key}={value}; {advice.format(value)}")
+        else:
+            others = variants if new_values is None else [v for v in grown if v.name in existing["variants"]]
+            for variant in others:
+                kind = _owner(variant, key)
+                value = parameters(variant.stage(kind))[key.rpartition(".")[2]] if kind else None
+                if kind is not None and value not in ours:
+                    way = advice.format(value) if value is not None else f"no grid holds None; {remedy}"
+                    raise InvalidInput(f"{shown} {variant.name}'s runs at {key}={value}; {way}")
+        merged[key] = list(ours)
+    for key in CONFIG_FIELDS:
+        if key not in merged and old_base.get(key) != new_base[key]:
+            raise InvalidInput(
+                f"--{key.replace('_', '-')} is {new_base[key]} here but {old_base.get(key)} in {there}; "
+                f"grid it (--grid {key}=...) to add values, or {remedy}"
+            )
+    old_seeds = [seed for seed in existing["seeds"] if seed not in seeds]
+    return grown, merged, [*seeds, *old_seeds]
 
 
 def _check_not_foreign(folder: Path) -> None:
@@ -487,7 +735,8 @@ def _collect(
     folder: Path, variants: Sequence[Variant], grid_points: list[Point], seeds: Sequence[int]
 ) -> pd.DataFrame:
     """Write results.csv (every run's rows with the grid's columns, in grid order) one run at a time,
-    and final.csv from every run's last row; return those last rows."""
+    and final.csv from every run's last row; return those last rows (the grid's keys in their
+    `attrs["grid"]`)."""
     last_rows: list[list[Any]] = []
     shape = pd.DataFrame()  # a run's columns and their types, with no rows
 
@@ -513,6 +762,7 @@ def _collect(
     ].agg(["mean", "std"])
     final.columns = ["_".join(map(str, column)) for column in final.columns.to_flat_index()]
     write_atomic(folder / "final.csv", final.reset_index().to_csv(index=False, lineterminator="\n"))
+    last.attrs["grid"] = keys  # the grown sweep's axes, which may be more than those given
     return last
 
 

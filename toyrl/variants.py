@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from toyrl.config import InvalidInput
 from toyrl.objective import Variant, parse_spec, spec_keys
@@ -363,6 +364,53 @@ VARIANTS: dict[str, Variant] = {
             "GFPO by reward per token: 16 draws, the 8 most efficient kept",
             "GFPO's token-efficiency metric (Shrivastava et al. 2025: reward / length), G' = 16, k = 8",
         ),
+        # The objectives proposed in 2025-2026 (issue 42): docs/variants.md cites each formula's source.
+        _named(
+            "skyrl_prompt_mean",
+            "advantage=group_std_sample,aggregation=prompt_mean,std_eps=1e-06",
+            "SkyRL's prompt mean: the token mean within each group, then the mean over prompts",
+            "SkyRL skyrl-v0.3.0 trainer.algorithm.loss_reduction='prompt_mean' with its default "
+            "advantage_estimator='grpo' (grpo_norm_by_std=True, torch.std, epsilon 1e-6)",
+        ),
+        _named(
+            "delta_l_norm",
+            "advantage=group_std_sample,aggregation=delta_l,dual_clip=3.0,std_eps=1e-06",
+            "ΔL Normalization: token weights |o|^-1 / sum |o|^-1 over the batch",
+            "ΔL Normalization (He et al. 2025, arXiv 2509.07558) at alpha = 1 (its minimum-variance "
+            "setting, the CountDown runs; 0.75 for math), as the authors' verl fork runs it "
+            "(algorithm.use_grpopp=True with adv_estimator='grpo', the vanilla loss's dual clip "
+            "clip_ratio_c=3)",
+        ),
+        _named(
+            "max_rl",
+            "advantage=max_rl,aggregation=token_mean",
+            "MaxRL: (r - group mean) / group mean, token mean",
+            "prime-rl v0.8.0 orchestrator.algo.type='max_rl' (MaxRL, arXiv 2602.02710), its loss "
+            "normalised by the step's token count (src/prime_rl/trainer/rl/loss.py, rl_scale)",
+        ),
+        _named(
+            "prime_rl_length_penalty",
+            "advantage=none,aggregation=token_mean,reward=length_penalty",
+            "prime-rl's linear length penalty: pass-rate-scaled, before the group mean",
+            "prime-rl v0.8.0 orchestrator.algo.type='grpo' (r - group mean) with "
+            "[orchestrator.algo.length_penalty] type='linear' at its defaults (0.25, 0.1, 0.1), its loss "
+            "normalised by the step's token count",
+        ),
+        _named(
+            "gr3",
+            "advantage=group_std,aggregation=seq_mean_token_mean,reward=gr3",
+            "GR3: the reward rescaled by 1 / (1 + 0.3 |o| / group mean |o|), in the article's GRPO",
+            "GR3 (Li et al. 2026, arXiv 2603.10535) at alpha = 0.3 inside GRPO, the base algorithm it is "
+            "integrated into (its own loss aggregation and alpha calibration are not in the sources read)",
+        ),
+        _named(
+            "trl_async_grpo",
+            "advantage=group_std,aggregation=token_mean,std_eps=1e-08",
+            "TRL's AsyncGRPO: population std, token sum over the global token count",
+            "TRL 1.16.0 trl/experimental/async_grpo (async_rollout_worker.py: (r - mean) / (np.std + 1e-8) "
+            "per group, the population std; async_grpo_trainer.py compute_loss: the token sum over "
+            "global_n_tokens, the micro-batch's trained tokens over all ranks), one micro-batch a step",
+        ),
     )
 }
 
@@ -380,8 +428,60 @@ def display_name(name: str) -> str:
     return variant.title if variant is not None else name
 
 
+# A label (`label=NAME` in a spec, or `NAME=SPEC`): the name a variant is shown and stored under.
+LABEL_MAX = 40
+LABEL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+LABEL_FORM = f"1 to {LABEL_MAX} letters, digits, '_', '.' or '-', starting with a letter"
+
+
+def check_label(label: str) -> str:
+    """`label` if it can name a variant: of LABEL_FORM (no `=` or `,`: not a spec), and neither a
+    named variant's name or display text, `all` nor a spec key (`NAME=PRESET` would read as a
+    spec); InvalidInput if not."""
+    if not (0 < len(label) <= LABEL_MAX and label[0].isalpha() and set(label) <= LABEL_CHARACTERS):
+        raise InvalidInput(f"label {label!r} must be {LABEL_FORM}")
+    if label in VARIANTS or label == "all" or label in {variant.title for variant in VARIANTS.values()}:
+        raise InvalidInput(
+            f"label {label!r} is already a named variant's name or display text ('toyrl variants'); "
+            "choose another"
+        )
+    if label in (*spec_keys(), "label", "eps"):
+        raise InvalidInput(f"label {label!r} is a spec key; choose another")
+    return label
+
+
+def _split_label(text: str) -> tuple[str | None, str]:
+    """(label, the variant without it) of `text`: a spec with a `label=NAME` pair, or `NAME=SPEC`
+    or `NAME=PRESET` (NAME not a spec key; SPEC's first pair has its own `=`); (None, text) if it
+    has no label."""
+    parts = text.split(",")
+    labels = [part.partition("=")[2].strip() for part in parts if part.partition("=")[0].strip() == "label"]
+    if labels:
+        text = ",".join(part for part in parts if part.partition("=")[0].strip() != "label")
+    key, sign, rest = text.partition("=")
+    if sign and key.strip() not in (*spec_keys(), "label", "eps"):
+        if "=" in rest.split(",")[0] or rest.strip() in VARIANTS:
+            labels.append(key.strip())
+            text = rest
+    if len(labels) > 1:
+        raise InvalidInput(f"variant {text!r} is given {len(labels)} labels ({', '.join(labels)}); give one")
+    if labels and not text.strip():
+        raise InvalidInput(f"label {labels[0]!r} names no variant: add a name or a spec")
+    return (labels[0], text.strip()) if labels else (None, text)
+
+
 def parse_variant(text: str) -> Variant:
-    """A named variant, or one spelled as a spec `key=value,...` (see `toyrl.objective`)."""
+    """A named variant, or one spelled as a spec `key=value,...` (see `toyrl.objective`); either
+    labelled, `label=NAME` among the spec's pairs or `NAME=SPEC` (`NAME=PRESET` for a named one).
+    A labelled variant is named by its label (`check_label`): the results' variant column, tables
+    and legends show it; a preset keeps its summary, but not its display text."""
+    label, text = _split_label(text)
+    if label is not None:
+        return dataclasses.replace(_unlabelled(text), name=check_label(label), label="")
+    return _unlabelled(text)
+
+
+def _unlabelled(text: str) -> Variant:
     if text in VARIANTS:
         return VARIANTS[text]
     if "=" not in text:
@@ -394,18 +494,40 @@ def parse_variant(text: str) -> Variant:
     return parse_spec(text)
 
 
-def saved_variant(name: str) -> Variant:
-    """The variant a results table names `name`, keeping that name: a table written by toyrl 0.2
-    names a spelled variant by the text it was given, not by its canonical spec, and a replay of
-    its runs must produce rows under the same name."""
+def saved_variant(name: str, recorded: Any = None) -> Variant:
+    """The variant a results table names `name`, keeping that name: built from its spec in
+    `recorded` (a sidecar's "variants": a labelled variant's name is not a spec) when that has
+    one, else read from the name (a table written by toyrl 0.2 names a spelled variant by the text
+    it was given, not by its canonical spec, and a replay of its runs must produce rows under the
+    same name)."""
+    entry = recorded.get(name) if isinstance(recorded, dict) else None
+    if isinstance(entry, dict) and isinstance(entry.get("spec"), dict):
+        summary, stands_for = str(entry.get("summary", "")), str(entry.get("stands_for", ""))
+        return _from_spec(name, entry["spec"], summary=summary, stands_for=stands_for)
     variant = parse_variant(name)
     return variant if variant.name == name else dataclasses.replace(variant, name=name)
 
 
-def parse_variants(names: Sequence[str]) -> list[Variant]:
-    """Variants by name or spec, without repeats; 'all' stands for the article's four."""
+def distinct(variants: Iterable[Variant]) -> list[Variant]:
+    """`variants` without repeats (one name given twice with one spec is one variant); InvalidInput
+    naming both specs when two variants of different specs share a name (a label)."""
     chosen: dict[str, Variant] = {}
-    for text in names:
-        for variant in article_variants() if text == "all" else [parse_variant(text)]:
-            chosen[variant.name] = variant
+    for variant in variants:
+        known = chosen.get(variant.name)
+        if known is not None and known.spec() != variant.spec():
+            raise InvalidInput(
+                f"two variants are named {variant.name!r}: {known.spec_text()} and {variant.spec_text()}; "
+                "give each its own label"
+            )
+        chosen[variant.name] = variant
     return list(chosen.values())
+
+
+def parse_variants(names: Sequence[str]) -> list[Variant]:
+    """Variants by name or spec (labelled or not), without repeats; 'all' stands for the article's
+    four; InvalidInput when two of different specs would share a name (`distinct`)."""
+    return distinct(
+        variant
+        for text in names
+        for variant in (article_variants() if text == "all" else [parse_variant(text)])
+    )

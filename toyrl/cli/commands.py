@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
     from toyrl import plots
     from toyrl.experiment import Columns
+    from toyrl.objective import Variant
+    from toyrl.results import SavedRuns
 
 
 app = typer.Typer(
@@ -109,13 +111,23 @@ def _workers(workers: int) -> str:
 @with_config_options
 def run(
     config: Config,
+    given: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="VARIANT",
+            help="Variants, as --variant takes them (the two may be mixed), e.g. "
+            "mine=advantage=none,aggregation=token_mean: a label, =, then a name or a spec.",
+            show_default=False,
+        ),
+    ] = None,
     variant: Annotated[
         list[str] | None,
         typer.Option(
             metavar="NAME|SPEC",
             help="Variant, repeatable: a name (toyrl variants lists them), all (the article's four, the "
             "default), or a spec of key=value pairs joined by commas, such as "
-            "advantage=rloo,num_iterations=2.",
+            "advantage=rloo,num_iterations=2; labelled, label=NAME among its pairs or NAME=SPEC "
+            "(NAME=PRESET), it is named NAME in the results, tables and figures.",
         ),
     ] = None,
     seeds: Annotated[int, typer.Option(metavar="N", help="Number of seeds per variant (>= 1).")] = 6,
@@ -124,8 +136,16 @@ def run(
     ] = 0,
     n_jobs: Annotated[int, typer.Option(metavar="J", help=N_JOBS_HELP)] = 1,
     out: Annotated[
-        Path, typer.Option(metavar="PATH.csv", help="Results CSV; its configuration goes beside it as .json.")
-    ] = Path("toyrl-run.csv"),
+        Path | None,
+        typer.Option(
+            metavar="PATH.csv",
+            help="Results CSV; its configuration goes beside it as .json. Default: toyrl-run.csv for the "
+            "four at the defaults, else named by the variants and the settings not at their defaults "
+            "(toyrl-run_dr_grpo,steps=200.csv). Runs it holds already, made with the same settings, are "
+            "kept; only the missing ones run.",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     mean_field: Annotated[
         bool,
@@ -135,13 +155,23 @@ def run(
         bool, typer.Option("--exact", hidden=True, help="Deprecated name of --mean-field.")
     ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Replace results at --out made with other settings.")
+        bool,
+        typer.Option(
+            "--force", help="Replace results at --out made with other settings; run every run again."
+        ),
     ] = False,
 ) -> None:
-    """Train every (variant, seed) pair and write one row per (variant, seed, step)."""
-    from toyrl.experiment import check_experiment
+    """Train every (variant, seed) pair and write one row per (variant, seed, step); into results of
+    the same settings, only the runs they lack."""
     from toyrl.files import check_output_path, claim
-    from toyrl.results import check_overwrite, metadata, save_results, table_rows
+    from toyrl.results import (
+        default_results_path,
+        last_steps,
+        metadata,
+        save_results,
+        saved_runs,
+        write_grown,
+    )
     from toyrl.variants import parse_variants
 
     if exact:
@@ -149,35 +179,52 @@ def run(
             "toyrl: warning: --exact is now --mean-field; the old name goes in the next release", err=True
         )
     mean_field = exact or mean_field
-    variants = parse_variants(variant or ["all"])
+    variants = parse_variants([*(given or []), *(variant or [])] or ["all"])
     _check_seeds(seeds, seed_start)
-    if mean_field:
-        from toyrl.expected import check_exact_supported
-
-        check_exact_supported(variants)
+    out = default_results_path(config, variants, mean_field) if out is None else out
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
     command = "toyrl run --mean-field" if mean_field else "toyrl run"
     meta = metadata(config, variants, seed_list, command, mean_field=mean_field)
-    workers = check_experiment(config, variants, seed_list, n_jobs)
-    if not quiet:
-        _announce_cost("toyrl run", config, variants, seeds, mean_field, workers)
-    runs = len(variants) * seeds
     with Progress("toyrl run", quiet) as progress, claim(out, "results"):
-        check_overwrite(out, meta, force)
-        progress.begin(f"simulating {runs:,} runs", runs * (config.steps + 1))
-        table = run_experiment(
-            config,
-            variants,
-            seed_list,
-            n_jobs=n_jobs,
-            progress=progress.update,
-            mean_field=mean_field,
-            as_columns=True,
-            workers=workers,
-        )
+        saved = None if force else saved_runs(out, meta)
+        if saved is not None:  # the file's runs, then those asked that it lacks
+            variants = _saved_variants(saved, variants)
+            seed_list = sorted({*saved.seeds, *seed_list})
+            meta = metadata(config, variants, seed_list, command, mean_field=mean_field)
+        missing = _missing_runs(saved, variants, seed_list)
+        runs = sum(len(names) * len(seeds_) for names, seeds_ in missing)
+        workers = _check_run(config, variants, seed_list, n_jobs, mean_field)  # those the file will hold
+        if not quiet:
+            if saved is not None:
+                _say_reused(out, saved, len(variants) * len(seed_list), runs)
+            if runs:
+                _announce_cost("toyrl run", config, variants, runs // len(variants), mean_field, workers)
+        if runs:
+            progress.begin(f"simulating {runs:,} runs", runs * (config.steps + 1))
+        tables = []
+        done = 0
+        for chosen, chosen_seeds in missing:
+            tables.append(
+                run_experiment(
+                    config,
+                    chosen,
+                    chosen_seeds,
+                    n_jobs=n_jobs,
+                    progress=lambda step, _, base=done: progress.update(base + step),
+                    mean_field=mean_field,
+                    as_columns=True,
+                    workers=min(workers, len(chosen) * len(chosen_seeds)),
+                )
+            )
+            done += len(chosen) * len(chosen_seeds) * (config.steps + 1)
         progress.end()
-        table, kept = save_results(table, out, meta, progress=progress.saving(out))
+        if saved is None:
+            table, kept = save_results(tables[0], out, meta, progress=progress.saving(out))
+        elif runs or saved.remake:
+            table, kept = write_grown(out, saved, meta, tables, progress=progress.saving(out)), False
+        else:  # every run asked is in the file already
+            table, kept = last_steps([lines[-1] for lines in saved.rows.values()]), True
     if not quiet:
         width = output_width()
         steps = _took(
@@ -186,11 +233,60 @@ def run(
             (f"comparing with {out.name}", "compared with the saved results in"),
             (f"writing {out.name}", "written in"),
         )
-        rows = table_rows(table) if isinstance(table, dict) else len(table)
-        summary = f"toyrl run: {runs:,} runs x {config.steps + 1:,} steps on {_workers(workers)}, "
-        typer.echo(wrap(summary + f"{rows:,} rows: {steps}", width, hanging="    "), err=True)
+        if runs:
+            rows = len(variants) * len(seed_list) * (config.steps + 1)
+            summary = f"toyrl run: {runs:,} runs x {config.steps + 1:,} steps on {_workers(workers)}, "
+            typer.echo(wrap(summary + f"{rows:,} rows: {steps}", width, hanging="    "), err=True)
         _final_tables(table, config.steps, width)
         typer.echo(wrap(_saved(out, kept), width, hanging="    "))
+
+
+def _check_run(config: Config, variants: list[Any], seeds: list[int], n_jobs: int, mean_field: bool) -> int:
+    """The workers `toyrl run` takes for these runs, or InvalidInput naming what it cannot run."""
+    from toyrl.experiment import check_experiment
+
+    if mean_field:
+        from toyrl.expected import check_exact_supported
+
+        check_exact_supported(variants)
+    return int(check_experiment(config, variants, seeds, n_jobs))
+
+
+def _saved_variants(saved: SavedRuns, asked: list[Variant]) -> list[Variant]:
+    """The variants of a results file (`toyrl.results.saved_runs`: their specs from its sidecar),
+    then those asked that it lacks, in the order asked."""
+    from toyrl.variants import saved_variant
+
+    known = {variant.name: variant for variant in asked}
+    kept = [known.get(name) or saved_variant(name, saved.meta["variants"]) for name in saved.variants]
+    return kept + [variant for variant in asked if variant.name not in saved.variants]
+
+
+def _missing_runs(
+    saved: SavedRuns | None, variants: list[Variant], seeds: list[int]
+) -> list[tuple[list[Variant], list[int]]]:
+    """The runs of variants x seeds a results file lacks, as blocks of variants x seeds: the file's
+    variants at the seeds it lacks, then the variants it lacks at every seed (every run when there
+    is no file, or its runs are made again). A run's numbers depend on its variant, seed and
+    configuration alone (tests/test_train.py), whatever runs beside it."""
+    if saved is None or saved.remake:
+        return [(variants, seeds)]
+    old = [variant for variant in variants if variant.name in saved.variants]
+    new = [variant for variant in variants if variant.name not in saved.variants]
+    new_seeds = [seed for seed in seeds if seed not in saved.seeds]
+    return [(v, s) for v, s in ((old, new_seeds), (new, seeds)) if v and s]
+
+
+def _say_reused(out: Path, saved: SavedRuns, runs: int, missing: int) -> None:
+    """On stderr: how many runs of `out` are kept and how many run (or why all run again)."""
+    if saved.remake:
+        said = f"{out.name}: running its {runs:,} runs again ({saved.remake})"
+    else:
+        reused = len(saved.rows)
+        said = f"{out.name}: reusing {reused:,} runs it holds, running {missing:,}"
+        if not missing and runs == reused:
+            said += " (it holds every run asked)"
+    typer.echo(wrap(f"toyrl run: {said}", output_width(), hanging="    "), err=True)
 
 
 def _final_tables(table: pd.DataFrame | Columns, steps: int, width: int | None) -> None:
@@ -577,8 +673,9 @@ def bias(
                 f"--step {chosen}: in {results}, variant {first['variant']}, seed {first['seed']} "
                 f"ends at step {first['step']}"
             )
+        recorded = meta.get("variants") if meta else None  # a labelled variant's spec is there
         runs = [
-            (saved_variant(name), int(s))
+            (saved_variant(name, recorded), int(s))
             for name in names
             for s in sorted(frame.loc[frame["variant"] == name, "seed"].unique())
         ]
@@ -634,7 +731,8 @@ def sweep(
         list[str] | None,
         typer.Option(
             metavar="KEY=V1,V2,...",
-            help="A configuration axis, repeatable, e.g. group_size=4,8,16,64.",
+            help="An axis, repeatable: a configuration field (group_size=4,8,16,64) or a stage "
+            "parameter, by its spec key or as KIND.PARAM (alpha=0,0.5,1; advantage.std_eps=1e-6,1e-4).",
         ),
     ] = None,
     seeds: Annotated[int, typer.Option(metavar="N", help="Seeds per grid point (>= 1).")] = 3,
@@ -660,19 +758,28 @@ def sweep(
         ),
     ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Replace a different sweep already in --out-dir.")
+        bool,
+        typer.Option(
+            "--force", help="Replace the sweep in --out-dir (instead of growing it) if it is a different one."
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
-    """Run every variant x grid point x seed; resumable: run it again to finish a stopped sweep."""
-    from toyrl.sweep import final_table, parse_grid, run_sweep
+    """Run every variant x grid point x seed; resumable (run it again to finish a stopped sweep) and
+    growable (add seeds, variants or grid values: only the new runs run)."""
+    from toyrl.sweep import final_table, parse_grid, run_sweep, unchanged
     from toyrl.variants import parse_variants
 
     chosen = parse_variants(variant or ["all"])
-    axes = parse_grid(grid or [], config)
+    axes = parse_grid(grid or [], config, chosen)
     _check_seeds(seeds, seed_start)  # the worker count, backend and folder are checked by run_sweep
     width = output_width()
     counts: dict[str, int] = {}  # runs in the sweep, and done before this command
+    if not quiet:
+        for key, names in unchanged(axes, chosen).items():
+            kept = ", ".join(names)
+            note = f"toyrl sweep: --grid {key} leaves {kept} unchanged (no stage of theirs has it)"
+            typer.echo(wrap(note, width), err=True)
 
     with Progress("toyrl sweep", quiet) as progress:
 
@@ -681,8 +788,7 @@ def sweep(
                 counts.update(total=total, before=done)
                 if not quiet:
                     typer.echo(
-                        wrap(f"toyrl sweep: {done:,}/{total:,} runs done, {total - done:,} left", width),
-                        err=True,
+                        wrap(f"toyrl sweep: {done:,} runs reused, {total - done:,} to run", width), err=True
                     )
                 progress.begin("running", total, "runs")
             progress.update(done, total, base=counts["before"])
@@ -702,13 +808,15 @@ def sweep(
         progress.begin("rendering the sweep figure")
         from toyrl.plots import plot_sweep, save_figures
 
-        save_figures({"sweep": plot_sweep(table, list(axes))}, out_dir)
+        keys = table.attrs["grid"]  # the grown sweep's axes: those given, and the folder's others
+        save_figures({"sweep": plot_sweep(table, keys)}, out_dir)
     if not quiet:
-        left = counts.get("total", 0) - counts.get("before", 0)
-        ran = f"ran {left:,} runs in {duration(progress.took['running'])}" if left else "nothing left to run"
+        reused = counts.get("before", 0)
+        ran = f"{reused:,} runs reused, {counts.get('total', 0) - reused:,} run"
+        took = duration(progress.took.get("running", 0.0))
         figure = duration(progress.took["rendering the sweep figure"])
-        typer.echo(wrap(f"toyrl sweep: {ran}; drew the figure in {figure}", width), err=True)
-        heading, rows = final_table(table, list(axes))
+        typer.echo(wrap(f"toyrl sweep: {ran} in {took}; drew the figure in {figure}", width), err=True)
+        heading, rows = final_table(table, keys)
         typer.echo(wrap(heading, width))
         typer.echo(format_table(rows, width=width))
         typer.echo(  # last, as `toyrl run`'s

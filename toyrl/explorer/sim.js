@@ -305,16 +305,16 @@
   // The stage classes this file ports, by kind: a stage registered in Python later is refused by
   // name until it is ported here.
   const PORTED = {
-    reward: ["WindowReward", "SoftOverlong"],
+    reward: ["WindowReward", "SoftOverlong", "LengthPenalty", "GroupRelativeRescaling"],
     sampler: ["OneDraw", "FilterGroups", "GroupFilter"],
     selector: ["AllResponses", "StoppedResponses"],
-    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred", "BestOverSecond"],
-    normaliser: ["PerResponse", "TokenMean", "LengthPower", "LongestResponse"],
+    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred", "BestOverSecond", "MeanScaled"],
+    normaliser: ["PerResponse", "TokenMean", "LengthPower", "LongestResponse", "PromptMean", "DeltaL"],
     objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient", "GMPO", "VESPO"],
     kl: ["K3", "K1Reward"],
     schedule: ["Epochs"],
   };
-  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut", "BestOverSecond"]);
+  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut", "BestOverSecond", "MeanScaled"]);
   // objectives of one ratio (or weight) a response: one advantage a response too
   const SEQUENCE_OBJECTIVES = ["gspo", "gmpo", "vespo"];
 
@@ -356,6 +356,28 @@
 
   function rewardsOf(stage, batch, c, correct) {
     if (stage.class === "WindowReward") return correct;
+    const G = c.group_size;
+    if (stage.class === "LengthPenalty") { // r - p (w_out |o| / max |o| + w_in + w_turns), p the group's pass rate
+      const tokens = tokenCount(batch, c.approach_tokens), out = new Float64Array(correct.length);
+      for (let start = 0; start < out.length; start += G) {
+        const passRate = sum(correct, start, G) / G;
+        let longest = -Infinity;
+        for (let i = start; i < start + G; i++) longest = Math.max(longest, tokens[i]);
+        for (let i = start; i < start + G; i++) {
+          const fraction = stage.num_output_tokens_weight * (tokens[i] / longest) + stage.num_input_tokens_weight + stage.num_turns_weight;
+          out[i] = correct[i] - passRate * fraction;
+        }
+      }
+      return out;
+    }
+    if (stage.class === "GroupRelativeRescaling") { // r / (1 + alpha |o| / group mean |o|)
+      const tokens = tokenCount(batch, c.approach_tokens), out = new Float64Array(correct.length);
+      for (let start = 0; start < out.length; start += G) {
+        const mean = sum(tokens, start, G) / G;
+        for (let i = start; i < start + G; i++) out[i] = correct[i] / (1 + stage.alpha * (tokens[i] / mean));
+      }
+      return out;
+    }
     // SoftOverlong: 1 or `incorrect`, plus min(0, -(|o| - (L_max - b)) / b) penalty_factor
     const longest = c.cap + c.approach_tokens;
     const buffer = stage.buffer * longest;
@@ -455,6 +477,14 @@
         }
         return out;
       }
+      case "MeanScaled": { // (r - mu) / mu, mu the group's mean reward; 0 where mu <= 0
+        const out = new Float64Array(N);
+        for (let start = 0; start < N; start += G) {
+          const mean = sum(rewards, start, G) / G;
+          if (mean > 0) for (let i = start; i < start + G; i++) out[i] = (rewards[i] - mean) / mean;
+        }
+        return out;
+      }
     }
     throw new Error(`advantage ${stage.name} is not in the page`);
   }
@@ -474,6 +504,26 @@
       let longest = 0;
       for (let i = 0; i < N; i++) longest = Math.max(longest, !members || members[i] ? tokens[i] : 0);
       return [new Float64Array(N).fill(longest), memberCount()];
+    }
+    if (stage.class === "PromptMean") { // the group's tokens in the loss (at least 1), n the prompts among `members`
+      const G = c.group_size, D = new Float64Array(N), counted = new Float64Array(G);
+      let prompts = 0;
+      for (let start = 0; start < N; start += G) {
+        let member = !members;
+        for (let g = 0; g < G; g++) {
+          const i = start + g, inside = !members || members[i];
+          counted[g] = included[i] && inside ? tokens[i] : 0;
+          if (inside) member = true;
+        }
+        D.fill(Math.max(sum(counted), 1), start, start + G);
+        if (member) prompts += 1;
+      }
+      return [D, prompts];
+    }
+    if (stage.class === "DeltaL") { // L_norm |o_i|^alpha mean_j |o_j|^-alpha, the mean over the sampled batch
+      const inverse = tokens.map((t) => K.power(t, -stage.alpha));
+      const mean = sum(inverse) / N;
+      return [inverse.map((v) => c.length_norm_value * mean / v), memberCount()];
     }
     const D = stage.by_tokens ? Float64Array.from(tokens) : new Float64Array(N).fill(stage.by_length_norm ? c.length_norm_value : 1);
     return [D, stage.averaged ? memberCount() : 1];
@@ -1130,6 +1180,10 @@
   function conditional(stage, r, others, G, eps) { // E[A_1 | r_1 = r, k' others correct]
     if (stage.class === "Centred") return r - (r + others) / G;
     if (stage.class === "LeaveOneOut") return r - others / (G - 1);
+    if (stage.class === "MeanScaled") {
+      const mean = (r + others) / G;
+      return mean > 0 ? (r - mean) / mean : 0;
+    }
     const k = r + others;
     if (stage.class === "BestOverSecond") { // the group's one success: a margin of 1
       const alone = others === 0 ? r : 0;

@@ -16,12 +16,16 @@ checker, and `toyrl.plugins` holds a plugin's stage to it when it loads.
 | ---------- | ---------------------------------------------------------------------------- |
 | reward     | `window`: 1 iff right approach, stopped, L >= min_length (the article's);     |
 |            | `soft_overlong`: DAPO's 1 / -1 with its soft overlong punishment              |
+|            | `length_penalty`: prime-rl's pass-rate-scaled linear length penalty;          |
+|            | `gr3`: GR3's r / (1 + alpha abs(o) / group mean abs(o))                        |
 | sampler    | `once` (the article's); `filter_groups` (DAPO's dynamic sampling); `gfpo`       |
 |            | (GFPO: G' draws a prompt, the G shortest or most reward per token kept)        |
 | selector   | `all`; `stopped` (truncated responses masked out of the loss: mask_truncated) |
 | advantage  | `group_std` (ddof 0), `group_std_sample` (ddof 1), `batch_std`, `none`, `rloo`,        |
-|            | `batch_whiten`, `token_whiten`(`_sample`), `reinforce_pp`, `opo`, `gpg`         |
-| normaliser | the six aggregations and `length_power`: D_i and n of w_i = A_i / D_i          |
+|            | `batch_whiten`, `token_whiten`(`_sample`), `reinforce_pp`, `opo`, `gpg`,        |
+|            | `passk`, `max_rl`                                                             |
+| normaliser | the six aggregations, `length_power`, `prompt_mean`, `delta_l`: D_i and n of   |
+|            | w_i = A_i / D_i                                                               |
 | objective  | `ppo_clip`: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A), dual_clip |
 |            | `gspo`: the same with the sequence's ratio s_i (geometric mean of its tokens') |
 |            | `cispo`: sg(clip(rho)) A log pi; `sapo`: a soft gate; `gpg`: A log pi          |
@@ -42,6 +46,7 @@ Advantages, with eps the std epsilon (the stage's `std_eps`, or the configuratio
 | `token_whiten`(`_sample`), `reinforce_pp` | whitened over the batch's tokens (`TokenWhiten`)      |
 | `opo`              | r_i - sum_j abs(o_j) r_j / sum_j abs(o_j) over the group  (OPO)                |
 | `gpg`              | (N / M) (r_i - group mean), M the batch's nonzero rewards  (GPG)      |
+| `max_rl`           | (r_i - group mean) / group mean, 0 if the mean is 0  (MaxRL)          |
 
 Aggregations (N = B G responses, |o_i| the token count of response i, L_norm a constant, by
 default the cap):
@@ -55,6 +60,8 @@ default the cap):
 | `token_sum_norm`          | L_norm                | 1 | verl `seq-mean-token-sum-norm` (sum / L)  |
 | `token_sum`               | 1                     | 1 | plain sum                                 |
 | `length_power`            | abs(o_i)^(1-a) L^a    | N | the family between the two (alpha = a)    |
+| `prompt_mean`             | sum_j abs(o_j), group | B | SkyRL `prompt_mean`                       |
+| `delta_l`                 | L abs(o_i)^a mean_j abs(o_j)^-a | N | Delta L Normalization (alpha = a) |
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from toyrl.stages.advantage import (
     GroupStd,
     LeaveOneOut,
     LengthWeightedBaseline,
+    MeanScaled,
     RescaledCentred,
     TokenWhiten,
     advantages_of,
@@ -75,10 +83,12 @@ from toyrl.stages.advantage import (
 )
 from toyrl.stages.kl import K3, KL, K1Reward, TokenAdvantage
 from toyrl.stages.normaliser import (
+    DeltaL,
     LengthPower,
     LongestResponse,
     Normaliser,
     PerResponse,
+    PromptMean,
     TokenMean,
     weights,
 )
@@ -106,7 +116,14 @@ from toyrl.stages.registry import (
     simulated_only,
     stage_name,
 )
-from toyrl.stages.reward import Reward, SoftOverlong, WindowReward, correct
+from toyrl.stages.reward import (
+    GroupRelativeRescaling,
+    LengthPenalty,
+    Reward,
+    SoftOverlong,
+    WindowReward,
+    correct,
+)
 from toyrl.stages.sampler import FilterGroups, GroupFilter, OneDraw, Sampler, generated
 from toyrl.stages.schedule import Epochs, Schedule
 from toyrl.stages.selector import AllResponses, Selector, StoppedResponses
@@ -141,21 +158,26 @@ __all__ = [
     "BatchWhiten",
     "BestOverSecond",
     "Centred",
+    "DeltaL",
     "Epochs",
     "FilterGroups",
     "GroupFilter",
+    "GroupRelativeRescaling",
     "GroupStd",
     "K1Reward",
     "LeaveOneOut",
+    "LengthPenalty",
     "LengthPower",
     "LengthWeightedBaseline",
     "LongestResponse",
+    "MeanScaled",
     "Normaliser",
     "Objective",
     "OneDraw",
     "PPOClip",
     "PerResponse",
     "PlainPolicyGradient",
+    "PromptMean",
     "RescaledCentred",
     "Reward",
     "Sampler",

@@ -267,6 +267,26 @@ class BestOverSecond:
         return np.divide(alone, scale, out=np.zeros(scale.shape), where=scale > 0)
 
 
+@register("advantage", "max_rl")
+@dataclass(frozen=True)
+class MeanScaled:
+    """MaxRL's advantage (Tajwar et al. 2026, "Maximum Likelihood Reinforcement Learning", arXiv
+    2602.02710), as prime-rl implements it (prime-rl v0.8.0, src/prime_rl/orchestrator/algo/max_rl.py,
+    MaxRLAlgorithm.score_group): A_i = (r_i - mu) / mu, mu the group's mean reward, so a prompt
+    solved at rate p weighs about 1 / p. A group with mu <= 0 (no success, for 0/1 rewards) gets
+    zero advantages, as prime-rl does: there is no signal to scale. prime-rl computes in float32,
+    here in float64."""
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        group = rewards.shape[-1]
+        mean = np.add.reduce(rewards, axis=-1, keepdims=True) / group
+        return np.divide(rewards - mean, mean, out=np.zeros(rewards.shape), where=mean > 0)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        mean = (r + others) / group
+        return np.divide(r - mean, mean, out=np.zeros(mean.shape), where=mean > 0)
+
+
 def std_eps_of(advantage: Any, config: Config | float) -> float:
     """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`
     (or the number given for it)."""

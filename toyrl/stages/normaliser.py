@@ -232,3 +232,64 @@ def weights(advantage: FloatArray, denominator: FloatArray, included: NDArray[np
         return advantage / denominator
     ratio = np.divide(advantage, denominator, out=np.zeros(advantage.shape), where=denominator > 0)
     return np.where(included, ratio, 0.0)
+
+
+@register("normaliser", "prompt_mean")
+@dataclass(frozen=True)
+class PromptMean:
+    """D_i = the tokens in the loss of i's group among the responses `members` (at least 1), n = the
+    number of prompts with a response among them: the token mean within each prompt's group, then
+    the mean over prompts, so every prompt weighs the same whatever its responses' lengths. SkyRL's
+    loss_reduction='prompt_mean' (skyrl-v0.3.0, skyrl/backends/skyrl_train/utils/ppo_utils.py,
+    apply_loss_reduction_to_advantages_minibatch: token t of prompt p scaled by 1 / (num_prompts
+    x tokens_in_prompt_p), tokens counted by the loss mask with clamp(min=1), once per mini-batch;
+    SkyRL's mini-batches hold whole groups, here a group split by a mini-batch counts its part)."""
+
+    simulated_only: ClassVar[str] = "the group's token total couples its responses"
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        counted = included if members is None else included & members
+        group_tokens = np.maximum(np.where(counted, tokens, 0.0).sum(axis=-1, keepdims=True), 1.0)
+        if members is None:
+            prompts = np.full(tokens.shape[:-2], float(tokens.shape[-2]))
+        else:
+            prompts = members.any(axis=-1).sum(axis=-1).astype(np.float64)
+        return np.broadcast_to(group_tokens, tokens.shape), prompts
+
+
+@register("normaliser", "delta_l")
+@dataclass(frozen=True)
+class DeltaL:
+    """ΔL Normalization (He et al. 2025, arXiv 2509.07558): per-token weights proportional to
+    |o_i|^-alpha / sum_j |o_j|^-alpha over the sampled batch, the minimum-variance unbiased
+    combination of the responses' gradients when Var(g_i) grows as |o_i| (alpha = 1; alpha < 1
+    keeps more of the long responses' signal). As the authors' code takes it (Delta-L-Normalization
+    repository, README "Implementation of ∆L Normalization"; verl/trainer/ppo/core_algos.py,
+    compute_grpo_outcome_advantage with use_grpopp: A_i times |o_i|^-alpha / mean_j |o_j|^-alpha
+    over the whole batch, then masked_mean_allavg, the token sum over the responses times the
+    padded width): D_i = L_norm |o_i|^alpha mean_j(|o_j|^-alpha), the mean over the sampled batch,
+    n = N. alpha = 0 is Dr. GRPO's constant L_norm (the authors' "Dr. GRPO Norm" runs)."""
+
+    alpha: float = declared(1.0, 0.0, 1.0)
+    simulated_only: ClassVar[str] = "the batch's mean of |o|^-alpha couples its responses"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def denominators(
+        self,
+        tokens: FloatArray,
+        included: NDArray[np.bool_],
+        length_norm: float,
+        members: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        inverse = kernels.power(tokens, -self.alpha)  # |o|^-alpha [..., B, G]
+        responses = tokens.shape[-2] * tokens.shape[-1]
+        mean = np.add.reduce(inverse.reshape(*tokens.shape[:-2], responses), axis=-1) / responses
+        return length_norm * mean[..., None, None] / inverse, _members(tokens, members)

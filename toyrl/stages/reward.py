@@ -68,3 +68,59 @@ class SoftOverlong:
         exceed = batch.token_count(config.approach_tokens) - (longest - buffer)
         penalty = np.minimum(-exceed / buffer * self.penalty_factor, 0.0)
         return np.where(correct(batch, config) > 0, 1.0, self.incorrect) + penalty
+
+
+@register("reward", "length_penalty")
+@dataclass(frozen=True)
+class LengthPenalty:
+    """prime-rl's linear length penalty (prime-rl v0.8.0, src/prime_rl/orchestrator/algo/grpo.py,
+    GRPOAlgorithm.score_group; defaults from packages/prime-rl-configs/src/prime_rl/configs/
+    algorithm.py, LinearLengthPenaltyConfig): r_i - p (w_out |o_i| / max_j |o_j| + w_in in_i /
+    max_j in_j + w_turns turns_i / max_j turns_j), r_i the 0/1 reward, p the group's pass rate (its
+    mean reward), maxima over the group. On the toy every response of a group has the same prompt
+    and one turn, so the last two fractions are 1: the penalty is p (w_out |o_i| / max_j |o_j| +
+    w_in + w_turns). Only a group with a success is penalised, and within it the longest response
+    the most. prime-rl computes in float32, here in float64."""
+
+    num_output_tokens_weight: float = declared(0.25, 0.0, 1e6)
+    num_input_tokens_weight: float = declared(0.1, 0.0, 1e6)
+    num_turns_weight: float = declared(0.1, 0.0, 1e6)
+    simulated_only: ClassVar[str] = "the shaped reward is not 0 or 1"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+        reward = correct(batch, config)
+        tokens = batch.token_count(config.approach_tokens)
+        pass_rate = np.add.reduce(reward, axis=-1, keepdims=True) / reward.shape[-1]
+        fraction = (
+            self.num_output_tokens_weight * (tokens / tokens.max(axis=-1, keepdims=True))
+            + self.num_input_tokens_weight
+            + self.num_turns_weight
+        )
+        return reward - pass_rate * fraction
+
+
+@register("reward", "gr3")
+@dataclass(frozen=True)
+class GroupRelativeRescaling:
+    """GR3's multiplicative group-relative reward rescaling (Li et al. 2026, "Tackling Length
+    Inflation Without Trade-offs: Group Relative Reward Rescaling for Reinforcement Learning", arXiv
+    2603.10535): r_i / (1 + alpha |o_i| / mean_j |o_j|), the mean over i's group, so a correct
+    response earns less the longer it is than its group's average and a wrong one (reward 0) is
+    not touched. The formula as Weng et al. 2026 restate it ("Quality Determines Direction, Length
+    Shapes Magnitude", appendix A.2, eq. 12); GR3 picks alpha by its advantage-preservation
+    criterion (their eq. 13), not computed here: alpha is a setting, 0.3 the restating paper's
+    matched-compression choice (0.1 to 0.6 in its sweep)."""
+
+    alpha: float = declared(0.3, 0.0, 1e3)
+    simulated_only: ClassVar[str] = "the shaped reward is not 0 or 1"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+        tokens = batch.token_count(config.approach_tokens)
+        mean = np.add.reduce(tokens, axis=-1, keepdims=True) / tokens.shape[-1]
+        return correct(batch, config) / (1.0 + self.alpha * (tokens / mean))
