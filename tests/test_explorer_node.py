@@ -252,3 +252,45 @@ def test_the_simulator_calls_no_transcendental_of_the_engine() -> None:
     used = set(re.findall(r"\bMath\.(\w+)", source))
     assert used <= ENGINE_MATH, used - ENGINE_MATH
     assert "toyrlKernels" in source and "toyrlRandom" in source
+
+
+@needs_node
+def test_the_page_labels_variants_as_python_does(data: dict[str, Any]) -> None:
+    """A label (`label=NAME` among a spec's pairs, NAME=SPEC or NAME=PRESET) names the variant in the
+    page as in Python, and what Python refuses the page refuses in the same words: the rules are
+    Python's, shipped with the page's data."""
+    from toyrl.variants import parse_variant, parse_variants
+
+    good = [
+        "mine=advantage=none,aggregation=token_mean",
+        "advantage=none,aggregation=token_mean,label=mine",
+        "short=dr_grpo",
+        "dr_grpo",
+        "advantage=rloo,aggregation=seq_mean_token_sum",
+    ]
+    expression = f"JSON.stringify({json.dumps(good)}.map((v) => toyrl.resolve(v).name))"
+    names = json.loads(node_evaluate(data, expression))
+    assert names == [parse_variant(text).name for text in good]
+    bad = [
+        "label=1abc,advantage=none",
+        "label=grpo,advantage=none",
+        "label=alpha,advantage=none",
+        "label=a,label=b,advantage=none",
+        "label=mine",
+        "a b=advantage=none,aggregation=token_mean",
+    ]
+    duplicated = [
+        "a=advantage=none,aggregation=seq_mean_token_sum_norm",
+        "a=advantage=rloo,aggregation=seq_mean_token_sum_norm",
+    ]
+    cases = [([text], lambda text=text: parse_variant(text)) for text in bad]
+    cases.append((duplicated, lambda: parse_variants(duplicated)))
+    for variants, refuse in cases:
+        with pytest.raises(InvalidInput) as error:
+            refuse()
+        expression = (
+            "JSON.stringify((() => { try { toyrl.start({variants: "
+            + json.dumps(variants)
+            + ", seeds: 1, steps: 1}); return ''; } catch (e) { return e.message; } })())"
+        )
+        assert json.loads(node_evaluate(data, expression)) == str(error.value), variants

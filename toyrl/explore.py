@@ -239,6 +239,23 @@ def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -
             for v in VARIANTS.values()
         ],
         "recorded": recorded,
+        "labels": _labels(),
+    }
+
+
+def _labels() -> dict[str, Any]:
+    """What a label may be (`toyrl.variants.check_label`), for the page to hold labels to the same
+    rules in the same words."""
+    from toyrl.objective import spec_keys
+    from toyrl.variants import LABEL_CHARACTERS, LABEL_FORM, LABEL_MAX
+
+    taken = sorted({*VARIANTS, "all", *(variant.title for variant in VARIANTS.values())})
+    return {
+        "max": LABEL_MAX,
+        "characters": "".join(sorted(LABEL_CHARACTERS)),
+        "form": LABEL_FORM,
+        "taken": taken,
+        "spec_keys": [*spec_keys(), "label", "eps"],
     }
 
 

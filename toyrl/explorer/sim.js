@@ -213,7 +213,43 @@
     return spec;
   }
 
+  // A label (toyrl.variants: `label=NAME` among a spec's pairs, or NAME=SPEC / NAME=PRESET), held
+  // to Python's rules, shipped as data (DATA.labels), in its words.
+  const LABELS = DATA.labels;
+
+  function checkLabel(label) {
+    if (!(label.length > 0 && label.length <= LABELS.max && /\p{L}/u.test(label[0]) && [...label].every((ch) => LABELS.characters.includes(ch)))) fail(`label ${pythonRepr(label)} must be ${LABELS.form}`);
+    if (LABELS.taken.includes(label)) fail(`label ${pythonRepr(label)} is already a named variant's name or display text ('toyrl variants'); choose another`);
+    if (LABELS.spec_keys.includes(label)) fail(`label ${pythonRepr(label)} is a spec key; choose another`);
+    return label;
+  }
+
+  function splitLabel(text) { // [label or null, the variant's text without it], as _split_label
+    const key = (part) => part.split("=")[0].trim(), value = (part) => part.slice(part.indexOf("=") + 1).trim();
+    let parts = text.split(",");
+    const labels = parts.filter((part) => part.includes("=") && key(part) === "label").map(value);
+    if (labels.length) text = parts.filter((part) => !(part.includes("=") && key(part) === "label")).join(",");
+    const at = text.indexOf("=");
+    if (at >= 0 && !LABELS.spec_keys.includes(text.slice(0, at).trim())) {
+      const rest = text.slice(at + 1);
+      if (rest.split(",")[0].includes("=") || PRESETS.has(rest.trim())) {
+        labels.push(text.slice(0, at).trim());
+        text = rest;
+      }
+    }
+    if (labels.length > 1) fail(`variant ${pythonRepr(text)} is given ${labels.length} labels (${labels.join(", ")}); give one`);
+    if (labels.length && !text.trim()) fail(`label ${pythonRepr(labels[0])} names no variant: add a name or a spec`);
+    return labels.length ? [labels[0], text.trim()] : [null, text];
+  }
+
   function resolve(variant) {
+    if (typeof variant === "string") {
+      const [label, text] = splitLabel(variant);
+      if (label !== null) {
+        const resolved = resolve(text);
+        return { ...resolved, name: checkLabel(label) };
+      }
+    }
     let name = null, spec = variant;
     if (typeof variant === "string") {
       if (PRESETS.has(variant)) ({ name, spec } = PRESETS.get(variant));
@@ -251,6 +287,18 @@
       name = [...PRESETS.values()].find((p) => sameSpec(p.spec, spec))?.name ?? text;
     }
     return { name, spec, stages };
+  }
+
+  /* The variants without repeats; two of different specs under one name (a label) refused, as
+     toyrl.variants.distinct refuses them (each spec named as given, not in Python's canonical text). */
+  function distinct(variants) {
+    const chosen = new Map(), text = (spec) => Object.entries(spec).map(([k, x]) => `${k}=${x}`).join(",");
+    for (const v of variants) {
+      const known = chosen.get(v.name);
+      if (known && !sameSpec(known.spec, v.spec)) fail(`two variants are named ${pythonRepr(v.name)}: ${text(known.spec)} and ${text(v.spec)}; give each its own label`);
+      chosen.set(v.name, v);
+    }
+    return [...chosen.values()];
   }
 
   function sameSpec(a, b) {
@@ -1428,7 +1476,7 @@
       if (rows > limit) fail(`${chosen.length} variant${chosen.length > 1 ? "s" : ""} x ${seedCount} seed${seedCount > 1 ? "s" : ""} x ${(c.steps + 1).toLocaleString("en")} steps would be ${rows.toLocaleString("en")} rows; the page holds at most ${limit.toLocaleString("en")}: use fewer variants, seeds or steps (toyrl run holds ${LIMITS.max_rows.toLocaleString("en")})`);
       const responses = runs * c.batch_prompts * c.group_size;
       if (!spec.mean_field && responses > LIMITS.max_responses) fail(`${runs.toLocaleString("en")} runs x batch_prompts x group_size would be ${responses.toLocaleString("en")} responses a step; the page holds at most ${LIMITS.max_responses.toLocaleString("en")}: use fewer variants, seeds, prompts or a smaller group`);
-      const chosenVariants = chosen.map(resolve);
+      const chosenVariants = distinct(chosen.map(resolve));
       const { bytes, seconds } = footprint(c, chosenVariants, seedCount, spec.mean_field);
       const what = `${runs.toLocaleString("en")} run${runs > 1 ? "s" : ""}`;
       if (bytes > LIMITS.page_bytes) fail(`${what} x ${(c.steps + 1).toLocaleString("en")} steps would hold about ${megabytes(bytes)}; the page holds at most ${megabytes(LIMITS.page_bytes)}: use fewer variants, seeds, steps, prompts or a smaller batch (or toyrl run)`);
