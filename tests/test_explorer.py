@@ -254,3 +254,18 @@ def test_the_committed_page_is_the_one_reproduce_writes() -> None:
     assert hashlib.sha256(committed).hexdigest() == hashlib.sha256(page.encode()).hexdigest(), (
         "figures/explorer.html is stale: run toyrl reproduce"
     )
+
+
+def test_the_page_leaves_out_comment_lines_and_refuses_a_template_over_lines() -> None:
+    """The inlined scripts drop their `//` lines only (a line of code with a trailing comment, a
+    URL in a string, stay); a template literal spanning lines, inside which such a line would be
+    text, is refused rather than cut."""
+    from toyrl.explore import _without_comment_lines
+
+    script = "const a = 1; // kept: code first\n  // dropped\nconst url = 'https://x'; /* kept */\n"
+    assert (
+        _without_comment_lines(script, "x.js")
+        == "const a = 1; // kept: code first\nconst url = 'https://x'; /* kept */\n"
+    )
+    with pytest.raises(ValueError, match="line 1: a template literal must not span lines"):
+        _without_comment_lines("const t = `first\n// text, not a comment\n`;", "x.js")

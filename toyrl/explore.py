@@ -244,26 +244,38 @@ def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -
 
 
 def _labels() -> dict[str, Any]:
-    """What a label may be (`toyrl.variants.check_label`), for the page to hold labels to the same
-    rules in the same words."""
-    from toyrl.objective import spec_keys
+    """What a label may be (`toyrl.variants.check_label`) beyond what the page's data holds (the
+    presets' names, the spec keys: `taken` adds their display texts and "all"), for the page to
+    hold labels to the same rules in the same words."""
     from toyrl.variants import LABEL_CHARACTERS, LABEL_FORM, LABEL_MAX
 
-    taken = sorted({*VARIANTS, "all", *(variant.title for variant in VARIANTS.values())})
+    taken = sorted({"all", *(variant.title for variant in VARIANTS.values())} - set(VARIANTS))
     return {
         "max": LABEL_MAX,
         "characters": "".join(sorted(LABEL_CHARACTERS)),
         "form": LABEL_FORM,
         "taken": taken,
-        "spec_keys": [*spec_keys(), "label", "eps"],
     }
+
+
+def _without_comment_lines(script: str, file: str) -> str:
+    """The script without its lines that are only a `//` comment (the page is one small file; the
+    sources in toyrl/explorer keep them). Such a line is a comment wherever it stands as long as no
+    string spans lines: JavaScript's quotes and regular expressions cannot, and a template literal
+    could only with an odd number of backticks on a line, which is refused."""
+    lines = script.split("\n")
+    odd = next((number for number, line in enumerate(lines, 1) if line.count("`") % 2), None)
+    if odd is not None:
+        raise ValueError(f"explorer/{file}, line {odd}: a template literal must not span lines")
+    return "\n".join(line for line in lines if not line.lstrip().startswith("//"))
 
 
 def build_explorer(recorded: dict[str, Any] | None = None, out: Path | None = None) -> str:
     """The page, with `page_data(recorded, out)` and the scripts inlined (the simulator's three in
     order, one script element). `out`: the path the page will be written to, if known; it decides
     only whether toyrl's documents are links (`doc_links`). '<' in the data is escaped so no string
-    can end the script; the scripts are checked not to contain '</script'."""
+    can end the script; the scripts are checked not to contain '</script', and their comment lines
+    are left out (`_without_comment_lines`)."""
     folder = resources.files("toyrl").joinpath("explorer")
     page = folder.joinpath("page.html").read_text(encoding="utf-8")
     data = page_data(recorded, out)
@@ -275,7 +287,7 @@ def build_explorer(recorded: dict[str, Any] | None = None, out: Path | None = No
             script = folder.joinpath(file).read_text(encoding="utf-8")
             if "</script" in script.lower():
                 raise ValueError(f"explorer/{file} must not contain '</script'")
-            scripts.append(script)
+            scripts.append(_without_comment_lines(script, file))
         parts[key] = "\n".join(scripts)
     for placeholder in PLACEHOLDERS.values():
         if page.count(placeholder) != 1:

@@ -369,47 +369,39 @@ VARIANTS: dict[str, Variant] = {
             "skyrl_prompt_mean",
             "advantage=group_std_sample,aggregation=prompt_mean,std_eps=1e-06",
             "SkyRL's prompt mean: the token mean within each group, then the mean over prompts",
-            "SkyRL skyrl-v0.3.0 trainer.algorithm.loss_reduction='prompt_mean' with its default "
-            "advantage_estimator='grpo' (grpo_norm_by_std=True, torch.std, epsilon 1e-6)",
+            "SkyRL skyrl-v0.3.0 loss_reduction='prompt_mean' with its default advantage_estimator='grpo'",
         ),
         _named(
             "delta_l_norm",
             "advantage=group_std_sample,aggregation=delta_l,dual_clip=3.0,std_eps=1e-06",
             "ΔL Normalization: token weights |o|^-1 / sum |o|^-1 over the batch",
-            "ΔL Normalization (He et al. 2025, arXiv 2509.07558) at alpha = 1 (its minimum-variance "
-            "setting, the CountDown runs; 0.75 for math), as the authors' verl fork runs it "
-            "(algorithm.use_grpopp=True with adv_estimator='grpo', the vanilla loss's dual clip "
-            "clip_ratio_c=3)",
+            "ΔL Normalization (arXiv 2509.07558) at alpha = 1, as the authors' verl fork runs it "
+            "(docs/variants.md)",
         ),
         _named(
             "max_rl",
             "advantage=max_rl,aggregation=token_mean",
             "MaxRL: (r - group mean) / group mean, token mean",
-            "prime-rl v0.8.0 orchestrator.algo.type='max_rl' (MaxRL, arXiv 2602.02710), its loss "
-            "normalised by the step's token count (src/prime_rl/trainer/rl/loss.py, rl_scale)",
+            "prime-rl v0.8.0 algo.type='max_rl' (MaxRL, arXiv 2602.02710), its loss over the step's tokens",
         ),
         _named(
             "prime_rl_length_penalty",
             "advantage=none,aggregation=token_mean,reward=length_penalty",
             "prime-rl's linear length penalty: pass-rate-scaled, before the group mean",
-            "prime-rl v0.8.0 orchestrator.algo.type='grpo' (r - group mean) with "
-            "[orchestrator.algo.length_penalty] type='linear' at its defaults (0.25, 0.1, 0.1), its loss "
-            "normalised by the step's token count",
+            "prime-rl v0.8.0 algo.type='grpo' with the linear length_penalty at its defaults, its loss over "
+            "the step's tokens",
         ),
         _named(
             "gr3",
             "advantage=group_std,aggregation=seq_mean_token_mean,reward=gr3",
             "GR3: the reward rescaled by 1 / (1 + 0.3 |o| / group mean |o|), in the article's GRPO",
-            "GR3 (Li et al. 2026, arXiv 2603.10535) at alpha = 0.3 inside GRPO, the base algorithm it is "
-            "integrated into (its own loss aggregation and alpha calibration are not in the sources read)",
+            "GR3 (arXiv 2603.10535) at alpha = 0.3 inside GRPO (docs/variants.md: what is not modelled)",
         ),
         _named(
             "trl_async_grpo",
             "advantage=group_std,aggregation=token_mean,std_eps=1e-08",
             "TRL's AsyncGRPO: population std, token sum over the global token count",
-            "TRL 1.16.0 trl/experimental/async_grpo (async_rollout_worker.py: (r - mean) / (np.std + 1e-8) "
-            "per group, the population std; async_grpo_trainer.py compute_loss: the token sum over "
-            "global_n_tokens, the micro-batch's trained tokens over all ranks), one micro-batch a step",
+            "TRL 1.16.0 trl/experimental/async_grpo at its defaults, one micro-batch a step",
         ),
     )
 }

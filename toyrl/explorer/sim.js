@@ -216,11 +216,14 @@
   // A label (toyrl.variants: `label=NAME` among a spec's pairs, or NAME=SPEC / NAME=PRESET), held
   // to Python's rules, shipped as data (DATA.labels), in its words.
   const LABELS = DATA.labels;
+  // toyrl.objective.spec_keys: the kinds, mask_truncated and every stage's parameters (and eps, label)
+  const SPEC_KEYS = new Set([...Object.keys(KIND_KEYS), "mask_truncated", "label", "eps",
+    ...Object.values(REGISTRY).flatMap((stages) => Object.values(stages).flatMap((entry) => Object.keys(entry.parameters)))]);
 
   function checkLabel(label) {
     if (!(label.length > 0 && label.length <= LABELS.max && /\p{L}/u.test(label[0]) && [...label].every((ch) => LABELS.characters.includes(ch)))) fail(`label ${pythonRepr(label)} must be ${LABELS.form}`);
-    if (LABELS.taken.includes(label)) fail(`label ${pythonRepr(label)} is already a named variant's name or display text ('toyrl variants'); choose another`);
-    if (LABELS.spec_keys.includes(label)) fail(`label ${pythonRepr(label)} is a spec key; choose another`);
+    if (PRESETS.has(label) || LABELS.taken.includes(label)) fail(`label ${pythonRepr(label)} is already a named variant's name or display text ('toyrl variants'); choose another`);
+    if (SPEC_KEYS.has(label)) fail(`label ${pythonRepr(label)} is a spec key; choose another`);
     return label;
   }
 
@@ -230,7 +233,7 @@
     const labels = parts.filter((part) => part.includes("=") && key(part) === "label").map(value);
     if (labels.length) text = parts.filter((part) => !(part.includes("=") && key(part) === "label")).join(",");
     const at = text.indexOf("=");
-    if (at >= 0 && !LABELS.spec_keys.includes(text.slice(0, at).trim())) {
+    if (at >= 0 && !SPEC_KEYS.has(text.slice(0, at).trim())) {
       const rest = text.slice(at + 1);
       if (rest.split(",")[0].includes("=") || PRESETS.has(rest.trim())) {
         labels.push(text.slice(0, at).trim());
