@@ -25,7 +25,14 @@ from toyrl.stages import REGISTRY, simulated_only, std_eps_of
 from toyrl.variants import ARTICLE, VARIANTS
 
 from .test_kernels import simd_settings
-from .test_kernels_compiled import READ_CODE, _numba_or_skip, assert_no_fused_multiply_add, compiled_code
+from .test_kernels_compiled import (
+    READ_CODE,
+    _numba_or_skip,
+    assert_no_fused_multiply_add,
+    compiled_code,
+    csv_on_path,
+    on_generic_cpu,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -326,22 +333,9 @@ def test_a_mean_field_run_writes_the_same_bytes_with_either_path(
 ) -> None:
     """`toyrl run --mean-field`, the article's four and two presets with other normalisers: the same
     CSV, byte for byte, from numpy and from the compiled path."""
-    written = {}
-    for mode in ("numpy", "compiled"):
-        out = tmp_path / f"{mode}.csv"
-        command = [sys.executable, "-m", "toyrl.cli", "run", "--mean-field", "--variant", "all"]
-        command += ["--variant", "verl_token_sum", "--variant", "trl_grpo", "--seeds", "2", "--steps", "40"]
-        command += ["--cap", "300", "--min-length", "20", "--out", str(out), "-q"]
-        proc = subprocess.run(
-            command,
-            env=dict(os.environ, TOYRL_KERNELS=mode),
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
-        written[mode] = out.read_bytes()
+    arguments = ["--mean-field", "--variant", "all", "--variant", "verl_token_sum", "--variant", "trl_grpo"]
+    arguments += ["--seeds", "2", "--steps", "40", "--cap", "300", "--min-length", "20"]
+    written = {mode: csv_on_path(tmp_path, mode, arguments) for mode in ("numpy", "compiled")}
     assert written["numpy"].count(b"\n") > 6 * 2 * 40
     assert written["numpy"] == written["compiled"]
 
@@ -398,15 +392,6 @@ print(json.dumps({"cpu": numba.config.CPU_NAME, "differ": differ}))
 
 def test_same_bits_on_numba_s_generic_cpu(tmp_path: Path, compiled: types.ModuleType) -> None:
     """Compiled for numba's generic x86-64 (no AVX, no FMA) instead of this CPU: the same bits."""
-    env = dict(os.environ, NUMBA_CPU_NAME="generic", NUMBA_CACHE_DIR=str(tmp_path), TOYRL_KERNELS="numpy")
-    proc = subprocess.run(
-        [sys.executable, "-c", _GENERIC_SCRIPT, str(ROOT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = on_generic_cpu(_GENERIC_SCRIPT, NUMBA_CACHE_DIR=str(tmp_path), TOYRL_KERNELS="numpy")
     assert result["cpu"] == "generic"
     assert result["differ"] == dict.fromkeys(result["differ"], 0), result["differ"]

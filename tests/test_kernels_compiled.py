@@ -231,18 +231,39 @@ print(json.dumps({"cpu": numba.config.CPU_NAME, "differ": differ}))
 """
 
 
-def test_same_bits_on_numba_s_generic_cpu(compiled: types.ModuleType) -> None:
-    """Compiled for numba's generic x86-64 (no AVX, no FMA) instead of this CPU: the same bits."""
-    env = dict(os.environ, NUMBA_CPU_NAME="generic", TOYRL_KERNELS="numpy")
+def on_generic_cpu(script: str, **env: str) -> Any:
+    """What `script` prints last, as JSON, run in a fresh process with the checkout's path and numba
+    compiling for its generic x86-64 (no AVX, no FMA) instead of this CPU, with `env` set."""
     proc = subprocess.run(
-        [sys.executable, "-c", _DIGEST_SCRIPT, str(ROOT)],
-        env=env,
+        [sys.executable, "-c", script, str(ROOT)],
+        env=dict(os.environ, NUMBA_CPU_NAME="generic", **env),
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def csv_on_path(tmp_path: Path, mode: str, arguments: list[str]) -> bytes:
+    """The results CSV of `toyrl run ARGUMENTS`, run in a fresh process in `tmp_path` with
+    TOYRL_KERNELS=mode."""
+    out = tmp_path / f"{mode}.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "toyrl.cli", "run", *arguments, "--out", str(out), "-q"],
+        env=dict(os.environ, TOYRL_KERNELS=mode),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out.read_bytes()
+
+
+def test_same_bits_on_numba_s_generic_cpu(compiled: types.ModuleType) -> None:
+    """Compiled for numba's generic x86-64 (no AVX, no FMA) instead of this CPU: the same bits."""
+    result = on_generic_cpu(_DIGEST_SCRIPT, TOYRL_KERNELS="numpy")
     assert result["cpu"] == "generic"
     assert result["differ"] == dict.fromkeys(result["differ"], 0), result["differ"]
 
@@ -583,30 +604,9 @@ def test_import_toyrl_and_help_do_not_import_numba() -> None:
 def test_run_writes_the_same_bytes_with_either_path(tmp_path: Path, compiled: types.ModuleType) -> None:
     """`toyrl run --variant all --seeds 2 --steps 50`: the same CSV, byte for byte, from numpy's kernels
     and the compiled ones."""
-    written = {}
-    for mode in ("numpy", "compiled"):
-        out = tmp_path / f"{mode}.csv"
-        command = [
-            sys.executable,
-            "-m",
-            "toyrl.cli",
-            "run",
-            "--variant",
-            "all",
-            "--seeds",
-            "2",
-            "--steps",
-            "50",
-        ]
-        proc = subprocess.run(
-            [*command, "--out", str(out), "-q"],
-            env=dict(os.environ, TOYRL_KERNELS=mode),
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
-        written[mode] = out.read_bytes()
+    written = {
+        mode: csv_on_path(tmp_path, mode, ["--variant", "all", "--seeds", "2", "--steps", "50"])
+        for mode in ("numpy", "compiled")
+    }
     assert len(written["numpy"]) > 10_000
     assert written["numpy"] == written["compiled"]

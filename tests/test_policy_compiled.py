@@ -32,9 +32,12 @@ from .test_kernels_compiled import (
     _numba_or_skip,
     assert_no_fused_multiply_add,
     compiled_code,
+    csv_on_path,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+# The module's twins of the numpy code's functions, each called through `toyrl.kernels.compiled_module`.
+TWINS = ("sample", "on_policy_gradient", "token_gradient", "ppo_clip", "adam", "batch_statistics", "finite")
 PPO4 = (
     "advantage=group_std_sample,aggregation=token_mean,num_iterations=4,epsilon_high=0.28,"
     "mask_truncated=True,std_eps=1e-06"
@@ -330,15 +333,7 @@ def test_the_compiled_path_runs_the_twins(
 
         return call
 
-    twins = (
-        "sample",
-        "on_policy_gradient",
-        "token_gradient",
-        "ppo_clip",
-        "adam",
-        "batch_statistics",
-        "finite",
-    )
+    twins = TWINS
     counted = types.ModuleType("counted_twins")
     for name in twins:
         setattr(counted, name, counting(name))
@@ -358,21 +353,6 @@ def test_the_compiled_path_runs_the_twins(
     assert set(calls) == set(twins)
 
 
-def run_csv(tmp_path: Path, mode: str, variant: str, extra: list[str]) -> bytes:
-    out = tmp_path / f"{mode}.csv"
-    command = [sys.executable, "-m", "toyrl.cli", "run", "--variant", variant, *extra]
-    proc = subprocess.run(
-        [*command, "--out", str(out), "-q"],
-        env=dict(os.environ, TOYRL_KERNELS=mode),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return out.read_bytes()
-
-
 @pytest.mark.parametrize(
     ("variant", "extra"),
     [("all", ["--seeds", "2", "--steps", "50"]), (PPO4, ["--seeds", "3", "--steps", "50"])],
@@ -382,9 +362,9 @@ def test_runs_write_the_same_bytes_with_either_path(
     variant: str, extra: list[str], tmp_path: Path, compiled: types.ModuleType
 ) -> None:
     """The article's four variants and a 4-epoch PPO preset: the same CSV, byte for byte."""
-    numpy_bytes = run_csv(tmp_path, "numpy", variant, extra)
+    numpy_bytes = csv_on_path(tmp_path, "numpy", ["--variant", variant, *extra])
     assert len(numpy_bytes) > 10_000
-    assert run_csv(tmp_path, "compiled", variant, extra) == numpy_bytes
+    assert csv_on_path(tmp_path, "compiled", ["--variant", variant, *extra]) == numpy_bytes
 
 
 _ASSEMBLY_SCRIPT = (
@@ -409,16 +389,7 @@ def test_compiled_loops_hold_no_fused_multiply_add(tmp_path: Path, compiled: typ
     """Every function of the module, compiled afresh for a step's calls: no FMA instruction, no
     `contract` flag in the IR (as tests/test_kernels_compiled.py checks the kernels)."""
     found = compiled_code(_ASSEMBLY_SCRIPT, tmp_path, PPO4, TOYRL_KERNELS="compiled")
-    twins = {
-        "sample",
-        "on_policy_gradient",
-        "token_gradient",
-        "ppo_clip",
-        "adam",
-        "batch_statistics",
-        "finite",
-    }
-    assert twins | {"_sum"} <= set(found)
+    assert {*TWINS, "_sum", "_gradient"} <= set(found)
     assert_no_fused_multiply_add(found)
 
 

@@ -68,6 +68,14 @@ def sample(
 
 
 @jit
+def _gradient(terms: Any, count: int, n: Any, r: int) -> float:
+    """A logit's gradient from its terms[:count]: their sum as numpy sums them, negated, divided by
+    run r's n (an empty n: not divided), as `toyrl.policy.policy_gradient` takes it."""
+    total = -_sum(terms, count)
+    return total / n[r] if n.size else total
+
+
+@jit
 def on_policy_gradient(
     weight: Any,
     n: Any,
@@ -110,12 +118,9 @@ def on_policy_gradient(
                 at = b * group + g
                 on_right[at] = w * ramble if is_right else 0.0
                 on_wrong[at] = 0.0 if is_right else w * ramble
-            prompt_grad = -_sum(approach, group)
-            grad[r, j] = prompt_grad / n[r] if n.size else prompt_grad
-        phi_right, phi_wrong = -_sum(on_right, prompts * group), -_sum(on_wrong, prompts * group)
-        if n.size:
-            phi_right, phi_wrong = phi_right / n[r], phi_wrong / n[r]
-        grad[r, columns - 2], grad[r, columns - 1] = phi_right, phi_wrong
+            grad[r, j] = _gradient(approach, group, n, r)
+        grad[r, columns - 2] = _gradient(on_right, prompts * group, n, r)
+        grad[r, columns - 1] = _gradient(on_wrong, prompts * group, n, r)
 
 
 @jit
@@ -154,12 +159,9 @@ def token_gradient(
                 at = b * group + g
                 on_right[at] = ramble if is_right else 0.0
                 on_wrong[at] = 0.0 if is_right else ramble
-            prompt_grad = -_sum(approach, group)
-            grad[r, j] = prompt_grad / n[r] if n.size else prompt_grad
-        phi_right, phi_wrong = -_sum(on_right, prompts * group), -_sum(on_wrong, prompts * group)
-        if n.size:
-            phi_right, phi_wrong = phi_right / n[r], phi_wrong / n[r]
-        grad[r, columns - 2], grad[r, columns - 1] = phi_right, phi_wrong
+            grad[r, j] = _gradient(approach, group, n, r)
+        grad[r, columns - 2] = _gradient(on_right, prompts * group, n, r)
+        grad[r, columns - 1] = _gradient(on_wrong, prompts * group, n, r)
 
 
 @jit
