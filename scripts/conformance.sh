@@ -2,7 +2,7 @@
 # The trainer conformance suite: each trainer's own installed code against toyrl's presets.
 #
 #     bash scripts/conformance.sh [--build-only] [TRAINER[@VERSION] ...]
-#                                                        (default: trl verl openrlhf oat)
+#                  (default: trl verl openrlhf oat swift unsloth skyrl areal)
 #
 # Builds each trainer's pinned environment, .trainers/TRAINER (a virtualenv of its own, never a
 # dependency of toyrl), with scripts/conformance/TRAINER.sh, once: it is rebuilt when that script
@@ -23,7 +23,7 @@ if [ "${1:-}" = "--build-only" ]; then
 fi
 trainers=("$@")
 if [ ${#trainers[@]} -eq 0 ]; then
-    trainers=(trl verl openrlhf oat)
+    trainers=(trl verl openrlhf oat swift unsloth skyrl areal)
 fi
 
 build() {
@@ -34,7 +34,7 @@ build() {
     fi
     local script="scripts/conformance/$trainer.sh"
     if [ ! -f "$script" ]; then
-        echo "conformance: unknown trainer '$trainer' (valid: trl, verl, openrlhf, oat)" >&2
+        echo "conformance: unknown trainer '$trainer' (valid: $(cd scripts/conformance && ls ./*.sh | sed 's|^./||; s|\.sh$||' | grep -v shared_torch | paste -sd, - | sed 's/,/, /g'))" >&2
         return 2
     fi
     if [ -n "$version" ] && ! grep -q "VERSION" "$script"; then

@@ -17,8 +17,10 @@ batch sizes at the toy's scale: `TOY_SCALE`), resolves the settings as `toyrl ch
 Both variants of a seed share their noise (common random numbers), so the differences are paired.
 A trainer's settings that the toy leaves out are in `toyrl check`'s output, not here. The batch
 sizes keep each trainer's default ratio of optimiser steps to generated batch (verl 1024 / 256,
-OpenRLHF rollout 1024 samples / train batch 128, oat 128 x 2 / 128, TRL one step) on the toy's
-16 prompts x 8 responses.
+OpenRLHF rollout 1024 samples / train batch 128, oat 128 x 2 / 128, TRL one step, and the later
+trainers' as `TOY_SCALE` notes) on the toy's 16 prompts x 8 responses. Each case's row also gives
+`toyrl check`'s "what to change" (the fewest of the trainer's own settings that make it Dr.
+GRPO's loss, or that none does) and whether its mapping was run against the trainer's code.
 """
 
 from __future__ import annotations
@@ -48,6 +50,44 @@ TOY_SCALE = {
     "openrlhf": {"rollout.batch_size": 16, "rollout.n_samples_per_prompt": 8, "train.batch_size": 16},
     "oat": {"rollout_batch_size": 16, "num_samples": 8, "train_batch_size": 64},
     "trl": {"per_device_train_batch_size": 128},
+    "ms-swift": {"per_device_train_batch_size": 128, "num_generations": 8},
+    "unsloth": {"per_device_train_batch_size": 64, "gradient_accumulation_steps": 2, "num_generations": 8},
+    "skyrl": {
+        "trainer.train_batch_size": 16,
+        "trainer.policy_mini_batch_size": 4,
+        "generator.n_samples_per_prompt": 8,
+    },
+    "areal": {
+        "train_dataset.batch_size": 16,
+        "gconfig.n_samples": 8,
+        "actor.reward_norm.group_size": 8,
+        "actor.ppo_n_minibatches": 1,
+    },
+    "nemo-rl": {
+        "grpo.num_prompts_per_step": 16,
+        "grpo.num_generations_per_prompt": 8,
+        "policy.train_global_batch_size": 128,
+    },
+    "roll": {
+        "rollout_batch_size": 16,
+        "num_return_sequences_in_group": 8,
+        "actor_train.training_args.per_device_train_batch_size": 128,
+        "sequence_length": 1501,
+    },
+    "slime": {"rollout-batch-size": 16, "n-samples-per-prompt": 8, "global-batch-size": 128},
+    "prime-rl": {"orchestrator.batch_size": 128, "orchestrator.group_size": 8},
+    "easyr1": {"data.rollout_batch_size": 16, "worker.actor.global_batch_size": 4, "worker.rollout.n": 8},
+}
+# AReaL's GSM8K examples (examples/math/gsm8k_grpo.yaml, gsm8k_drgrpo.yaml), what its users run: its
+# dataclasses' own defaults have no baseline, which the toy refuses
+AREAL_GSM8K = {
+    "actor.eps_clip": 0.4,
+    "actor.reward_scaling": 10.0,
+    "actor.reward_bias": -0.5,
+    "actor.kl_ctl": 0.0,
+    "actor.adv_norm.mean_level": "batch",
+    "actor.adv_norm.std_level": "batch",
+    "actor.reward_norm.mean_level": "group",
 }
 CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "trl_default": ("trl", {}, "TRL: the defaults (loss_type dapo, scale_rewards group; 1 step)"),
@@ -89,7 +129,107 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
     "oat_default": ("oat", {}, "oat: the defaults (critic_type drgrpo, beta 0.1; 2 steps)"),
     "oat_grpo": ("oat", {"critic_type": "grpo"}, "oat: critic_type grpo"),
+    "ms_swift_default": (
+        "ms-swift",
+        {},
+        "ms-swift: the defaults (loss_type grpo, scale_rewards group, beta 0.04)",
+    ),
+    "ms_swift_dr_grpo": (
+        "ms-swift",
+        {"loss_type": "dr_grpo", "scale_rewards": "none"},
+        "ms-swift: Dr. GRPO's two settings (beta left at 0.04)",
+    ),
+    "unsloth_default": ("unsloth", {}, "Unsloth: the defaults (loss_type None read as dapo, beta None as 0)"),
+    "unsloth_dr_grpo": (
+        "unsloth",
+        {"loss_type": "dr_grpo"},
+        "Unsloth: loss_type dr_grpo (scale_rewards off by itself)",
+    ),
+    "skyrl_default": ("skyrl", {}, "SkyRL: the defaults (grpo, token_mean over the mini-batch; 4 steps)"),
+    "skyrl_dr_grpo": (
+        "skyrl",
+        {
+            "trainer.algorithm.grpo_norm_by_std": False,
+            "trainer.algorithm.loss_reduction": "seq_mean_token_sum_norm",
+            "trainer.algorithm.max_seq_len": 1500,
+            "trainer.algorithm.use_kl_loss": False,
+        },
+        "SkyRL: its Dr. GRPO example (grpo_norm_by_std false, seq_mean_token_sum_norm, max_seq_len the cap)",
+    ),
+    "areal_grpo": (
+        "areal",
+        AREAL_GSM8K | {"actor.reward_norm.std_level": "group"},
+        "AReaL: gsm8k_grpo.yaml (group mean and std, then whitened over the batch's tokens; 1 step)",
+    ),
+    "areal_dr_grpo": (
+        "areal",
+        AREAL_GSM8K | {"actor.reward_norm.std_level": None},
+        "AReaL: gsm8k_drgrpo.yaml (group mean, then whitened over the batch's tokens)",
+    ),
+    "areal_no_adv_norm": (
+        "areal",
+        AREAL_GSM8K | {"actor.reward_norm.std_level": None, "actor.adv_norm": None},
+        "AReaL: gsm8k_drgrpo.yaml with adv_norm null (r - group mean, the token mean)",
+    ),
+    "nemo_rl_default": (
+        "nemo-rl",
+        {},
+        "NeMo-RL: grpo_math_1B.yaml (token mean, leave-one-out baseline and std, k3 0.01)",
+    ),
+    "nemo_rl_no_std": (
+        "nemo-rl",
+        {"grpo.normalize_rewards": False, "grpo.use_leave_one_out_baseline": False},
+        "NeMo-RL: no std, no leave-one-out (its nearest to Dr. GRPO)",
+    ),
+    "roll_grpo": (
+        "roll",
+        {"adv_estimator": "grpo"},
+        "ROLL: adv_estimator grpo with the defaults (seq-mean-token-mean)",
+    ),
+    "roll_dr_grpo": (
+        "roll",
+        {"adv_estimator": "reinforce", "norm_mean_type": "group", "loss_agg_mode": "seq-mean-token-sum-norm"},
+        "ROLL: reinforce, group mean without std, seq-mean-token-sum-norm (Dr. GRPO up to a constant)",
+    ),
+    "slime_default": ("slime", {}, "slime: the defaults (per-sample token mean, group std)"),
+    "slime_no_std": (
+        "slime",
+        {"disable-grpo-std-normalization": True},
+        "slime: --disable-grpo-std-normalization (its Dr. GRPO flag; the per-sample mean stays)",
+    ),
+    "prime_rl_default": ("prime-rl", {}, "prime-rl: the defaults (r - group mean, the step's token mean)"),
+    "prime_rl_length_penalty": (
+        "prime-rl",
+        {"orchestrator.algo.length_penalty": True},
+        "prime-rl: [orchestrator.algo.length_penalty] at its defaults",
+    ),
+    "easyr1_default": (
+        "easyr1",
+        {"algorithm.disable_kl": True},
+        "EasyR1: grpo, loss_avg_mode token, no KL (4 steps)",
+    ),
 }
+
+
+# the short table: one row a trainer, its default (the first of its cases), which the README quotes
+SHORT = (
+    "Each trainer's default (its first case above): wrong answers' length against Dr. GRPO's in the "
+    "same schedule, and what makes it Dr. GRPO's loss."
+)
+SHORT_HEADER = (
+    "| trainer | its default on the toy | E[L \\| incorrect] − Dr. GRPO's (paired) | to Dr. GRPO's loss "
+    "| mapping checked against |"
+)
+
+
+def to_dr_grpo(fix: dict[str, Any] | None) -> str:
+    """The fewest of the trainer's own settings that make the case Dr. GRPO's loss (`toyrl check`'s
+    "to Dr. GRPO" line), or that none does."""
+    if fix is None:
+        return "no setting does"
+    if not fix:
+        return "already is"
+    return ", ".join(f"`{name}={value!r}`" for name, value in fix.items())
 
 
 def summary(values: np.ndarray, scale: float = 1.0) -> dict[str, float]:
@@ -113,6 +253,7 @@ def main() -> None:
     config, seeds = Config(), list(range(args.seeds))
     cases: dict[str, Any] = {}
     rows = []
+    defaults: dict[str, str] = {}  # trainer -> its default's row of the short table
     for index, (key, (trainer, settings, label)) in enumerate(CASES.items()):
         print(f"[{index + 1}/{len(CASES)}] {label}", file=sys.stderr)
         resolved = resolve(trainer, None, TOY_SCALE[trainer] | settings)
@@ -134,6 +275,8 @@ def main() -> None:
             **outcome,
             "difference_length_incorrect": {"mean": mean, "se": se},
             "verdict": check.verdict(),
+            "to_dr_grpo": check.fix,
+            "run_against_the_trainer": not resolved.release.not_run,
         }
 
         def cell(values: dict[str, float], digits: int) -> str:
@@ -145,14 +288,30 @@ def main() -> None:
             cell(outcome["setting"]["length_incorrect"], 0),
             cell(outcome["dr_grpo"]["length_incorrect"], 0),
             f"{mean:+.0f} ± {se:.0f}",
+            to_dr_grpo(check.fix),
+            "its code" if not resolved.release.not_run else "its source",
             f"`{outcome['setting']['spec']}`",
         ]
         rows.append("| " + " | ".join(cells) + " |")
+        if resolved.trainer.name not in defaults:  # the first case of each trainer is its default
+            defaults[resolved.trainer.name] = (
+                "| "
+                + " | ".join(
+                    [
+                        f"{resolved.trainer.name} {resolved.version}",
+                        label.partition(": ")[2],
+                        f"{mean:+.0f} ± {se:.0f}",
+                        to_dr_grpo(check.fix),
+                        "its code" if not resolved.release.not_run else "its source",
+                    ]
+                )
+                + " |"
+            )
     header = (
         "| settings | accuracy % | E[L \\| incorrect] | Dr. GRPO's, same schedule | difference (paired) "
-        "| toyrl variant |"
+        "| to Dr. GRPO's loss | mapping checked against | toyrl variant |"
     )
-    rule = "| --- | ---: | ---: | ---: | ---: | --- |"
+    rule = "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |"
     meta = {
         "toyrl_version": __version__,
         "command": "python scripts/trainer_defaults_study.py"
@@ -164,12 +323,25 @@ def main() -> None:
     note = (
         f"Final step {config.steps}, exact expectations, mean ± SE over seeds 0–{len(seeds) - 1}; Dr. GRPO "
         "is its advantage and loss in the same schedule, clip and KL term, on the same seeds and noise; "
-        "made by `python scripts/trainer_defaults_study.py` (what each case leaves out: `toyrl check`).\n\n"
+        "made by `python scripts/trainer_defaults_study.py` (what each case leaves out: `toyrl check`). "
+        "\"To Dr. GRPO's loss\": the fewest of the trainer's own settings that make the case Dr. GRPO's "
+        "advantage and loss (`toyrl check`'s search over the release's settings), \"already is\" when it is, "
+        '"no setting does" when none of them can; "mapping checked against": the trainer\'s code (the '
+        "conformance suite runs it) or its source (read from its repository: it does not install).\n\n"
     )
     write_together(
         [
             (args.out_dir / "trainer_defaults.json", text),
-            (args.out_dir / "trainer_defaults.md", note + "\n".join([header, rule, *rows]) + "\n"),
+            (
+                args.out_dir / "trainer_defaults.md",
+                note
+                + "\n".join([header, rule, *rows])
+                + "\n\n"
+                + SHORT
+                + "\n\n"
+                + "\n".join([SHORT_HEADER, "| --- | --- | ---: | --- | --- |", *defaults.values()])
+                + "\n",
+            ),
         ]
     )
     print(

@@ -157,6 +157,25 @@ SPECS = [  # stages and parameters no preset reaches
     },
     {"advantage": "rloo", "aggregation": "delta_l", "alpha": 0.75, "mini_batches": 2, "num_iterations": 2},
     {"advantage": "max_rl", "aggregation": "seq_mean_token_mean", "reward": "gr3", "alpha": 0.9},
+    # issue 43's stages: NeMo-RL's advantage, groups out of the loss by their rewards (by their mean,
+    # and by their spread on shaped rewards)
+    {
+        "advantage": "rloo_std",
+        "std_eps": 1e-6,
+        "aggregation": "token_mean",
+        "selector": "difficulty",
+        "low": 0.2,
+        "high": 0.9,
+        "drop_truncated": True,
+    },
+    {
+        "advantage": "rloo_std",
+        "aggregation": "token_mean",
+        "selector": "informative",
+        "tol": 0.05,
+        "reward": "length_penalty",
+        "mini_batches": 2,
+    },
 ]
 KL_SPECS = [spec for spec in SPECS if "beta" in spec]
 
@@ -184,6 +203,15 @@ CASES: dict[str, dict[str, Any]] = {
             "dr_grpo",
             *SPECS[:2],
             {"advantage": "max_rl", "aggregation": "seq_mean_token_sum_norm"},
+            {
+                "advantage": "rloo_std",
+                "aggregation": "seq_mean_token_sum_norm",
+                "selector": "difficulty",
+                "low": 0.1,
+                "high": 0.7,
+                "drop_truncated": True,
+            },
+            {"advantage": "group_std", "aggregation": "seq_mean_token_mean", "selector": "informative"},
         ],
         "seeds": [3, 7],
         "mean_field": True,

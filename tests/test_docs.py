@@ -123,6 +123,10 @@ DOC_FRAGMENTS = {
         "wrong answers end {w.sizes.16.difference_length_incorrect.mean:.0f}",
         "± {w.sizes.16.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO with micro-batches of 16",
         "over {w.meta.seed_count:d} paired seeds",
+        "wrong answers end {t.cases.ms_swift_default.difference_length_incorrect.mean:.0f}",
+        "± {t.cases.ms_swift_default.difference_length_incorrect.se:.0f} tokens longer than under Dr. GRPO "
+        "with ms-swift's `loss_type grpo` and {t.cases.slime_default.difference_length_incorrect.mean:.0f}",
+        "± {t.cases.slime_default.difference_length_incorrect.se:.0f} with slime's per-sample mean",
         "the cap ({p.final.dapo_overlong_filtering.length_wrong_approach.mean:,.0f} of 1,500 tokens)",
         "GRPO's wrong answers end {b.derived.gaps.grpo.150.network.mean:.1f} ± {b.derived.gaps.grpo.150.network.se:.1f} "
         "tokens longer than Dr. GRPO's in the network and {b.derived.gaps.grpo.150.toy.mean:.1f} ± "
@@ -523,6 +527,23 @@ def test_docs_variants_includes_the_generated_presets_table() -> None:
     assert table in (ROOT / "docs" / "variants.md").read_text(encoding="utf-8")
 
 
+def test_docs_trainers_includes_the_generated_table_of_every_trainer_s_defaults() -> None:
+    """docs/trainers.md's one table of every trainer's default, what it does to length on the toy
+    and the setting that makes it Dr. GRPO's loss is results/trainer_defaults.md's, as the study
+    wrote it; and it has a row for every trainer modelled."""
+    from toyrl.trainers import registry
+
+    parts = (ROOT / "results" / "trainer_defaults.md").read_text(encoding="utf-8").split("\n\n")
+    table, short = parts[1].strip(), parts[3].strip()
+    assert table in (ROOT / "docs" / "trainers.md").read_text(encoding="utf-8")
+    labels = {row.split(" | ")[0].removeprefix("| ").split(":")[0] for row in table.splitlines()[2:]}
+    assert labels == {trainer.name for trainer in registry().values()}
+    # the README's short table: one row a trainer, its default, as the study wrote it
+    assert short in (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [row.split(" | ")[0].removeprefix("| ") for row in short.splitlines()[2:]]
+    assert [row.rsplit(" ", 1)[0] for row in rows] == [trainer.name for trainer in registry().values()]
+
+
 # The teaching table quotes `toyrl examples` (each example's `numbers`, `e.NAME.KEY`; `_inverse` is 1/value).
 EXAMPLE_FRAGMENTS = [
     "GRPO's per-token weights {e.length.grpo_weight_correct:.5f} and {e.length.grpo_weight_wrong_800:.5f}",
@@ -680,3 +701,16 @@ def test_the_length_figure_captions_quote_the_paired_difference_final_numbers_gi
     )
     for page in ("README.md", "docs/results.md"):
         assert claim in normalised(ROOT / page), (page, claim)
+
+
+def test_the_readme_s_trainer_claims_are_the_study_s() -> None:
+    """The README says which trainers no setting makes Dr. GRPO's loss, and that Unsloth's one
+    setting does: `toyrl check`'s answers in results/trainer_defaults.json."""
+    cases = json.loads((ROOT / "results" / "trainer_defaults.json").read_text())["cases"]
+    text = normalised(ROOT / "README.md")
+    assert "no setting of NeMo-RL, slime, prime-rl, EasyR1 or AReaL divides by a constant" in text
+    for key in ("nemo_rl_default", "slime_default", "prime_rl_default", "easyr1_default", "areal_grpo"):
+        assert cases[key]["to_dr_grpo"] is None, key
+    assert "Unsloth's `loss_type=\"dr_grpo\"` alone is Dr. GRPO's loss" in text
+    assert cases["unsloth_default"]["to_dr_grpo"] == {"loss_type": "dr_grpo"}
+    assert cases["unsloth_dr_grpo"]["setting"]["spec"] == cases["unsloth_dr_grpo"]["dr_grpo"]["spec"]

@@ -102,17 +102,59 @@ args = GRPOConfig(
     texts = {name: value.text for name, value in settings_read.items() if isinstance(value, Unresolved)}
     assert texts == {
         "output_dir": "f'{model}-grpo'",
-        "learning_rate": "lr",
         "loss_type": "LOSS.lower()",
-        "epsilon": "0.1 + 0.1",
         "num_generations": "os.environ['G']",
-        "beta": "--1",
         "logging_dir": "cfg.logs",
         "epsilon_high": "[x for x in (1, 2)]",
         "model_init_kwargs": "{[1]: 2}",  # a literal Python refuses when it runs (a list is no key)
     }
-    why = settings_read["learning_rate"].why
-    assert "not a literal in the Python source" in why and "--set learning_rate=VALUE" in why
+    # arithmetic on literals and on names the script assigns once is read as Python computes it
+    assert (settings_read["learning_rate"], settings_read["epsilon"], settings_read["beta"]) == (1e-6, 0.2, 1)
+    why = settings_read["loss_type"].why
+    assert "computed when the script runs" in why and "--set loss_type=VALUE" in why
+    assert all(value.at_run for value in settings_read.values() if isinstance(value, Unresolved))
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # Unsloth's notebooks: the completion's length derived from the sequence's
+        ("max_seq_length = 1024\nmax_prompt_length = 256\n", 768),
+        ("max_seq_length = 2048 # longer\nmax_prompt_length = 1024 // 4 + 1\n", 1791),
+        ("max_seq_length = 1024\nmax_prompt_length = -(-512)\n", 512),
+        # a name bound twice, in a loop, by an import or after the call: not known without running it
+        ("max_seq_length = 1024\nmax_seq_length = 2048\nmax_prompt_length = 256\n", None),
+        ("max_seq_length = 1024\nmax_prompt_length = 256\nfor max_prompt_length in (1, 2): pass\n", None),
+        ("from cfg import max_seq_length\nmax_prompt_length = 256\n", None),
+        ("max_seq_length = 1024\nmax_prompt_length = 256\nmax_prompt_length += 1\n", None),
+        ("max_seq_length = 1024\nmax_prompt_length = len(prompts)\n", None),
+        (
+            "max_seq_length = 1024\nmax_prompt_length = 0\nif True:\n    max_seq_length2 = max_seq_length\n",
+            1024,
+        ),
+        ("max_seq_length = 1024\nmax_prompt_length = max_seq_length - max_prompt_length\n", None),
+        ("max_seq_length = '1024'\nmax_prompt_length = 256\n", None),
+        ("max_seq_length = 10**400\nmax_prompt_length = 256\n", None),
+    ],
+)
+def test_a_length_the_script_computes_from_its_constants_is_read(source: str, expected: int | None) -> None:
+    text = (
+        "from unsloth import FastLanguageModel\nfrom trl import GRPOConfig\n"
+        + source
+        + "args = GRPOConfig(max_completion_length=max_seq_length - max_prompt_length, loss_type='grpo')\n"
+    )
+    _, settings_read, _ = read_python(text, ORIGIN)
+    value = settings_read["max_completion_length"]
+    if expected is None:
+        assert isinstance(value, Unresolved) and value.at_run, value
+    else:
+        assert value == expected and type(value) is int
+
+
+def test_a_constant_assigned_after_the_call_is_not_taken() -> None:
+    text = "args = GRPOConfig(max_completion_length=n)\nn = 512\n"
+    _, settings_read, _ = read_python(text, ORIGIN)
+    assert isinstance(settings_read["max_completion_length"], Unresolved)
 
 
 def test_positional_arguments_are_skipped_and_a_splat_is_kept_as_unresolved() -> None:
@@ -243,14 +285,16 @@ def test_a_literal_setting_is_given_to_the_trainer() -> None:
     assert resolved.mapping.spec.startswith("advantage=none,aggregation=seq_mean_token_sum_norm")
 
 
-def test_a_non_literal_setting_toyrl_reads_is_refused_naming_it() -> None:
+def test_a_computed_setting_toyrl_reads_is_checked_with_its_default_and_named() -> None:
+    """As a script's variable it never assigns: the check takes the release's default in its place
+    and says so (exit status 1), rather than refuse a script for one value it computes."""
     _, read, _ = read_python("GRPOConfig(output_dir=out, loss_type=LOSS)", ORIGIN)
-    with pytest.raises(InvalidInput) as raised:
-        resolve("trl", None, read, frozenset(read))
-    assert str(raised.value) == (
-        "loss_type=LOSS cannot be read: not a literal in the Python source, which toyrl reads without "
-        "running it; give it with --set loss_type=VALUE"
-    )
+    resolved = resolve("trl", None, read, frozenset(read))
+    assert "loss_type" not in resolved.given and resolved.values["loss_type"] == "dapo"
+    assert resolved.unknown == {
+        "loss_type": "loss_type=LOSS: computed when the script runs (not a literal, nor arithmetic on names "
+        "the script assigns once to one); give it with --set loss_type=VALUE"
+    }
 
 
 def test_a_non_literal_setting_toyrl_does_not_read_is_only_listed() -> None:

@@ -72,7 +72,7 @@ def test_every_misspelt_key_names_a_setting_of_the_release(trainer: str, version
     section of its own) is told by the release's name of that setting."""
     release = registry()[trainer].releases[version]
     keys = {f"zz.{alias}": 1 for alias in release.aliases if "." not in alias}
-    base = {"verl": {**GRPO, ACTOR + "ppo_micro_batch_size_per_gpu": 4}, "openrlhf": {}}[trainer]
+    base = {"verl": {**GRPO, ACTOR + "ppo_micro_batch_size_per_gpu": 4}, "openrlhf": {}}.get(trainer, {})
     estimator = "advantage_estimator" if version == "0.6.4" else "algo.advantage.estimator"
     base = base | ({estimator: "group_norm"} if trainer == "openrlhf" else {})
     resolved = resolve(trainer, version, base | keys, frozenset(keys))

@@ -298,12 +298,14 @@ def check(
     """`toyrl check`: what a trainer's own settings do to response length, run on the toy beside
     Dr. GRPO on the same seeds and noise.
 
-    - `config_file`: a trainer's configuration file (.json, .yaml, .yml), a .sh script holding an
-      OpenRLHF command, or an OpenRLHF command line as a list of words.
+    - `config_file`: a trainer's configuration file (.json, .yaml, .yml, .toml), a .sh script
+      holding a trainer's launch command, Python source or a Jupyter notebook holding a
+      `GRPOConfig(...)` call, or a launch command line as a list of words.
     - `settings`: trainer settings over the file's (as `--set KEY=VALUE`), e.g.
       {"loss_type": "dr_grpo"}.
-    - `trainer`: trl, verl, openrlhf or oat (default: told from the input, when it fits one
-      trainer only).
+    - `trainer`: a name of `toyrl.trainers.registry()` (trl, verl, openrlhf, oat, ms-swift,
+      unsloth, skyrl, areal, nemo-rl, roll, slime, prime-rl, easyr1; default: told from the
+      input, when it fits one trainer only).
     - `version`: the trainer's release (default: the newest modelled).
     - `seeds`, `n_jobs`, `progress`: as for `run`; `toy_settings`: Config fields of the toy.
 
@@ -329,7 +331,7 @@ def check(
             )
     else:
         raise ConfigError("config_file", f"must be {what}", config_file)
-    trainer = _text("trainer", trainer, "a trainer's name: trl, verl, openrlhf or oat")
+    trainer = _text("trainer", trainer, "a trainer's name (toyrl.trainers.registry())")
     version = _text("version", version, "a release as text, such as '0.16.1'")
     resolved = resolve_input(arguments, trainer, _settings(settings), version)
     config = _config(**toy_settings)

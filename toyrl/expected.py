@@ -127,12 +127,22 @@ def _hook(stage: object, name: str) -> Any:
 
 
 def _mean_advantage(
-    success_rate: FloatArray, group_size: int, advantage: object, std_eps: float
+    success_rate: FloatArray, group_size: int, advantage: object, std_eps: float, selector: object = None
 ) -> tuple[FloatArray, FloatArray]:
     """(abar(1), abar(0)) [..., P]: E[A_1 | r_1 = r] over k' ~ Binomial(G - 1, q) other successes,
-    from the advantage stage's exact hook `conditional(r, k', G, std_eps)`."""
+    from the advantage stage's exact hook `conditional(r, k', G, std_eps)`; with a selector by the
+    group's rewards (its hook `keeps_group`), the advantage of a group out of the loss counts 0
+    (its weight is 0; a per-response mean's N still counts it)."""
     others = np.arange(group_size, dtype=np.float64)
-    conditional = advantage.conditional  # type: ignore[attr-defined]
+    own = advantage.conditional  # type: ignore[attr-defined]
+    if selector is None:
+        conditional = own
+    else:
+
+        def conditional(r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+            kept = selector.keeps_group(r + others, group)  # type: ignore[attr-defined]
+            return np.where(kept, own(r, others, group, std_eps), 0.0)
+
     compiled = kernels.compiled_module("toyrl.expected_compiled")
     if compiled is not None:
         values = [conditional(r, others, group_size, std_eps) for r in (1.0, 0.0)]
@@ -148,7 +158,7 @@ class ExactPlan:
     computed together (the same elementwise arithmetic, one call instead of one per run)."""
 
     normalisers: dict[Any, NDArray[np.intp]]
-    advantages: dict[Any, NDArray[np.intp]]
+    advantages: dict[Any, NDArray[np.intp]]  # by (advantage, selector by the group's rewards or None)
     keep_tail: NDArray[np.bool_]  # a truncated response is in the loss (the selector's hook)
     scale: FloatArray  # N / n: 1 for a mean over responses, B G for a sum over them
     reward: Any
@@ -170,11 +180,16 @@ class ExactPlan:
         responses = config.batch_prompts * config.group_size
         return cls(
             normalisers=rows_by([v.normaliser for v in variants]),
-            advantages=rows_by([v.advantage for v in variants]),
+            advantages=rows_by([(v.advantage, _group_selector(v.selector)) for v in variants]),
             keep_tail=np.array([_hook(v.selector, "keeps_truncated") for v in variants]),
             scale=np.array([1.0 if _hook(v.normaliser, "averaged") else responses for v in variants]),
             reward=next(iter(rewards)),
         )
+
+
+def _group_selector(selector: object) -> object:
+    """The selector if it selects by its group's rewards (its exact hook `keeps_group`), else None."""
+    return selector if hasattr(selector, "keeps_group") else None
 
 
 PMF_BLOCK = 64  # lengths per block of `geometric_pmf`
@@ -288,9 +303,9 @@ def _expected_update(theta: FloatArray, config: Config, plan: ExactPlan) -> Floa
     window = survival(low - 1, phi_right) * stop_within(high - low + 1, phi_right)
     success = p_right * window[..., None]
     abar_correct, abar_incorrect = np.empty(success.shape), np.empty(success.shape)
-    for advantage, rows in plan.advantages.items():
+    for (advantage, selector), rows in plan.advantages.items():
         abar_correct[rows], abar_incorrect[rows] = _mean_advantage(
-            success[rows], config.group_size, advantage, std_eps_of(advantage, config)
+            success[rows], config.group_size, advantage, std_eps_of(advantage, config), selector
         )
     prompts = psi.shape[-1]
     # Right approach: correct iff in the window; the approach score is 1 - sigma(psi) there, and

@@ -28,7 +28,6 @@ import pandas as pd
 
 from toyrl import __version__
 from toyrl.config import MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_help
-from toyrl.expected import exact_support
 from toyrl.experiment import MAX_ROWS, MAX_UPDATES
 from toyrl.looks import EXTRA_COLOURS
 from toyrl.objective import DEFAULTS, KIND_KEYS
@@ -138,7 +137,7 @@ def _source(name: str) -> str:
     """Which entry of `toyrl.variants.SOURCES` a preset was read from ('' for the article's)."""
     if name in ARTICLE:
         return ""
-    for key in ("trl", "verl", "oat", "openrlhf", "dapo"):
+    for key in sorted((key for key in SOURCES if key != "families"), key=len, reverse=True):
         if name.startswith(key):
             return key
     return "families"
@@ -229,12 +228,11 @@ def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -
         "variants": [
             {
                 "name": v.name,
-                "spec": v.spec(),
-                "spec_text": v.spec_text(),  # Python's text: 3.0 stays 3.0, which JSON makes 3
+                # Python's text (3.0 stays 3.0, which JSON makes 3); the page parses its spec from it
+                "spec_text": v.spec_text(),
                 "summary": v.summary,
                 "stands_for": v.stands_for,
                 "source": _source(v.name),
-                "exact": exact_support(v),
             }
             for v in VARIANTS.values()
         ],

@@ -51,6 +51,7 @@ from toyrl.stages import (
     Selector,
     advantages_of,
     check_declared,
+    included_of,
     parameters,
     stage_name,
     std_eps_of,
@@ -321,10 +322,11 @@ def variant_weights(
     ended = np.broadcast_to(np.asarray(stopped, dtype=bool), batch_rewards.shape)
     eps = std_eps_of(variant.advantage, std_eps)
     advantage = advantages_of(variant.advantage, batch_rewards, eps, batch_tokens)
-    # the selectors read which responses stopped (and the batch's shape), not their approach or length
+    # the selectors read which responses stopped (and the batch's shape), or the rewards, not their
+    # approach or length
     prompts = np.arange(batch_rewards.shape[0])
     batch = Batch(prompts, batch_rewards > 0, batch_tokens.astype(np.int64), ended)
-    included = variant.selector.included(batch)
+    included = included_of(variant.selector, batch, batch_rewards)
     denominator, _ = variant.normaliser.denominators(batch_tokens, included, length_norm)
     return weights(advantage, denominator, included).reshape(r.shape)
 

@@ -11,6 +11,7 @@ module) is its interface (R runs, B prompts, G members, C logits):
 | ---------- | ----------------------------------------------------------------------------- |
 | reward     | `rewards(batch, config)` -> [R, B, G]                                         |
 | selector   | `included(batch)` -> bool [R, B, G]                                           |
+|            | (with `uses_rewards`, a second argument: the rewards [R, B, G])               |
 | advantage  | `advantages(rewards [R, B, G], std_eps)` -> [R, B, G]                          |
 |            | (with `uses_tokens`, a third argument: the token counts |o| [R, B, G])         |
 | normaliser | `denominators(tokens, included, length_norm, members=None)`                   |
@@ -78,6 +79,7 @@ from toyrl.stages import (
     TokenAdvantage,
     advantages_of,
     correct,
+    included_of,
     simulated_only,
     std_eps_of,
 )
@@ -337,6 +339,8 @@ def protocol_problem(kind: str, stage: Any) -> str:
         wanted = list(inspect.signature(member).parameters)[1:]  # without self
         if name == "advantages" and getattr(stage, "uses_tokens", False):
             wanted.append("tokens")  # `toyrl.stages.advantages_of`
+        if name == "included" and getattr(stage, "uses_rewards", False):
+            wanted.append("rewards")  # `toyrl.stages.included_of`
         arguments = ", ".join(wanted)
         if not callable(value):
             return f"has {name} as a {type(value).__name__}, not a method taking ({arguments}) {contract}"
@@ -495,7 +499,8 @@ def _reward(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows
 
 def _selector(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     contract = "bool [runs, prompts, group], True where a response is in the loss"
-    return [Output("", stage.included(batch), batch.right.shape, contract, boolean=True)]
+    rewards = correct(batch, PROBE_CONFIG)  # a selector by the rewards (`uses_rewards`) is given them
+    return [Output("", included_of(stage, batch, rewards), batch.right.shape, contract, boolean=True)]
 
 
 def _advantage(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:

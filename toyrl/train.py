@@ -59,6 +59,7 @@ from toyrl.stages import (
     Update,
     advantages_of,
     correct,
+    included_of,
     std_eps_of,
     weights,
 )
@@ -288,8 +289,12 @@ class Plan:
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
         return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
 
-    def included(self, batch: Batch) -> NDArray[np.bool_]:
-        return _per_run(self.selectors_by, lambda stage: stage.included(batch), batch.right.shape, bool)
+    def included(self, batch: Batch, rewards: FloatArray | None = None) -> NDArray[np.bool_]:
+        """Every run's responses in the loss [R, B, G]; `rewards` [R, B, G] for selectors by them
+        (`uses_rewards`)."""
+        return _per_run(
+            self.selectors_by, lambda stage: included_of(stage, batch, rewards), batch.right.shape, bool
+        )
 
     def advantages(self, rewards: FloatArray, config: Config, tokens: FloatArray | None = None) -> FloatArray:
         """Every run's advantages [R, B, G]; `tokens` (|o_i|, [R, B, G]) for stages that weigh
@@ -755,7 +760,7 @@ def train_step(
     old = drawn.table
     batch, tokens_sampled = plan.sampled(drawn.batch, theta, config, refill)
     rewards = plan.rewards(batch, config)
-    selected = plan.included(batch)
+    selected = plan.included(batch, rewards)
     tokens = batch.token_count(config.approach_tokens)
     advantage = plan.advantages(rewards, config, tokens)  # once a batch
     dealt: dict[int, NDArray[np.intp]] = {}  # the laid-out runs' orders over their ranks, this step's

@@ -29,6 +29,16 @@ SOURCES = {
     "compute_opo_outcome_advantage, compute_gpg_outcome_advantage, compute_reinforce_plus_plus(_baseline); "
     "TRL 1.16.0 grpo_trainer.py: loss_type 'cispo', 'sapo', 'luspo', 'vespo', "
     "importance_sampling_level='sequence')",
+    "ms_swift": "ms-swift 4.6.0, swift/arguments/rlhf_args.py and swift/rlhf_trainers/grpo_trainer.py",
+    "unsloth": "unsloth and unsloth_zoo 2026.10.9, unsloth/models/rl.py and unsloth_zoo/rl_replacements.py",
+    "skyrl": "SkyRL (skyrl on the registry), skyrl/backends/skyrl_train/utils/ppo_utils.py",
+    "areal": "AReaL 1.0.4, areal/api/cli_args.py and areal/trainer/ppo/actor.py",
+    "nemo_rl": "NeMo-RL v0.7.0 (NVIDIA-NeMo/RL, not installable), nemo_rl/algorithms/grpo.py and loss/",
+    "roll": "ROLL 8eb27cc2 (alibaba/ROLL, not installable), roll/utils/functionals.py",
+    "slime": "slime v0.3.1 (THUDM/slime, not installable), slime/backends/megatron_utils/loss.py",
+    "prime_rl": "prime-rl v0.8.0 (PrimeIntellect-ai/prime-rl, not installable), its orchestrator's advantage "
+    "and trainer's loss",
+    "easyr1": "EasyR1 0.3.3.dev0 (hiyouga/EasyR1 b44b311, not installable), verl/trainer/core_algos.py",
     "dapo": "the DAPO paper's recipe (Yu et al., 2025) as verl's DAPO recipe runs it: token-level mean, "
     "clip-higher, the soft overlong punishment (verl/workers/reward_manager/dapo.py), dynamic sampling "
     "(filter_groups)",
@@ -199,6 +209,132 @@ VARIANTS: dict[str, Variant] = {
             "advantage=token_whiten,aggregation=token_mean",
             stands_for="OpenRLHF 0.11.2 advantage estimator 'reinforce_baseline' (group mean, then whitened "
             "over the rollout's tokens) with its default loss_agg_mode='token-mean'",
+        ),
+        # The trainers added since (SOURCES by prefix): each one's defaults and its setting nearest
+        # Dr. GRPO's loss, under its own name even where the spec is another preset's (`toyrl check`
+        # names the trainer's own first).
+        _named(
+            "ms_swift_grpo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,beta=0.04,std_eps=0.0001",
+            "ms-swift's GRPO defaults: per-response mean, group std, k3 0.04",
+            "ms-swift 4.6.0 swift rlhf --rlhf_type grpo: loss_type grpo, scale_rewards group, beta 0.04",
+        ),
+        _named(
+            "ms_swift_dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm,beta=0.04",
+            "ms-swift's Dr. GRPO settings, k3 0.04",
+            "ms-swift 4.6.0 --loss_type dr_grpo --scale_rewards none, beta left at 0.04 (dr_grpo at beta 0)",
+        ),
+        _named(
+            "unsloth_default",
+            "advantage=group_std_sample,aggregation=token_mean,std_eps=0.0001",
+            "Unsloth's defaults: TRL's token mean and group std",
+            "Unsloth 2026.10.9 GRPOConfig(): loss_type None read as dapo, beta None as 0",
+        ),
+        _named(
+            "unsloth_dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
+            "Unsloth's Dr. GRPO: loss_type='dr_grpo' alone",
+            "Unsloth 2026.10.9 GRPOConfig(loss_type='dr_grpo'), which turns scale_rewards to False itself",
+        ),
+        _named(
+            "slime_default",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-06",
+            "slime's defaults: per-sample mean, group std",
+            "slime v0.3.1 --advantage-estimator grpo without --calculate-per-token-loss",
+        ),
+        _named(
+            "slime_no_std",
+            "advantage=none,aggregation=seq_mean_token_mean",
+            "slime's Dr. GRPO flag: the std off, the per-sample mean kept",
+            "slime v0.3.1 --disable-grpo-std-normalization (its help cites Dr. GRPO); no flag divides by a "
+            "constant",
+        ),
+        _named(
+            "roll_grpo",
+            "advantage=group_std_sample,aggregation=seq_mean_token_mean,std_eps=1e-06",
+            "ROLL's GRPO: per-response mean, group std",
+            "ROLL (8eb27cc2) adv_estimator grpo with loss_agg_mode seq-mean-token-mean, its default",
+        ),
+        _named(
+            "roll_dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
+            "ROLL's Dr. GRPO: group mean, sum over the padded width",
+            "ROLL (8eb27cc2) adv_estimator reinforce, norm_mean_type group, loss_agg_mode "
+            "seq-mean-token-sum-norm at a fixed width (a constant multiple of Dr. GRPO's loss)",
+        ),
+        _named(
+            "roll_rlvr",
+            "advantage=reinforce_pp,aggregation=seq_mean_token_mean,dual_clip=1.4,selector=difficulty,low=0.1,"
+            "high=0.95,drop_truncated=True",
+            "ROLL's RLVR examples: whitened rewards, groups out by their mean reward",
+            "ROLL (8eb27cc2) examples/*-rlvr*/rlvr_config.yaml: adv_estimator reinforce, whiten_advantages, "
+            "difficulty_mask (0.1, 0.95) with max_len_mask, dual clip 1 + 2 pg_clip",
+        ),
+        _named(
+            "skyrl_default",
+            "advantage=group_std_sample,aggregation=token_mean,std_eps=1e-06",
+            "SkyRL's GRPO: the mini-batch's token mean, group std, no dual clip",
+            "SkyRL 0.3.0 trainer.algorithm defaults: grpo, loss_reduction token_mean (its k3 KL left out)",
+        ),
+        _named(
+            "skyrl_dr_grpo",
+            "advantage=none,aggregation=seq_mean_token_sum_norm",
+            "SkyRL's Dr. GRPO example",
+            "SkyRL 0.3.0 grpo_norm_by_std false, loss_reduction seq_mean_token_sum_norm with max_seq_len "
+            "(examples/train/algorithms/drgrpo/run_drgrpo_gsm8k.sh)",
+        ),
+        _named(
+            "areal_grpo",
+            "advantage=areal_group_whiten,aggregation=token_mean,epsilon=0.4,std_eps=1e-06",
+            "AReaL's GSM8K GRPO: group mean and std, then whitened over the batch's tokens",
+            "AReaL 1.0.4 examples/math/gsm8k_grpo.yaml: reward_norm group, adv_norm batch/batch, clip 0.4",
+        ),
+        _named(
+            "areal_dr_grpo",
+            "advantage=areal_whiten,aggregation=token_mean,epsilon=0.4,whiten_eps=1e-06",
+            "AReaL's GSM8K Dr. GRPO: group mean, then whitened over the batch's tokens",
+            "AReaL 1.0.4 examples/math/gsm8k_drgrpo.yaml: reward_norm group mean, adv_norm batch/batch kept "
+            "(no setting divides by a constant)",
+        ),
+        _named(
+            "areal_liteppo",
+            "advantage=areal_batch_whiten,aggregation=token_mean,epsilon=0.4,std_eps=1e-06",
+            "AReaL's GSM8K LitePPO: group mean, the batch's std, then token whitening",
+            "AReaL 1.0.4 examples/math/gsm8k_liteppo.yaml: reward_norm group mean and batch std, adv_norm",
+        ),
+        _named(
+            "areal_reinforce",
+            "advantage=areal_whiten_rewards,aggregation=token_mean,epsilon=0.4,whiten_eps=1e-06",
+            "AReaL's GSM8K REINFORCE: the rewards whitened over the batch's tokens",
+            "AReaL 1.0.4 examples/math/gsm8k_reinforce.yaml: no reward_norm, adv_norm batch/batch",
+        ),
+        _named(
+            "nemo_rl_default",
+            "advantage=rloo_std,aggregation=token_mean,beta=0.01,std_eps=1e-06",
+            "NeMo-RL's GRPO: leave-one-out mean and std, the global token mean, k3 0.01",
+            "NeMo-RL v0.7.0 grpo_math_1B.yaml: use_leave_one_out_baseline and normalize_rewards, "
+            "token_level_loss, reference_policy_kl_penalty 0.01",
+        ),
+        _named(
+            "nemo_rl_no_std",
+            "advantage=none,aggregation=token_mean,beta=0.01",
+            "NeMo-RL without the std: r - group mean, the global token mean, k3 0.01",
+            "NeMo-RL v0.7.0 normalize_rewards and use_leave_one_out_baseline false: its nearest to Dr. GRPO "
+            "(no setting divides by a constant)",
+        ),
+        _named(
+            "prime_rl_default",
+            "advantage=none,aggregation=token_mean,selector=informative",
+            "prime-rl's defaults: r - group mean, the token mean of groups with a signal",
+            "prime-rl v0.8.0 algo.type grpo with its default zero-advantage filter (groups all right or all "
+            "wrong leave the step)",
+        ),
+        _named(
+            "easyr1_default",
+            "advantage=group_std_sample,aggregation=token_mean,dual_clip=3.0,epsilon_high=0.3,std_eps=1e-06",
+            "EasyR1's GRPO: token mean, group std, clip 0.2/0.3, dual clip 3",
+            "EasyR1 0.3.3.dev0 adv_estimator grpo (always / std), loss_avg_mode token, without its KL",
         ),
         # Older releases whose code does otherwise at its defaults (`toyrl check --version` maps the
         # rest; the conformance suite runs those releases: scripts/conformance.sh TRAINER@VERSION).
@@ -382,14 +518,15 @@ VARIANTS: dict[str, Variant] = {
             "max_rl",
             "advantage=max_rl,aggregation=token_mean",
             "MaxRL: (r - group mean) / group mean, token mean",
-            "prime-rl v0.8.0 algo.type='max_rl' (MaxRL, arXiv 2602.02710), its loss over the step's tokens",
+            "prime-rl v0.8.0 algo.type='max_rl' (MaxRL, arXiv 2602.02710), its loss over the step's tokens "
+            "(without prime-rl's default zero-advantage filter, selector=informative)",
         ),
         _named(
             "prime_rl_length_penalty",
             "advantage=none,aggregation=token_mean,reward=length_penalty",
             "prime-rl's linear length penalty: pass-rate-scaled, before the group mean",
             "prime-rl v0.8.0 algo.type='grpo' with the linear length_penalty at its defaults, its loss over "
-            "the step's tokens",
+            "the step's tokens (without its default zero-advantage filter, selector=informative)",
         ),
         _named(
             "gr3",

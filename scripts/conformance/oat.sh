@@ -17,26 +17,11 @@ venv=${1:?usage: oat.sh VENV_DIR}
 version=0.2.4
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-venv=$(cd "$venv" && pwd)
-pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile)
-
-# torch first and alone: the CPU build on disk. Every later install keeps it (constraints).
+# the venv, torch's CPU build (shared), toyrl from this checkout and its pinned runtime deps:
+# sets venv (absolute), pip, constraints and site
 # shellcheck source=scripts/conformance/shared_torch.sh
 . "$(dirname "$0")/shared_torch.sh"
-shared_torch "$venv/bin/python"
-constraints="$venv/conformance-constraints.txt"
-echo "torch==2.13.0" > "$constraints"
-
-# toyrl itself and its runtime deps, plus the test runner.
-# toyrl from this checkout, by a .pth onto its source: no build in the tree, which another
-# install of the checkout may be using at the same time
-site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-echo "$repo" > "$site/toyrl-source.pth"
-"${pip[@]}" -c "$constraints" numpy==2.4.6 scipy==1.17.1 pandas==3.1.1 matplotlib==3.11.2 typer==0.29.2 \
-    joblib==1.6.0 pytest==9.2.0 pytest-timeout==2.4.0
+trainer_environment "$venv" "$repo"
 
 # oat: the py3-none wheel, fetched as for Python 3.10 (its Requires-Python is < 3.11).
 wheels="$venv/conformance-wheels"
@@ -50,5 +35,4 @@ fi
 "${pip[@]}" -c "$constraints" --no-deps tqdm==4.67.1
 
 # the stand-ins directory: it only provides modules that are not installed.
-site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$repo/tests/conformance/standins/oat" > "$site/toyrl-conformance-standins.pth"

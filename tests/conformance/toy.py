@@ -190,7 +190,7 @@ def token_weights(
     plan = Plan.of([variant])
     config, batch = toy.config, toy.batch
     rewards = plan.rewards(batch, config)
-    included = plan.included(batch)
+    included = plan.included(batch, rewards)
     advantage = plan.advantages(rewards, config, batch.token_count(config.approach_tokens))
     if plan.whole_batch:
         denominator, n = plan.denominators(batch, included, config)

@@ -889,13 +889,14 @@ def check(
         list[str] | None,
         typer.Argument(
             metavar="CONFIG | -- COMMAND",
-            help="A trainer's configuration file (.json, .yaml/.yml, nested keys joined with dots, "
-            "verl's ${...} interpolations resolved), a launch script (.sh: verl's python3 -m "
-            "verl.trainer.main_ppo key=value ..., TRL's trl grpo or accelerate launch script.py --flag "
-            "value ..., OpenRLHF's python3 -m openrlhf.cli.train_ppo_ray ...; read with bash's grammar, "
-            "never run) or Python source holding a GRPOConfig(...) call (.py, read, never imported); or, "
-            "after --, a launch command line. The optional extra check (pip install -e '.[check]' in "
-            "toyrl's checkout) brings the readers.",
+            help="A trainer's configuration file (.json, .yaml/.yml, .toml; nested keys joined with dots, "
+            "${...} interpolations resolved, the files it inherits read), a launch script (.sh: verl's "
+            "python3 -m verl.trainer.main_ppo key=value ..., TRL's trl grpo or accelerate launch "
+            "script.py --flag value ..., OpenRLHF's, ms-swift's swift rlhf, and the other trainers' "
+            "launch lines (docs/trainers.md); read with bash's grammar, never run), Python source or a "
+            "notebook holding a GRPOConfig(...) call (.py, .ipynb; read, never imported); or, after --, "
+            "a launch command line. The optional extra check (pip install -e '.[check]' in toyrl's "
+            "checkout) brings the readers.",
             show_default=False,
         ),
     ] = None,
@@ -903,8 +904,9 @@ def check(
         str | None,
         typer.Option(
             metavar="NAME",
-            help="Whose settings these are: trl, verl, openrlhf or oat (default: told from the keys, "
-            "when they fit one trainer only).",
+            help="Whose settings these are: trl, verl, openrlhf, oat, ms-swift, unsloth, skyrl, areal, "
+            "nemo-rl, roll, slime, prime-rl or easyr1 (default: told from the input, when it fits one "
+            "trainer only).",
         ),
     ] = None,
     set_: Annotated[

@@ -8,8 +8,9 @@
 
    window.toyrl:
      data                 the embedded TOYRL_DATA (toyrl.explore.page_data)
-     presets              data.variants, each with `page` and `page_mean_field`: '' if the page
-                          trains it (sampled / mean-field), else why not
+     presets              data.variants, each with its spec (parsed from spec_text), `page` and
+                          `page_mean_field`: '' if the page trains it (sampled / mean-field),
+                          else why not
      resolve(variant)     a preset name, a spec text "advantage=none,aggregation=token_mean" or a
                           spec object -> {name, spec, stages}; throws InputError (one line)
      support(variant, meanField)  '' or the reason the page cannot train it
@@ -199,7 +200,8 @@
   // --- variants: specs resolved against the Python registry ---------------------------------------
   const REGISTRY = DATA.registry;
   const KIND_KEYS = DATA.kind_keys; // spec key -> stage kind ("aggregation" -> "normaliser")
-  const PRESETS = new Map(DATA.variants.map((v) => [v.name, v]));
+  // each preset's spec parsed from Python's own text of it (the data ships the text only)
+  const PRESETS = new Map(DATA.variants.map((v) => [v.name, { ...v, spec: parseSpecText(v.spec_text) }]));
 
   function parseSpecText(text) { // "key=value,...", values typed as toyrl.objective.parse_spec does
     const spec = {};
@@ -358,14 +360,14 @@
   const PORTED = {
     reward: ["WindowReward", "SoftOverlong", "LengthPenalty", "GroupRelativeRescaling"],
     sampler: ["OneDraw", "FilterGroups", "GroupFilter"],
-    selector: ["AllResponses", "StoppedResponses"],
-    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred", "BestOverSecond", "MeanScaled"],
+    selector: ["AllResponses", "StoppedResponses", "GroupMeanWithin", "RewardSpread"],
+    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred", "BestOverSecond", "MeanScaled", "LeaveOneOutStd", "ArealWhiten", "ArealScaledWhiten"],
     normaliser: ["PerResponse", "TokenMean", "LengthPower", "LongestResponse", "PromptMean", "DeltaL"],
     objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient", "GMPO", "VESPO"],
     kl: ["K3", "K1Reward"],
     schedule: ["Epochs"],
   };
-  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut", "BestOverSecond", "MeanScaled"]);
+  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut", "BestOverSecond", "MeanScaled", "LeaveOneOutStd"]);
   // objectives of one ratio (or weight) a response: one advantage a response too
   const SEQUENCE_OBJECTIVES = ["gspo", "gmpo", "vespo"];
 
@@ -436,6 +438,49 @@
     return correct.map((r, i) => (r > 0 ? 1 : stage.incorrect) + Math.min(-(tokens[i] - (longest - buffer)) / buffer * stage.penalty_factor, 0));
   }
 
+  /* The responses in the loss (toyrl.stages.selector): every one, the stopped ones, or the groups
+     kept by their rewards: mean reward in (low, high) (GroupMeanWithin, with drop_truncated the
+     stopped ones of those), a spread max - min above tol (RewardSpread). */
+  function includedOf(stage, batch, rewards, G) {
+    const N = rewards.length;
+    if (stage.class === "StoppedResponses") return batch.stopped;
+    const out = new Uint8Array(N).fill(1);
+    if (stage.class === "AllResponses") return out;
+    for (let start = 0; start < N; start += G) {
+      let keep;
+      if (stage.class === "GroupMeanWithin") {
+        const mean = sum(rewards, start, G) / G;
+        keep = mean > stage.low && mean < stage.high;
+      } else {
+        let highest = -Infinity, lowest = Infinity;
+        for (let i = start; i < start + G; i++) { highest = Math.max(highest, rewards[i]); lowest = Math.min(lowest, rewards[i]); }
+        keep = highest - lowest > stage.tol;
+      }
+      if (!keep) out.fill(0, start, start + G);
+    }
+    if (stage.drop_truncated) for (let i = 0; i < N; i++) out[i] = out[i] && batch.stopped[i] ? 1 : 0;
+    return out;
+  }
+
+  /* Whether a group of 0/1 rewards with `successes` of them 1 is in the loss (a selector's keeps_group). */
+  function keepsGroup(stage, successes, G) {
+    if (stage.class === "GroupMeanWithin") {
+      const mean = successes / G;
+      return mean > stage.low && mean < stage.high;
+    }
+    if (stage.class === "RewardSpread") return (successes > 0 && successes < G ? 1 : 0) > stage.tol;
+    return true;
+  }
+
+  /* NeMo-RL's leave-one-out advantage over its std (toyrl.stages.advantage._loo_scaled): (r - b) / (s + eps)
+     where s > 0, else r - b; `spread` the others' mean square less their mean squared, s its sample std
+     (NaN, from a negative spread or G = 2, is 0). */
+  function looScaled(centred, spread, others, eps) {
+    if (others < 2) return centred;
+    const std = Math.sqrt(spread * (others / (others - 1)));
+    return std > 0 ? centred / (std + eps) : centred;
+  }
+
   function groupCentred(rewards, G) {
     const out = new Float64Array(rewards.length);
     for (let start = 0; start < rewards.length; start += G) {
@@ -454,6 +499,15 @@
   function sampleStd(values, ddof) { // numpy's std: the mean, then the mean square about it
     const mean = sum(values) / values.length;
     return Math.sqrt(sum(values.map((v) => (v - mean) * (v - mean))) / (values.length - ddof));
+  }
+
+  // AReaL's adv_norm at batch levels (toyrl.stages.advantage._token_whitened): (a - m) / (std + eps)
+  // over the batch's tokens, std Bessel-corrected
+  function arealWhitened(values, tokens, eps) {
+    const total = sum(tokens);
+    const mean = sum(values.map((a, i) => a * tokens[i])) / total;
+    const shifted = values.map((a) => a - mean);
+    return scaled(shifted, Math.sqrt(sum(shifted.map((a, i) => a * a * tokens[i])) / (total - 1)) + eps, eps);
   }
 
   function advantagesOf(stage, rewards, c, G, tokens) {
@@ -479,6 +533,18 @@
         }
         return out;
       }
+      case "LeaveOneOutStd": { // the others' sums: the group's less the response's own
+        const out = new Float64Array(N), squares = rewards.map((r) => r * r), others = G - 1;
+        for (let start = 0; start < N; start += G) {
+          const total = sum(rewards, start, G), totalSquares = sum(squares, start, G);
+          for (let i = start; i < start + G; i++) {
+            const baseline = (total - rewards[i]) / others;
+            const squareMean = (totalSquares - squares[i]) / others;
+            out[i] = looScaled(rewards[i] - baseline, squareMean - baseline * baseline, others, eps);
+          }
+        }
+        return out;
+      }
       case "BatchWhiten": {
         const centred = groupCentred(rewards, G);
         const mean = sum(centred) / N;
@@ -497,6 +563,22 @@
           : squares / (total - stage.ddof);
         const root = Math.sqrt(Math.max(variance + stage.var_eps, stage.var_floor));
         return shifted.map((a) => a / root);
+      }
+      case "ArealWhiten": return arealWhitened(stage.centred ? groupCentred(rewards, G) : rewards, tokens, stage.whiten_eps);
+      case "ArealScaledWhiten": { // c / (the group's or the batch's sample std + eps), then the whitening
+        const centred = groupCentred(rewards, G);
+        let scaledCentred = new Float64Array(N);
+        if (stage.scale === "group") { // GroupStd's sample std, the same operations
+          const squares = new Float64Array(G);
+          for (let start = 0; start < N; start += G) {
+            for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
+            const scale = Math.sqrt(sum(squares) / (G - 1)) + eps;
+            for (let i = start; i < start + G; i++) scaledCentred[i] = eps > 0 || scale > 0 ? centred[i] / scale : 0;
+          }
+        } else {
+          scaledCentred = scaled(centred, Math.sqrt(sum(centred.map((a) => a * a)) / (N - 1)) + eps, eps);
+        }
+        return arealWhitened(scaledCentred, tokens, stage.whiten_eps);
       }
       case "LengthWeightedBaseline": {
         const out = new Float64Array(N);
@@ -1141,7 +1223,7 @@
     const [batch, tokensSampled] = samplerBatch(stages.sampler, drawn, theta, c, run.refill);
     const correct = correctness(batch, c);
     const rewards = rewardsOf(stages.reward, batch, c, correct);
-    const selected = stages.selector.name === "stopped" ? batch.stopped : new Uint8Array(N).fill(1);
+    const selected = includedOf(stages.selector, batch, rewards, G);
     const tokens = tokenCount(batch, c.approach_tokens);
     const advantage = advantagesOf(stages.advantage, rewards, c, G, tokens);
     // a token budget lays micro-batches out only for a normaliser taken on each (Plan.laid_out)
@@ -1231,6 +1313,10 @@
   function conditional(stage, r, others, G, eps) { // E[A_1 | r_1 = r, k' others correct]
     if (stage.class === "Centred") return r - (r + others) / G;
     if (stage.class === "LeaveOneOut") return r - others / (G - 1);
+    if (stage.class === "LeaveOneOutStd") { // 0/1 rewards: the others' squares sum to their successes
+      const baseline = others / (G - 1);
+      return looScaled(r - baseline, baseline - baseline * baseline, G - 1, eps);
+    }
     if (stage.class === "MeanScaled") {
       const mean = (r + others) / G;
       return mean > 0 ? (r - mean) / mean : 0;
@@ -1280,7 +1366,7 @@
     const cap = c.cap, stages = variant.stages, approachTokens = c.approach_tokens, lengthNorm = c.length_norm_value;
     const s = expit(phi);
     const scale = (stages.normaliser.averaged ?? true) ? 1 : c.batch_prompts * c.group_size;
-    const keepTail = stages.selector.name !== "stopped";
+    const keepTail = stages.selector.name !== "stopped" && !stages.selector.drop_truncated;
     const [weight, scored, masked, pmfs] = scratch(cap);
     geometricPmf(phi, cap, pmfs);
     let dTail = 1;
@@ -1321,8 +1407,9 @@
     const eps = stages.advantage.std_eps === undefined || stages.advantage.std_eps === null ? c.std_eps : stages.advantage.std_eps;
     const correctTable = new Float64Array(G), incorrectTable = new Float64Array(G);
     for (let k = 0; k < G; k++) {
-      correctTable[k] = conditional(stages.advantage, 1, k, G, eps);
-      incorrectTable[k] = conditional(stages.advantage, 0, k, G, eps);
+      // a group out of the loss by its rewards has weight 0 (toyrl.expected._mean_advantage)
+      correctTable[k] = keepsGroup(stages.selector, 1 + k, G) ? conditional(stages.advantage, 1, k, G, eps) : 0;
+      incorrectTable[k] = keepsGroup(stages.selector, k, G) ? conditional(stages.advantage, 0, k, G, eps) : 0;
     }
     const grad = new Float64Array(P + 2);
     const phiRightTerms = new Float64Array(P), phiWrongTerms = new Float64Array(P);
@@ -1601,7 +1688,7 @@
     return advantagesOf(stage, Float64Array.from(rewards), { std_eps: stdEps }, rewards.length);
   }
 
-  const presets = DATA.variants.map((v) => ({ ...v, page: support(v.name, false), page_mean_field: support(v.name, true) }));
+  const presets = [...PRESETS.values()].map((v) => ({ ...v, page: support(v.name, false), page_mean_field: support(v.name, true) }));
 
   window.toyrl = {
     data: DATA,

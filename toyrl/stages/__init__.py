@@ -21,9 +21,12 @@ checker, and `toyrl.plugins` holds a plugin's stage to it when it loads.
 | sampler    | `once` (the article's); `filter_groups` (DAPO's dynamic sampling); `gfpo`       |
 |            | (GFPO: G' draws a prompt, the G shortest or most reward per token kept)        |
 | selector   | `all`; `stopped` (truncated responses masked out of the loss: mask_truncated) |
+|            | `difficulty`: groups of mean reward outside (low, high) out (ROLL's);         |
+|            | `informative`: groups of equal rewards out (SkyRL's, prime-rl's)              |
 | advantage  | `group_std` (ddof 0), `group_std_sample` (ddof 1), `batch_std`, `none`, `rloo`,        |
 |            | `batch_whiten`, `token_whiten`(`_sample`), `reinforce_pp`, `opo`, `gpg`,        |
-|            | `passk`, `max_rl`                                                             |
+|            | `passk`, `max_rl`, `rloo_std`, `areal_whiten`(`_rewards`),                    |
+|            | `areal_group_whiten`, `areal_batch_whiten`                                    |
 | normaliser | the six aggregations, `length_power`, `prompt_mean`, `delta_l`: D_i and n of   |
 |            | w_i = A_i / D_i                                                               |
 | objective  | `ppo_clip`: min(rho A, clip(rho, 1 - epsilon, 1 + epsilon_high) A), dual_clip |
@@ -47,6 +50,14 @@ Advantages, with eps the std epsilon (the stage's `std_eps`, or the configuratio
 | `opo`              | r_i - sum_j abs(o_j) r_j / sum_j abs(o_j) over the group  (OPO)                |
 | `gpg`              | (N / M) (r_i - group mean), M the batch's nonzero rewards  (GPG)      |
 | `max_rl`           | (r_i - group mean) / group mean, 0 if the mean is 0  (MaxRL)          |
+| `rloo_std`         | (r_i - b_i) / (s_i + eps), b_i, s_i the mean and sample std of the    |
+|                    | other G - 1 rewards; r_i - b_i where s_i = 0  (NeMo-RL)               |
+| `areal_whiten`     | a_i = r_i - group mean (`_rewards`: r_i), then over the batch's       |
+|                    | tokens (a_i - m) / (sample std + whiten_eps), m the token-weighted    |
+|                    | mean  (AReaL's reward_norm, then adv_norm; `ArealWhiten`)             |
+| `areal_group_whiten`, `areal_batch_whiten` | a_i = (r_i - group mean) / (group sample std, |
+|                    | or the batch's about the group means, + eps), then whitened as        |
+|                    | `areal_whiten`  (`ArealScaledWhiten`)                                 |
 
 Aggregations (N = B G responses, |o_i| the token count of response i, L_norm a constant, by
 default the cap):
@@ -68,12 +79,15 @@ from __future__ import annotations
 
 from toyrl.stages.advantage import (
     Advantage,
+    ArealScaledWhiten,
+    ArealWhiten,
     BatchStd,
     BatchWhiten,
     BestOverSecond,
     Centred,
     GroupStd,
     LeaveOneOut,
+    LeaveOneOutStd,
     LengthWeightedBaseline,
     MeanScaled,
     RescaledCentred,
@@ -126,7 +140,14 @@ from toyrl.stages.reward import (
 )
 from toyrl.stages.sampler import FilterGroups, GroupFilter, OneDraw, Sampler, generated
 from toyrl.stages.schedule import Epochs, Schedule
-from toyrl.stages.selector import AllResponses, Selector, StoppedResponses
+from toyrl.stages.selector import (
+    AllResponses,
+    GroupMeanWithin,
+    RewardSpread,
+    Selector,
+    StoppedResponses,
+    included_of,
+)
 
 # Each kind's Protocol, by kind: what `toyrl.plugins` holds a plugin's stage to.
 PROTOCOLS: dict[str, type] = {
@@ -154,6 +175,8 @@ __all__ = [
     "VESPO",
     "Advantage",
     "AllResponses",
+    "ArealScaledWhiten",
+    "ArealWhiten",
     "BatchStd",
     "BatchWhiten",
     "BestOverSecond",
@@ -162,10 +185,12 @@ __all__ = [
     "Epochs",
     "FilterGroups",
     "GroupFilter",
+    "GroupMeanWithin",
     "GroupRelativeRescaling",
     "GroupStd",
     "K1Reward",
     "LeaveOneOut",
+    "LeaveOneOutStd",
     "LengthPenalty",
     "LengthPower",
     "LengthWeightedBaseline",
@@ -180,6 +205,7 @@ __all__ = [
     "PromptMean",
     "RescaledCentred",
     "Reward",
+    "RewardSpread",
     "Sampler",
     "Schedule",
     "Selector",
@@ -196,6 +222,7 @@ __all__ = [
     "declarations",
     "declared",
     "generated",
+    "included_of",
     "parameters",
     "refused",
     "register",

@@ -133,6 +133,47 @@ class LeaveOneOut:
         return r - others / (group - 1)
 
 
+@register("advantage", "rloo_std")
+@dataclass(frozen=True)
+class LeaveOneOutStd:
+    """NeMo-RL's GRPO advantage with its defaults use_leave_one_out_baseline and normalize_rewards
+    (NVIDIA-NeMo/RL v0.7.0, nemo_rl/algorithms/utils.py `calculate_baseline_and_std_per_prompt`,
+    called by nemo_rl/algorithms/advantage_estimator.py `GRPOAdvantageEstimator.compute_advantage`):
+    over the other G - 1 rewards of i's group, b_i = sum_{j != i} r_j / (G - 1) and
+    m_i = sum_{j != i} r_j^2 / (G - 1), s_i = sqrt((m_i - b_i^2) (G - 1) / (G - 2)), the sample
+    std (ddof 1) of the leave-one-out set, from its moments, NaN (a negative moment difference, or
+    G = 2) taken as 0 (`nan_to_num(0)`); A_i = (r_i - b_i) / (s_i + std_eps) where s_i > 0, else
+    r_i - b_i, undivided ("don't sharpen the ones with no variation"). NeMo-RL's std_eps is 1e-6.
+    The sums over the others are the group's total less r_i (NeMo-RL's, a mask-matrix product, is
+    the same number on 0/1 rewards)."""
+
+    std_eps: float | None = _std_eps()
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray:
+        others = rewards.shape[-1] - 1
+        squares = rewards * rewards
+        baseline = (np.add.reduce(rewards, axis=-1, keepdims=True) - rewards) / others
+        square_mean = (np.add.reduce(squares, axis=-1, keepdims=True) - squares) / others
+        return _loo_scaled(rewards - baseline, square_mean - baseline * baseline, others, std_eps)
+
+    def conditional(self, r: float, others: FloatArray, group: int, std_eps: float) -> FloatArray:
+        baseline = others / (group - 1)  # with 0/1 rewards the others' squares sum to their successes
+        return _loo_scaled(r - baseline, baseline - baseline * baseline, group - 1, std_eps)
+
+
+def _loo_scaled(centred: FloatArray, spread: FloatArray, others: int, std_eps: float) -> FloatArray:
+    """`LeaveOneOutStd`'s (r_i - b_i) / (s_i + std_eps) where s_i > 0, else r_i - b_i; `spread` is
+    m_i - b_i^2 over the `others` = G - 1 rewards."""
+    if others < 2:  # NeMo-RL's (G - 1) / (G - 2) is 1 / 0: the std is NaN, then 0
+        return centred
+    with np.errstate(invalid="ignore"):  # sqrt of a negative spread: NaN, then 0 (nan_to_num)
+        std = np.nan_to_num(np.sqrt(spread * (others / (others - 1))), nan=0.0)
+    return np.divide(centred, std + std_eps, out=np.array(centred, dtype=np.float64), where=std > 0)
+
+
 @register("advantage", "batch_whiten")
 @dataclass(frozen=True)
 class BatchWhiten:
@@ -294,3 +335,82 @@ def std_eps_of(advantage: Any, config: Config | float) -> float:
     if own is not None:
         return float(own)
     return config.std_eps if isinstance(config, Config) else float(config)
+
+
+def _token_whitened(values: FloatArray, tokens: FloatArray, eps: float) -> FloatArray:
+    """AReaL's adv_norm at batch levels over the batch's tokens (each response weighs |o_i|, its
+    tokens in the loss mask): m = sum |o| a / sum |o|, v = sum |o| (a - m)^2 / (sum |o| - 1) (Bessel
+    over tokens), (a_i - m) / (sqrt(v) + eps): the epsilon on the std, not on the variance."""
+    total = tokens.sum(axis=(-2, -1), keepdims=True)
+    mean = (values * tokens).sum(axis=(-2, -1), keepdims=True) / total
+    shifted = values - mean
+    squares = (shifted * shifted * tokens).sum(axis=(-2, -1), keepdims=True)
+    return _scaled(shifted, np.sqrt(squares / (total - 1)) + eps, eps)
+
+
+@register("advantage", "areal_whiten_rewards", centred=False)
+@register("advantage", "areal_whiten")  # bottom-up: this one first
+@dataclass(frozen=True)
+class ArealWhiten:
+    """AReaL's reward_norm at the group mean (no std), then its adv_norm at batch levels (areal
+    1.0.4, areal/utils/data.py `Normalization.__call__`, `_compute_mean`, `_compute_std`, applied in
+    that order by areal/trainer/ppo/actor.py `PPOActor._compute_advantages`; each token's advantage
+    its response's normalised reward at discount 1, lambda 1): a_i = r_i - group mean (`centred`;
+    else a_i = r_i, no reward_norm), then over the batch's tokens, each response weighing |o_i|,
+    m = sum |o| a / sum |o|, v = sum |o| (a - m)^2 / (sum |o| - 1), A_i = (a_i - m) / (sqrt(v) +
+    whiten_eps): the epsilon on the std, where token_whiten_sample puts it on the variance. With a
+    reward scale k (reward_scaling), whiten_eps is adv_norm's eps / k. A zero std at whiten_eps 0
+    gives 0 (AReaL's 0 / 0 is NaN). AReaL rounds each normalisation's result to float32; this is
+    float64. `areal_whiten`: its GSM8K Dr. GRPO example; `areal_whiten_rewards`: its REINFORCE one."""
+
+    centred: bool = True
+    whiten_eps: float = declared(1e-5, 0.0, 1.0, high_open=True)
+    fixed: ClassVar[tuple[str, ...]] = ("centred",)
+    uses_tokens: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "token-weighted whitening couples the groups of a batch"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray | None = None) -> FloatArray:
+        assert tokens is not None, "uses_tokens: given the token counts (`toyrl.train.Plan.advantages`)"
+        return _token_whitened(_centred(rewards) if self.centred else rewards, tokens, self.whiten_eps)
+
+
+@register("advantage", "areal_batch_whiten", scale="batch")
+@register("advantage", "areal_group_whiten", scale="group")  # bottom-up: this one first
+@dataclass(frozen=True)
+class ArealScaledWhiten:
+    """AReaL's reward_norm at the group mean and a std, then its adv_norm at batch levels (areal
+    1.0.4, areal/utils/data.py `Normalization`; areal/trainer/ppo/actor.py
+    `PPOActor._compute_advantages`): c_i = r_i - group mean, then by `scale`: "group",
+    a_i = c_i / (s_g + std_eps), s_g the group's sample std (std_level group, std_unbiased);
+    "batch", a_i = c_i / (S + std_eps), S^2 = sum_i c_i^2 / (BG - 1) over the batch's responses
+    about their *group* means (std_level batch after mean_level group: `_compute_std` is given the
+    group means); then `ArealWhiten`'s whitening over the batch's tokens with whiten_eps (adv_norm's
+    eps). With a reward scale k (reward_scaling), std_eps is reward_norm's eps / k. A zero std at a
+    zero epsilon gives 0 (AReaL's 0 / 0 is NaN); float64, where AReaL rounds each normalisation's
+    result to float32. `areal_group_whiten`: its GSM8K GRPO example; `areal_batch_whiten`: its
+    LitePPO example."""
+
+    scale: str = "group"
+    std_eps: float | None = _std_eps()  # None: the configuration's std_eps
+    whiten_eps: float = declared(1e-5, 0.0, 1.0, high_open=True)
+    fixed: ClassVar[tuple[str, ...]] = ("scale",)
+    uses_tokens: ClassVar[bool] = True
+    simulated_only: ClassVar[str] = "token-weighted whitening couples the groups of a batch"
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+    def advantages(self, rewards: FloatArray, std_eps: float, tokens: FloatArray | None = None) -> FloatArray:
+        assert tokens is not None, "uses_tokens: given the token counts (`toyrl.train.Plan.advantages`)"
+        centred = _centred(rewards)
+        if self.scale == "group":  # GroupStd's sample std, the same operations
+            squares = np.add.reduce(centred * centred, axis=-1, keepdims=True)
+            count = rewards.shape[-1]
+        else:
+            squares = (centred * centred).sum(axis=(-2, -1), keepdims=True)
+            count = rewards.shape[-2] * rewards.shape[-1]
+        scaled = _scaled(centred, np.sqrt(squares / (count - 1)) + std_eps, std_eps)
+        return _token_whitened(scaled, tokens, self.whiten_eps)

@@ -17,12 +17,19 @@ tells whose configuration they are (`detect`).
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import importlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from toyrl.config import InvalidInput, finite, shown
 from toyrl.values import BOOLEAN_SPELLINGS, parse_as
+
+if TYPE_CHECKING:
+    from toyrl.trainers.launch import Launch
+    from toyrl.trainers.shell import Word
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,9 @@ class Release:
     # names of the trainer's other releases that this release's own parser refuses, with why: a
     # --set of one is refused, a file's is told in the report (its launch would stop at it)
     refuses: dict[str, str] = field(default_factory=dict)
+    # why the mapping is not run against the trainer's code ("" when the conformance suite runs it):
+    # it was read from the trainer's source (`source`), and `toyrl check` says so
+    not_run: str = ""
 
     def ignoring(self, key: str) -> str | None:
         """Why this release ignores `key` (`ignores`), or None when it does not."""
@@ -180,6 +190,47 @@ class Release:
             return self.ignores[key]
         sections = [name for name in self.ignores if name.endswith(".") and key.startswith(name)]
         return self.ignores[max(sections, key=len)] if sections else None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A command that starts a trainer's training, and how its arguments are read.
+
+    It starts with `program` (its words, the first matched by its file's name: `swift rlhf`, `uv
+    run rl`), or runs `module` (`python -m MODULE`, or the module's file `a/b/c.py`; `pkg.*`: any
+    module under pkg), or launches a Python script whose file's name matches `script` (an fnmatch
+    pattern, `run_grpo*.py`). `read` reads its arguments: "flags" (as argparse), "overrides"
+    (Hydra's override grammar) or the trainer's own function (words, origin) -> Launch."""
+
+    program: tuple[str, ...] = ()
+    module: str = ""
+    script: str = ""
+    read: str | Callable[[list[Word], str], Launch] = "flags"
+
+    def starts(self, texts: list[str], i: int) -> int | None:
+        """The index of the entry's first argument when the command's words start it at `i`."""
+        text = texts[i]
+        if self.program:
+            words = texts[i : i + len(self.program)]
+            if len(words) == len(self.program) and Path(words[0]).name == self.program[0]:
+                if words[1:] == list(self.program[1:]):
+                    return i + len(self.program)
+            return None
+        if self.module:
+            name = texts[i + 1] if text in ("-m", "--module") and i + 1 < len(texts) else ""
+            if text.endswith(".py"):
+                name = text.removesuffix(".py").replace("/", ".")
+            if self.module.endswith(".*"):
+                prefix = self.module[:-1]
+                hit = name.startswith(prefix) or f".{prefix}" in name
+            else:
+                hit = name == self.module or name.endswith(f".{self.module}")
+            if hit:
+                return i + (1 if text.endswith(".py") else 2)
+            return None
+        if self.script and text.endswith(".py") and fnmatch.fnmatch(Path(text).name, self.script):
+            return i + 1
+        return None
 
 
 @dataclass(frozen=True)
@@ -195,15 +246,25 @@ class Trainer:
     releases: dict[str, Release]
     marks: tuple[str, ...] = ()
     other_names: frozenset[str] = frozenset()
+    entries: tuple[Entry, ...] = ()  # how its launch commands start (verl's, TRL's, OpenRLHF's: launch.py)
+    # its configuration file as flat dotted settings, where its format holds more than one
+    # file's keys (a `defaults:` list of files it inherits); None: `reading.read_settings`
+    read_file: Callable[[Path], dict[str, Any]] | None = None
+    # the trainer (registry name) whose configuration class this one's extends (ms-swift's and
+    # Unsloth's GRPO configurations are TRL's GRPOConfig and more): the names they share are the
+    # other's evidence, and a configuration with names of both is this one's (`reading.detect`)
+    extends: str = ""
 
     def knows(self, key: str) -> bool:
         """Whether `key` is a name of this trainer's configurations: a setting or another name of
-        one in any release modelled, one of its other names, or under one of its sections."""
-        return (
+        one in any release modelled, one of its other names, or under one of its sections; for a
+        trainer that extends another's configuration, not one of the other's names."""
+        known = (
             key in self.other_names
             or any(key in release.settings or key in release.aliases for release in self.releases.values())
             or any(key == mark or (mark.endswith(".") and key.startswith(mark)) for mark in self.marks)
         )
+        return known and not (self.extends and registry()[self.extends].knows(key))
 
     @property
     def latest(self) -> str:
@@ -280,6 +341,16 @@ def schedule_spec(
     return spec, unmodelled
 
 
+def soft_overlong_spec(longest: int, start: int, cache: int, penalty: float, task: float) -> list[str]:
+    """The spec items of DAPO's soft overlong punishment (`reward=soft_overlong`) as a trainer's
+    reward function adds it to the task's 0/1 reward of weight `task` (`incorrect=0`): nothing up
+    to `start` tokens, then `penalty` more per `cache` tokens, up to the longest response
+    `longest`; in the toy's units of the task's reward."""
+    depth = (longest - start) / cache * penalty / task  # the penalty at the longest response
+    buffer = (longest - start) / longest
+    return ["reward=soft_overlong", f"buffer={buffer}", f"penalty_factor={depth}", "incorrect=0"]
+
+
 def grad_clip_note(setting: str, value: Any) -> str:
     """What a trainer's gradient-norm clipping is on the toy: left out, since a bound on the norm
     over an LLM's parameters says nothing about one over the toy's P + 2 logits (the toy's own
@@ -299,11 +370,28 @@ def constant_note(setting: str, value: Any, what: str) -> str:
     )
 
 
+# the trainers modelled: the name `--trainer` takes -> the module that describes it
+MODULES = {
+    "trl": "trl",
+    "verl": "verl",
+    "openrlhf": "openrlhf",
+    "oat": "oat",
+    "ms-swift": "swift",
+    "unsloth": "unsloth",
+    "skyrl": "skyrl",
+    "areal": "areal",
+    "nemo-rl": "nemo_rl",
+    "roll": "roll",
+    "slime": "slime",
+    "prime-rl": "prime_rl",
+    "easyr1": "easyr1",
+}
+
+
 def registry() -> dict[str, Trainer]:
     """The trainers modelled, by the name `--trainer` takes."""
-    from toyrl.trainers import oat, openrlhf, trl, verl
-
-    return {"trl": trl.TRAINER, "verl": verl.TRAINER, "openrlhf": openrlhf.TRAINER, "oat": oat.TRAINER}
+    modules = {name: importlib.import_module(f"toyrl.trainers.{module}") for name, module in MODULES.items()}
+    return {name: module.TRAINER for name, module in modules.items()}
 
 
 def trainer(name: str) -> Trainer:

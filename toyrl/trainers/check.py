@@ -26,6 +26,7 @@ from toyrl.config import Config, ConfigError, InvalidInput
 from toyrl.experiment import check_experiment, run_experiment
 from toyrl.objective import Variant
 from toyrl.spread import RESAMPLES, Difference, describe, format_mean_sd, over_seeds, paired_difference
+from toyrl.stages import parameters
 from toyrl.trainers import Resolved, resolve
 from toyrl.trainers import trainer as named_trainer
 from toyrl.trainers.reading import detect, read_input
@@ -158,6 +159,8 @@ LOSS_KEYS = (
     "round_prompts",
 )
 
+LOSS_KINDS = ("reward", "selector", "advantage", "normaliser", "sampler")  # the stages Dr. GRPO's replace
+
 
 def _loss(spec: dict[str, Any]) -> dict[str, Any]:
     """A spec without its schedule (epochs, mini- and micro-batches, shuffle, the layout by length)
@@ -165,15 +168,15 @@ def _loss(spec: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in spec.items() if key not in SCHEDULE_KEYS}
 
 
-def _preset(spec: dict[str, Any], distribution: str) -> str | None:
+def _preset(spec: dict[str, Any], trainer: str) -> str | None:
     """The named variant with this spec (its dual clip aside, which acts only off policy), the
-    trainer's own first."""
+    trainer's own first (named after it: `ms_swift_grpo` for ms-swift's)."""
     same = [
         name
         for name, v in VARIANTS.items()
         if {k: x for k, x in v.spec().items() if k != "dual_clip"} == spec
     ]
-    own = [name for name in same if name.startswith(f"{distribution}_")]
+    own = [name for name in same if name.startswith(trainer.lower().replace("-", "_") + "_")]
     return (own or same)[0] if same else None
 
 
@@ -182,7 +185,9 @@ def dr_grpo_in(variant: Variant) -> Variant:
     the loss, the 0/1 reward, the batch as drawn) in the variant's schedule, clip and KL term, so
     that the comparison is of what the variant changes in the loss and the batch; `dr_grpo` itself
     when the variant has the defaults' schedule."""
-    spec = {key: value for key, value in variant.spec().items() if key not in LOSS_KEYS}
+    # and every parameter of the variant's own loss stages (a selector's thresholds, a reward's weights)
+    own = {name for kind in LOSS_KINDS for name in parameters(variant.stage(kind))}
+    spec = {key: value for key, value in variant.spec().items() if key not in LOSS_KEYS and key not in own}
     spec = VARIANTS["dr_grpo"].spec() | spec
     if spec == VARIANTS["dr_grpo"].spec():
         return VARIANTS["dr_grpo"]
@@ -277,7 +282,7 @@ def resolve_input(
     as the trainer the input's form names, else the one its keys fit: `detect`) in `version`
     (default: the newest modelled). InvalidInput when there is nothing to check or `trainer`
     cannot read the input."""
-    given = read_input(arguments)
+    given = read_input(arguments, trainer)
     if trainer is not None:
         name, read_as = trainer, f"read as {named_trainer(trainer).name} (--trainer {trainer})"
         if given.trainer is not None and given.trainer != trainer:
@@ -343,8 +348,8 @@ def run_check(
     variants = [reference] if same else [variant, reference]
     workers = check_experiment(config, variants, seeds, n_jobs)
     frame = run_experiment(config, variants, seeds, n_jobs=n_jobs, progress=progress, workers=workers)
-    preset = _preset(variant.spec(), resolved.trainer.distribution)
-    loss_preset = None if preset else _preset(_loss(variant.spec()), resolved.trainer.distribution)
+    preset = _preset(variant.spec(), resolved.trainer.name)
+    loss_preset = None if preset else _preset(_loss(variant.spec()), resolved.trainer.name)
     return Check(
         resolved,
         config,
@@ -414,6 +419,11 @@ def report(check: Check) -> list[str]:
         lines.append(
             f"Dr. GRPO here: {check.reference.variant.spec_text()} (its advantage and loss, in these "
             "settings' schedule and clip)"
+        )
+    if r.release.not_run:
+        lines.append(
+            f"note: this mapping was read from {r.trainer.name} {r.version}'s source ({r.release.source}), "
+            f"not run against its code: {r.release.not_run}"
         )
     lines += [f"note: {key} is {name} ({why})" for key, (name, why) in r.renamed.items()]
     lines += [f"note: {item}" for item in r.mapping.notes + check.kept]
@@ -515,6 +525,8 @@ def as_json(check: Check) -> dict[str, Any]:
         "misspelt": check.resolved.misspelt,
         "renamed": {key: name for key, (name, _) in check.resolved.renamed.items()},
         "read_as": check.resolved.read_as,
+        "source": check.resolved.release.source,
+        "run_against_the_trainer": not check.resolved.release.not_run,
         "unread": list(check.resolved.unread),
         "unknown": check.resolved.unknown,
         "seeds": check.seeds,

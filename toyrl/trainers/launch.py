@@ -27,7 +27,7 @@ from typing import Any
 
 from toyrl import install
 from toyrl.config import InvalidInput, shown
-from toyrl.trainers import Unresolved
+from toyrl.trainers import Unresolved, registry
 from toyrl.trainers.shell import Command, Word
 
 OPENRLHF_MODULE = "openrlhf.cli.train_ppo_ray"
@@ -58,6 +58,9 @@ class Launch:
     settings: dict[str, Any]
     origin: str
     notes: list[str] = field(default_factory=list)
+    # configuration files the command names (`--config FILE`), read under its settings, a later
+    # file over an earlier one (`toyrl.trainers.reading`)
+    files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,15 @@ def anchor(words: list[Word]) -> _Anchor | None:
         if module == OPENRLHF_MODULE:
             return _Anchor("openrlhf", start, module, partial(read_flags, trainer="openrlhf"))
         if module and _verl_entry(module):
-            return _Anchor("verl", start, module, _overrides)
+            return _Anchor("verl", start, module, read_overrides)
         if Path(text).name == "trl" and texts[i + 1 : i + 2] == ["grpo"]:
             return _Anchor("trl", i + 2, "trl grpo", partial(read_flags, trainer="trl"))
+        for name, trainer in registry().items():
+            for entry in trainer.entries:
+                first = entry.starts(texts, i)
+                if first is not None:
+                    named = texts[i + 1 : first] if text in ("-m", "--module") else texts[i:first]
+                    return _Anchor(name, first, " ".join(named), _reader(entry.read, name))
     launcher = next((i for i, text in enumerate(texts) if Path(text).name.startswith(LAUNCHERS)), None)
     if launcher is not None:  # python, accelerate launch ..., also after a wrapper (srun, nohup)
         for i, text in enumerate(texts[launcher + 1 :], start=launcher + 1):
@@ -112,12 +121,26 @@ def anchor(words: list[Word]) -> _Anchor | None:
     return None
 
 
+Reader = Callable[[list[Word], str], "Launch"]
+
+
+def _reader(read: str | Reader, trainer: str) -> Reader:
+    """An entry's reader of its arguments (`Entry.read`) as a function (words, origin) -> Launch."""
+    if read == "flags":
+        return partial(read_flags, trainer=trainer)
+    if read == "overrides":
+        return partial(read_overrides, trainer=trainer)
+    if isinstance(read, str):
+        raise ValueError(f"an entry of {trainer} reads its arguments as {read!r}; valid: flags, overrides")
+    return read
+
+
 def _script_arguments(words: list[Word], origin: str) -> Launch:
     """A Python script's arguments, whose trainer its keys tell: Hydra overrides when the first
     is `key=value` (a script of verl's configuration), else flags."""
     first = next((word.text for word in words if not word.spread), "")
     if "=" in first and not first.startswith("-"):
-        return _overrides(words, origin, trainer=None)
+        return read_overrides(words, origin, trainer=None)
     return read_flags(words, origin, None)
 
 
@@ -179,8 +202,9 @@ def read_flags(words: list[Word], origin: str, trainer: str | None) -> Launch:
     return Launch(trainer, settings, origin, notes)
 
 
-def _overrides(words: list[Word], origin: str, trainer: str | None = "verl") -> Launch:
-    """verl's arguments: Hydra's flags, then one override a word, parsed by Hydra's own grammar."""
+def read_overrides(words: list[Word], origin: str, trainer: str | None = "verl") -> Launch:
+    """Hydra's arguments (verl's, and those of other trainers' entries that read "overrides"):
+    Hydra's flags, then one override a word, parsed by Hydra's own grammar."""
     try:
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from hydra.errors import HydraException

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import textwrap
 import tokenize
 import warnings
@@ -131,6 +132,7 @@ def _read_call(tree: ast.Module, origin: str) -> tuple[str, dict[str, Any], int]
             f"{origin}: {len(calls)} {EXPECTED} calls (lines {lines}); toyrl checks one: keep one in the file"
         )
     call = calls[0]
+    constants = _constants(tree, call.lineno)
     settings: dict[str, Any] = {}
     if any(isinstance(argument, ast.Constant) and argument.value is Ellipsis for argument in call.args):
         settings[ELISION] = ELIDED
@@ -146,9 +148,50 @@ def _read_call(tree: ast.Module, origin: str) -> tuple[str, dict[str, Any], int]
         if keyword.arg in settings:
             repeated = f"keyword argument repeated: {keyword.arg}, line {keyword.lineno}"
             raise InvalidInput(f"{origin}: not valid Python ({repeated})")
-        settings[keyword.arg] = _value(keyword.arg, keyword.value, origin)
+        settings[keyword.arg] = _value(keyword.arg, keyword.value, origin, constants)
     trainer = _constructor(call.func, names)
+    if trainer == "trl" and _imports(tree, "unsloth"):
+        trainer = "unsloth"  # TRL's GRPOConfig, trained by Unsloth's patched GRPOTrainer
     return trainer, settings | _assigned_later(tree, trainer, settings), call.lineno
+
+
+def _imports(tree: ast.Module, package: str) -> bool:
+    """Whether the source imports `package` or anything from it."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == package for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            if (node.module or "").split(".")[0] == package:
+                return True
+    return False
+
+
+def notebook_source(text: str, origin: str) -> str:
+    """A Jupyter notebook's code cells as one Python source, in order, each line of IPython's own
+    syntax (`!pip install ...`, `%%capture`) turned into a blank statement at its indentation, as
+    IPython turns it into a call: the lines of its code cells keep their numbers within the cell
+    only, so a message names the cell's first line in the joined source."""
+    try:
+        notebook = json.loads(text)
+    except json.JSONDecodeError as error:
+        problem = f"not valid JSON: {error.msg}, line {error.lineno}"
+        raise InvalidInput(f"{origin}: not a Jupyter notebook ({problem})") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise InvalidInput(f"{origin}: not a Jupyter notebook (no list of cells)")
+    lines: list[str] = []
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        text_of_cell = "".join(source) if isinstance(source, list) else str(source)
+        for line in text_of_cell.splitlines():
+            stripped = line.lstrip()
+            if stripped.startswith(("!", "%")):
+                line = line[: len(line) - len(stripped)] + "pass"
+            lines.append(line)
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _assigned_later(tree: ast.Module, trainer: str, settings: dict[str, Any]) -> dict[str, Unresolved]:
@@ -192,21 +235,106 @@ def _constructor(function: ast.expr, names: dict[str, str]) -> str:
     return ""
 
 
-def _value(name: str, node: ast.expr, origin: str) -> Any:
-    """A keyword argument's value: the literal, or Unresolved naming the setting's `--set`."""
+def _value(name: str, node: ast.expr, origin: str, constants: dict[str, ast.expr]) -> Any:
+    """A keyword argument's value: the literal, or the arithmetic of the script's constants
+    (`_folded`), else Unresolved naming the setting's `--set`: a value computed when the script
+    runs, for which the check takes the release's default and says so."""
     try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError):  # not a literal; TypeError: a literal dict or set of unhashable keys
+        value = _folded(node, constants, set())
+    except _NotFolded:
         return Unresolved(
             _source(node, origin, name),
-            f"not a literal in the Python source, which toyrl reads without running it; give it with "
-            f"--set {name}=VALUE",
+            "computed when the script runs (not a literal, nor arithmetic on names the script assigns "
+            f"once to one); give it with --set {name}=VALUE",
+            at_run=True,
         )
     try:
         repr(value)  # every message shows values by their repr
     except ValueError as error:
         raise InvalidInput(f"{origin}, line {node.lineno}: {name}: {json_problem(error)}") from None
     return value
+
+
+class _NotFolded(Exception):
+    pass
+
+
+# the arithmetic `_folded` does, on int and float operands: what notebooks write to derive a length
+_OPERATORS: dict[type, Any] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+_MAGNITUDE = 2**64  # an operand beyond it is not folded: a product of such could grow without bound
+
+
+def _folded(node: ast.expr, constants: dict[str, ast.expr], seen: set[str]) -> Any:
+    """`node`'s value without running anything: a literal (`ast.literal_eval`), a name the script
+    assigns once, at its top level, before the call (`_constants`), or +, -, *, /, //, % and unary
+    minus on integers and floats of such; _NotFolded for anything else (a call, an attribute, a
+    name bound twice or in a function, a division by zero)."""
+    if isinstance(node, ast.Name):
+        if node.id not in constants or node.id in seen:
+            raise _NotFolded
+        return _folded(constants[node.id], constants, seen | {node.id})
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _folded(node.left, constants, seen), _folded(node.right, constants, seen)
+        if not all(_number(value) for value in (left, right)):
+            raise _NotFolded
+        try:
+            return _OPERATORS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            raise _NotFolded from None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = _folded(node.operand, constants, seen)
+        if not _number(operand):
+            raise _NotFolded
+        return -operand if isinstance(node.op, ast.USub) else operand
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        # not a literal; TypeError: a literal dict or set of unhashable keys
+        raise _NotFolded from None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= _MAGNITUDE
+
+
+def _constants(tree: ast.Module, before: int) -> dict[str, ast.expr]:
+    """The names the script binds exactly once, by an assignment at its top level before line
+    `before` (`max_seq_length = 1024`), to the expression assigned: the only names whose value
+    at the call is known without running it. A name bound anywhere else too (a loop, a function,
+    an import, `+=`, a second assignment) is not one."""
+    bound: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            names = list(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names = [node.name]
+        for name in names:
+            bound[name] = bound.get(name, 0) + 1
+    constants = {}
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and statement.lineno < before
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and bound.get(statement.targets[0].id) == 1
+        ):
+            constants[statement.targets[0].id] = statement.value
+    return constants
 
 
 def _source(node: ast.expr, origin: str, name: str) -> str:

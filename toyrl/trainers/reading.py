@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from toyrl.config import InvalidInput, shown
 from toyrl.inputs import CONFIG, check_regular, json_problem, read_bytes
 from toyrl.trainers import Unresolved, misspelt, registry, shell
 from toyrl.trainers.launch import FORMS, Launch, anchor, read_command
-from toyrl.trainers.pyconfig import read_python
+from toyrl.trainers.pyconfig import notebook_source, read_python
 from toyrl.trainers.shell import Command, Word
 
 SCRIPT_SUFFIXES = (".sh", ".bash")
@@ -42,11 +43,12 @@ class Input:
     notes: tuple[str, ...] = ()
 
 
-def read_input(arguments: list[str]) -> Input:
-    """One argument: a configuration file (.json, .yaml, .yml), a shell script (.sh, .bash) holding
-    a trainer's launch command (`toyrl.trainers.launch`), or Python source holding a trainer's
-    configuration call (.py: `toyrl.trainers.pyconfig`); several: a launch command line; none: no
-    settings."""
+def read_input(arguments: list[str], trainer: str | None = None) -> Input:
+    """One argument: a configuration file (.json, .yaml, .yml, .toml: read as `trainer`'s, else as
+    the trainer its keys fit, `read_config`), a shell script (.sh, .bash) holding a trainer's
+    launch command (`toyrl.trainers.launch`), or Python source or a Jupyter notebook holding a
+    trainer's configuration call (.py, .ipynb: `toyrl.trainers.pyconfig`); several: a launch
+    command line; none: no settings."""
     if not arguments:
         return Input({}, None, "")
     if len(arguments) > 1:
@@ -61,11 +63,12 @@ def read_input(arguments: list[str]) -> Input:
     suffix = path.suffix.lower()
     if suffix in SCRIPT_SUFFIXES:
         return _input(read_script(path), path.parent)
-    if suffix == ".py":
-        trainer, read, line = read_python(_text(path), str(path))
+    if suffix in (".py", ".ipynb"):
+        text = _text(path) if suffix == ".py" else notebook_source(_text(path), str(path))
+        trainer, read, line = read_python(text, str(path))
         settings, notes = _python_settings(read)
         return Input(settings, trainer, f"{path}, line {line}", notes)
-    return Input(read_settings(path), None, str(path))
+    return Input(read_config(path, trainer), None, str(path))
 
 
 def _python_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -146,28 +149,91 @@ def _fits_a_trainer(settings: dict[str, Any]) -> bool:
 
 
 def _input(launch: Launch, folder: Path) -> Input:
-    """A launch command's settings; TRL's `--config FILE` read (its path as given, else beside the
-    script) under the flags."""
+    """A launch command's settings over those of the configuration files it names (`Launch.files`,
+    a later one over an earlier; TRL's `--config FILE`), each found as given, else from the
+    script's folder or one above it (`_find`)."""
     settings, notes = launch.settings, tuple(launch.notes)
     config = settings.get("config") if launch.trainer in ("trl", None) else None
     if config is not None:
         if isinstance(config, Unresolved) or not isinstance(config, str):
             shown_value = config.text if isinstance(config, Unresolved) else repr(config)
             raise InvalidInput(f"{launch.origin}: --config {shown_value}: the file's path cannot be read")
-        path = Path(config)
-        if not path.exists() and (folder / path).exists():
-            path = folder / path
-        settings = read_settings(path) | {key: value for key, value in settings.items() if key != "config"}
-    if launch.trainer == "verl" and any(isinstance(v, str) and "${" in v for v in settings.values()):
-        settings = _resolve(launch.origin, _nested(settings), settings)
+        settings = read_settings(_find(config, folder, launch.origin)) | {
+            key: value for key, value in settings.items() if key != "config"
+        }
+    files: dict[str, Any] = {}
+    own = registry().get(launch.trainer or "")
+    for name in launch.files:
+        path = _find(name, folder, launch.origin)
+        # as written: a `${...}` is resolved once the command's settings are over the files'
+        files |= (
+            own.read_file(path) if own is not None and own.read_file else read_settings(path, resolve=False)
+        )
+    settings = files | settings
+    if any(isinstance(v, str) and "${" in v for v in settings.values()):
+        if launch.trainer == "verl":
+            settings = _resolve(launch.origin, _nested(settings), settings)
+        elif launch.files:  # AReaL's `group_size: ${gconfig.n_samples}` with the command's n_samples
+            settings = _resolve(launch.origin, _nested(settings, {}), settings)
     return Input(settings, launch.trainer, launch.origin, notes)
 
 
-def _nested(settings: dict[str, Any]) -> dict[str, Any]:
-    """Hydra overrides (dotted keys) over verl's defaults as toyrl knows them, as one nested
+def _find(name: str, folder: Path, origin: str) -> Path:
+    """The configuration file a command names: its path as given (from the current folder), else
+    from the script's folder or one above it (a repository's examples are run from its root)."""
+    path = Path(name)
+    if path.exists() or path.is_absolute():
+        return path
+    for place in (folder.resolve(), *folder.resolve().parents):
+        if (place / path).exists():
+            return place / path
+    raise InvalidInput(
+        f"{origin}: its configuration file {name} is not found (from the current folder, nor from "
+        f"{folder} or a folder above it); run toyrl check where the command runs"
+    )
+
+
+def _inherited(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """A file whose own keys fit no one trainer, read with the files it inherits: by the one
+    trainer whose reading of it (`Trainer.read_file`) gives keys that fit that trainer (a NeMo-RL
+    configuration that changes only keys other trainers have too, over its `defaults:`); else its
+    own keys, for `detect` to refuse."""
+    fits = {}
+    for name, trainer in registry().items():
+        if trainer.read_file is None:
+            continue
+        try:
+            merged = trainer.read_file(path)
+            if detect(list(merged), str(path))[0] == name:
+                fits[name] = merged
+        except InvalidInput:
+            continue
+    return next(iter(fits.values())) if len(fits) == 1 else settings
+
+
+def read_config(path: Path, trainer: str | None = None) -> dict[str, Any]:
+    """A configuration file as flat settings, read as `trainer`'s files are (`Trainer.read_file`:
+    a `defaults:` list of files it inherits), else as the trainer its keys fit; `read_settings`
+    where that trainer's files hold nothing more."""
+    settings = read_settings(path)
+    if trainer is None:
+        try:
+            trainer, _ = detect(list(settings), str(path))
+        except InvalidInput:
+            return _inherited(path, settings)
+    own = registry().get(trainer)
+    if own is None or own.read_file is None:
+        return settings
+    return own.read_file(path)
+
+
+def _nested(settings: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Settings (dotted keys) over `defaults` (None: verl's as toyrl knows them), as one nested
     mapping, against which their `${...}` interpolations are resolved."""
-    verl = registry()["verl"]
-    flat = {key: setting.default for key, setting in verl.releases[verl.latest].settings.items()}
+    if defaults is None:
+        verl = registry()["verl"]
+        defaults = {key: setting.default for key, setting in verl.releases[verl.latest].settings.items()}
+    flat = defaults
     nested: dict[str, Any] = {}
     for key, value in (flat | settings).items():
         *sections, leaf = key.split(".")
@@ -196,7 +262,7 @@ def _text(path: Path) -> str:
     return text
 
 
-def read_settings(path: Path) -> dict[str, Any]:
+def read_settings(path: Path, resolve: bool = True) -> dict[str, Any]:
     """A trainer configuration file as flat settings: JSON, or YAML (with PyYAML installed: the
     optional extra yaml; a date is text, as OmegaConf and so Hydra read it). Nested mappings are
     flattened with dots (verl's `actor_rollout_ref.actor.loss_agg_mode`), and a dotted key is read
@@ -206,16 +272,17 @@ def read_settings(path: Path) -> dict[str, Any]:
     values once YAML's aliases are expanded (`_bounded`). The `${...}` interpolations of the
     settings toyrl reads are resolved (`_resolve`); others are left as written."""
     suffix = path.suffix.lower()
-    if suffix not in (".json", ".yaml", ".yml"):
+    if suffix not in (".json", ".yaml", ".yml", ".toml"):
         if os.path.lexists(path):
             check_regular(path, CONFIG)  # a folder, FIFO or device is named as such first
         raise InvalidInput(
-            f"{path}: expected a trainer's configuration (.json, .yaml, .yml), launch script (.sh) or "
+            f"{path}: expected a trainer's configuration (.json, .yaml, .yml, .toml), launch script (.sh) or "
             "Python configuration (.py)"
         )
     text = _text(path)
     try:
-        data = _json(path, text) if suffix == ".json" else _yaml(path, text)
+        readers = {".json": _json, ".toml": _toml}
+        data = readers.get(suffix, _yaml)(path, text)
     except RecursionError:
         raise InvalidInput(f"{path}: nested too deeply (at most {MAX_DEPTH} levels)") from None
     except InvalidInput:
@@ -227,7 +294,7 @@ def read_settings(path: Path) -> dict[str, Any]:
         raise InvalidInput(f"{path}: expected a mapping of settings at the top level, got {kind}")
     _bounded(path, data)
     nested = _sections(path, data)
-    return _resolve(path, nested, _flatten(nested))
+    return _resolve(path, nested, _flatten(nested)) if resolve else _flatten(nested)
 
 
 def _json(path: Path, text: str) -> Any:
@@ -243,6 +310,22 @@ def _json(path: Path, text: str) -> Any:
         return json.loads(text, object_pairs_hook=once)
     except json.JSONDecodeError as error:
         raise InvalidInput(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
+
+
+def _toml(path: Path, text: str) -> Any:
+    """TOML (prime-rl's configurations), by the standard library's reader (tomli before Python
+    3.11); a key given twice is TOML's own error."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise InvalidInput(f"{path}: reading TOML needs tomli: {install.hint('check')}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidInput(f"{path}: not valid TOML ({str(error).splitlines()[0]})") from None
 
 
 def _yaml(path: Path, text: str) -> Any:
@@ -551,12 +634,21 @@ class _Computed(Exception):
 
 def detect(keys: Collection[str], origin: str) -> tuple[str, str]:
     """The trainer (its registry name) whose configuration `keys` are, and why: the keys that only
-    it knows (`Trainer.knows`). Keys that several trainers know (`beta`, `data.*`) count for none.
-    Refused, naming the candidates, when no trainer or several have such keys."""
+    it knows (`Trainer.knows`). Keys that several trainers know (`beta`, `data.*`) count for none;
+    keys of a trainer and of one that extends its configuration (`Trainer.extends`: TRL's and
+    ms-swift's) are the extending one's. Refused, naming the candidates, when no trainer or
+    several have such keys."""
     trainers = registry()
     knowers = {key: [name for name, t in trainers.items() if t.knows(key)] for key in keys}
     own = {name: [key for key, names in knowers.items() if names == [name]] for name in trainers}
     fits = {name: found for name, found in own.items() if found}
+    extended = {trainers[name].extends for name in fits}
+    if len(fits) == 2 and extended & set(fits):  # ms-swift's own names and TRL's: ms-swift's GRPOConfig
+        fits = {
+            name: [*found, *own[trainers[name].extends]]
+            for name, found in fits.items()
+            if name not in extended
+        }
     if len(fits) == 1:
         name, found = next(iter(fits.items()))
         return name, f"read as {trainers[name].name} ({_describe(found)})"

@@ -54,6 +54,7 @@ from toyrl.trainers import (
     not_modelled,
     ppo_spec,
     schedule_spec,
+    soft_overlong_spec,
 )
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
@@ -342,13 +343,7 @@ def _reward(s: dict[str, Any], version: str, notes: list[str]) -> list[str]:
             f"max_completion_length={longest} stops them before: it never applies"
         )
         return []
-    depth = (longest - start) / OVERLONG_CACHE * overlong / task  # the penalty at the longest response
-    return [
-        "reward=soft_overlong",
-        f"buffer={(longest - start) / longest}",
-        f"penalty_factor={depth}",
-        "incorrect=0",
-    ]
+    return soft_overlong_spec(longest, start, OVERLONG_CACHE, overlong, task)
 
 
 def _mapping(s: dict[str, Any], version: str = "1.16.0") -> ToyMapping:
@@ -516,6 +511,7 @@ OTHER_NAMES = frozenset(
         "entropy_coef_delta",
         "entropy_coef_max",
         "entropy_coef_min",
+        "generation_batch_size",  # GRPOConfig's (ms-swift's configuration has it too, extending TRL's)
         "local_rank",  # TrainingArguments' (OpenRLHF's parser has one too: it tells neither)
         "model_name_or_path",
         "eval_accumulation_steps",

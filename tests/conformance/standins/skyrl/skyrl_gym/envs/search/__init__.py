@@ -1,0 +1,1 @@
+"""Stand-in package: see skyrl_gym/__init__.py."""
