@@ -127,3 +127,24 @@ def test_a_file_s_interpolation_takes_the_command_s_value(
     assert (resolved.values["gconfig.n_samples"], resolved.values["actor.reward_norm.group_size"]) == (8, 8)
     resolved = resolve_input(command, None, {})
     assert (resolved.values["gconfig.n_samples"], resolved.values["actor.reward_norm.group_size"]) == (4, 4)
+
+
+def test_a_file_whose_own_keys_fit_no_trainer_is_read_with_what_it_inherits(tmp_path: Path) -> None:
+    """NeMo-RL's child configurations (grpo_rm_1B.yaml) change only keys other trainers have too
+    (`cluster.*`, `data.*`); read through their `defaults:`, their keys are NeMo-RL's."""
+    from toyrl.trainers.check import resolve_input
+
+    (tmp_path / "base.yaml").write_text(
+        "grpo:\n  normalize_rewards: false\nloss_fn:\n  token_level_loss: true\n"
+    )
+    child = tmp_path / "child.yaml"
+    child.write_text(
+        "defaults: base.yaml\ncluster:\n  gpus_per_node: 8\ndata:\n  max_input_seq_length: 1024\n"
+    )
+    resolved = resolve_input([str(child)], None, {})
+    assert resolved.trainer.name == "NeMo-RL" and resolved.values["grpo.normalize_rewards"] is False
+    (tmp_path / "alone.yaml").write_text(
+        "cluster:\n  gpus_per_node: 8\ndata:\n  max_input_seq_length: 1024\n"
+    )
+    with pytest.raises(InvalidInput, match="several trainers' alike"):
+        resolve_input([str(tmp_path / "alone.yaml")], None, {})
