@@ -51,10 +51,14 @@ def test_the_loss_and_advantage_follow_slime_s_code(settings: dict, expected: st
 
 
 def test_a_group_of_one_has_no_std_and_steps_follow_the_global_batch() -> None:
-    # arguments.py slime_validate_args: n_samples_per_prompt == 1 sets grpo_std_normalization False
-    mapping = resolve("slime", None, {}).mapping
-    assert mapping.spec.startswith("advantage=none") and any(
-        "switches the group's std off" in n for n in mapping.notes
+    # slime's default n_samples_per_prompt 1: each group one response, whose advantage r - its mean
+    # is 0 whatever the std (slime_validate_args also sets grpo_std_normalization False): refused
+    with pytest.raises(
+        InvalidInput, match=r"n-samples-per-prompt=1 is not modelled by toyrl yet \(a group of one"
+    ):
+        resolve("slime", None, {})
+    assert resolve("slime", None, {"n-samples-per-prompt": "2"}).mapping.spec.startswith(
+        "advantage=group_std_sample"
     )
     # 32 x 8 responses a rollout, 64 a step: 4 optimiser steps, in the rollout's order
     settings = {**GROUP, "global-batch-size": "64"}

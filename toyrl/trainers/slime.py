@@ -10,7 +10,8 @@ told apart by its flags.
 What the mapping follows:
 - the advantage: the rollout's rewards minus their group's mean, over the group's sample std
   (torch.std, Bessel-corrected) + 1e-6, unless `--disable-grpo-std-normalization` (Dr. GRPO's,
-  says its help); `--n-samples-per-prompt 1` turns the std off too (`slime_validate_args`);
+  says its help); `--n-samples-per-prompt 1` (its default) leaves each group one response, whose
+  advantage is 0 (`slime_validate_args` turns the std off too): refused, asking for the group's size;
   estimators "grpo", "gspo" (the sequence ratio) and "cispo" (the detached clipped ratio times
   log pi) share it;
 - the loss: each sample's token mean (`sum_of_sample_mean`: each sample its own rollout, so its
@@ -99,9 +100,15 @@ def _advantage(s: dict[str, Any], notes: list[str]) -> str:
         raise not_modelled(
             "normalize-advantages", True, [False], "the advantages whitened again over the rollout's tokens"
         )
-    std = s["n-samples-per-prompt"] > 1 and not s["disable-grpo-std-normalization"]
-    if s["n-samples-per-prompt"] == 1 and not s["disable-grpo-std-normalization"]:
-        notes.append("n-samples-per-prompt=1: slime_validate_args switches the group's std off")
+    if s["n-samples-per-prompt"] == 1:  # slime's default, which its GRPO scripts always raise
+        raise not_modelled(
+            "n-samples-per-prompt",
+            1,
+            ["an integer in [2, 10000]"],
+            "a group of one response, whose GRPO advantage r - its group's mean is 0 (slime_validate_args "
+            "also switches the std off); give yours with --set n-samples-per-prompt=N",
+        )
+    std = not s["disable-grpo-std-normalization"]
     return "advantage=group_std_sample,std_eps=1e-06" if std else "advantage=none"
 
 
