@@ -1,13 +1,13 @@
 """What a command printed on stderr, read as a user reads it, whatever the machine's speed.
 
-A step that takes over a second prints progress lines (`toyrl.cli.terminal.Progress`, unless `-q`); on
+A step that takes over a second prints progress lines (`toyrl.progress.Progress`, unless `-q`); on
 a loaded machine even reading a small file can, so a test of a failing command that is not quiet must
 accept them before its error, and no more than them.
 """
 
 import re
 
-# The statuses of `toyrl.cli.terminal._Phase.status` and `Progress.end`, after "toyrl <command>: ".
+# The statuses of `toyrl.progress._Phase.status` and `Progress.end`, after "toyrl <command>: ".
 PROGRESS = re.compile(
     r"toyrl[ .][a-z]+: .+"
     r"(\.\.\. [0-9.]+ (s|min|h) so far|: estimating\.\.\. \([0-9.]+ (s|min|h) so far\)"

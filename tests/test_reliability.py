@@ -705,8 +705,8 @@ def test_an_error_after_progress_lines_is_the_last_line_and_the_only_other_one(
     terminal erased first, so a user and a log both end with the error alone."""
     import threading
 
+    import toyrl.progress as output
     import toyrl.results
-    from toyrl.cli import terminal as output
     from toyrl.config import InvalidInput
 
     shown = threading.Event()

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import toyrl.cli.terminal as terminal
+import toyrl.progress as progress_module
 from toyrl import __version__
 from toyrl.cli import app
 
@@ -157,13 +158,15 @@ def test_version() -> None:
 def test_a_single_worker_run_reports_progress_while_it_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
-    monkeypatch.setattr(terminal, "PROGRESS_EVERY_LOGGED", 0.05)
+    monkeypatch.setattr(progress_module, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(progress_module, "PROGRESS_EVERY_LOGGED", 0.05)
     seen: list[float] = []
-    real = terminal.Progress.update
+    real = progress_module.Progress.update
     waits = [0.25, 0.5, 0.75]  # shares of the run at which it waits for a status, as a slow run would
 
-    def watched(self: terminal.Progress, done: float, total: float | None = None, base: float = 0.0) -> None:
+    def watched(
+        self: progress_module.Progress, done: float, total: float | None = None, base: float = 0.0
+    ) -> None:
         seen.append(done)
         real(self, done, total, base)
         phase = self._phase
@@ -174,7 +177,7 @@ def test_a_single_worker_run_reports_progress_while_it_runs(
             while phase.last == shown and time.monotonic() < deadline:
                 time.sleep(0.01)
 
-    monkeypatch.setattr(terminal.Progress, "update", watched)
+    monkeypatch.setattr(progress_module.Progress, "update", watched)
     code, stdout, stderr = invoke(
         ["run", "--seeds", "8", "--steps", "1000", "--n-jobs", "1", "--out", str(tmp_path / "r.csv")]
     )
@@ -193,7 +196,7 @@ def test_a_single_worker_run_reports_progress_while_it_runs(
 
 
 def test_quiet_prints_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(progress_module, "PROGRESS_AFTER", 0.0)
     result = CliRunner().invoke(
         app, ["run", "-q", "--seeds", "4", "--steps", "100", "--out", str(tmp_path / "r.csv")]
     )
@@ -201,7 +204,7 @@ def test_quiet_prints_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_step_is_estimated_only_once_measured() -> None:
-    phase = terminal._Phase("simulating", 100, "runs")
+    phase = progress_module._Phase("simulating", 100, "runs")
     phase.started -= 5
     now = time.perf_counter()
     assert phase.status(now).startswith("simulating: estimating... (5.0 s so far)")
@@ -213,12 +216,12 @@ def test_a_step_is_estimated_only_once_measured() -> None:
     assert "under 1 s left" in phase.status(now)
     phase.done = 100
     assert phase.status(now) == "simulating: all 100 runs done, finishing (5.0 s so far)"
-    resumed = terminal._Phase("running", 10, "runs")
+    resumed = progress_module._Phase("running", 10, "runs")
     resumed.done = resumed.base = 6  # done before this command: no measurement yet
     assert "estimating" in resumed.status(time.perf_counter())
-    unknown = terminal._Phase("rendering the figures", None, "")
+    unknown = progress_module._Phase("rendering the figures", None, "")
     assert unknown.status(unknown.started + 3.2) == "rendering the figures... 3.2 s so far"
-    assert [terminal.duration(t) for t in (0.42, 7.34, 42.4, 754, 5500)] == [
+    assert [progress_module.duration(t) for t in (0.42, 7.34, 42.4, 754, 5500)] == [
         "0.42 s",
         "7.3 s",
         "42 s",

@@ -146,8 +146,8 @@ def run(
     The columns are described in `frame.attrs["toyrl"]["columns"]`. InvalidInput (a ValueError)
     names any argument out of its range before any work.
     """
-    from toyrl.cli.terminal import Progress
     from toyrl.experiment import check_experiment, run_experiment
+    from toyrl.progress import Progress
     from toyrl.results import metadata
 
     chosen_config = _config(**settings)
@@ -313,7 +313,7 @@ def check(
     verdict in words, `result.fix` the settings that make it Dr. GRPO, `result.setting` and
     `result.reference` the per-seed final numbers.
     """
-    from toyrl.cli.terminal import Progress
+    from toyrl.progress import Progress
     from toyrl.trainers.check import resolve_input, run_check
 
     seeds = _count("seeds", seeds, 2, 10_000, " (a standard error needs two)")

@@ -11,8 +11,9 @@ import typer
 
 from toyrl.cli.commands import _json, _saved, app
 from toyrl.cli.options import QUIET_HELP, _Command
-from toyrl.cli.terminal import Progress, _echo_lines, format_table, output_width, wrap
+from toyrl.cli.terminal import _echo_lines, format_table, output_width, wrap
 from toyrl.config import Config, InvalidInput
+from toyrl.progress import Progress
 
 if TYPE_CHECKING:
     from toyrl.bridge import Bridge

@@ -28,10 +28,7 @@ from toyrl.cli.options import (
     with_plugins,
 )
 from toyrl.cli.terminal import (
-    Progress,
     _echo_lines,
-    _took,
-    duration,
     format_summary,
     format_table,
     number,
@@ -40,6 +37,7 @@ from toyrl.cli.terminal import (
     wrap_list,
 )
 from toyrl.config import Config, ConfigError, InvalidInput
+from toyrl.progress import Progress, _took, duration
 
 if TYPE_CHECKING:
     import pandas as pd
