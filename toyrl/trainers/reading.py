@@ -215,16 +215,18 @@ def read_config(path: Path, trainer: str | None = None) -> dict[str, Any]:
     """A configuration file as flat settings, read as `trainer`'s files are (`Trainer.read_file`:
     a `defaults:` list of files it inherits), else as the trainer its keys fit; `read_settings`
     where that trainer's files hold nothing more."""
+    own = registry().get(trainer) if trainer is not None else None
+    if own is not None and own.read_file is not None:
+        return own.read_file(path)
     settings = read_settings(path)
-    if trainer is None:
-        try:
-            trainer, _ = detect(list(settings), str(path))
-        except InvalidInput:
-            return _inherited(path, settings)
-    own = registry().get(trainer)
-    if own is None or own.read_file is None:
+    if trainer is not None:
         return settings
-    return own.read_file(path)
+    try:
+        trainer, _ = detect(list(settings), str(path))
+    except InvalidInput:
+        return _inherited(path, settings)
+    own = registry()[trainer]
+    return settings if own.read_file is None else own.read_file(path)
 
 
 def _nested(settings: dict[str, Any], defaults: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -100,12 +100,9 @@ MARKS = (
 )
 
 
+# TRL's settings, so TRL's levers (those of its release that Unsloth's settings have)
 DR_GRPO: dict[str, Levers] = {
-    "loss_type": ("dr_grpo",),
-    "scale_rewards": ("none", "group", "batch"),
-    "mask_truncated_completions": (False,),
-    "importance_sampling_level": ("token",),
-    "multi_objective_aggregation": ("sum_then_normalize",),
+    key: levers for key, levers in trl_trainer.DR_GRPO.items() if key in SETTINGS_2026_10_9
 }
 
 TRAINER = Trainer(
