@@ -620,8 +620,11 @@ class Venvs:
         )
         wheel = self.build_wheel(venv, env)
         pip: list[str | Path] = [venv.python, "-m", "pip", "--disable-pip-version-check"]
+        # the committed figures' bytes hold under the matplotlib that drew them (tests/figures.json):
+        # the machines differ in their CPU and numpy, not in the drawing library
+        drawing = json.loads((self.snapshot / "tests" / "figures.json").read_text())["matplotlib"]
         run(
-            [*pip, "install", "-q", requirement, wheel],
+            [*pip, "install", "-q", requirement, f"matplotlib=={drawing}", wheel],
             cwd=self.work,
             env=env,
             timeout=1800,

@@ -1,5 +1,6 @@
-"""The explorer's agreement cases and their Python side, shared by tests/test_explorer.py (the page
-in headless Chromium) and tests/test_explorer_node.py (the same scripts under node).
+"""The explorer's agreement cases and their Python side, run by tests/test_explorer.py (the page
+in headless Chromium; once: tests/test_explorer_node.py says why not under node too) and reached
+method by method by tests/test_ported.py.
 
 A case is a spec of `toyrl.simulate` (the page's API); `python_side` runs the same settings through
 this package, `toyrl.experiment.run_experiment` (what `toyrl run` runs) unless the case asks for
@@ -48,7 +49,13 @@ SMALL = {
 SPECS = [  # stages and parameters no preset reaches
     {"advantage": "rloo", "aggregation": "length_power", "alpha": 0.5},
     {"advantage": "group_std", "aggregation": "token_sum_norm", "mask_truncated": True},
-    {"advantage": "batch_whiten", "aggregation": "token_sum", "max_grad_norm": 0.05},
+    {  # a per-response normaliser on each micro-batch (its twin's micro_denominators)
+        "advantage": "batch_whiten",
+        "aggregation": "token_sum",
+        "max_grad_norm": 0.05,
+        "per_micro_batch": True,
+        "micro_batches": 2,
+    },
     {
         "advantage": "group_std_sample",
         "aggregation": "seq_mean_token_sum",
@@ -212,6 +219,7 @@ CASES: dict[str, dict[str, Any]] = {
                 "drop_truncated": True,
             },
             {"advantage": "group_std", "aggregation": "seq_mean_token_mean", "selector": "informative"},
+            {"advantage": "passk", "aggregation": "seq_mean_token_sum_norm"},
         ],
         "seeds": [3, 7],
         "mean_field": True,

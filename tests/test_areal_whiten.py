@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.configs import SMALL
 from tests.explorer_cases import check_case, page_run, python_side, result_expression
 from tests.test_explorer_node import data, needs_node, node_evaluate  # noqa: F401 (a fixture)
-from toyrl.config import Config, InvalidInput
+from toyrl.config import InvalidInput
 from toyrl.objective import from_spec
 from toyrl.stages import REGISTRY
 from toyrl.train import simulate
@@ -162,9 +163,6 @@ def test_random_batches_agree_with_areal(name: str, e_r: float, e_a: float, k: f
     assert differing > 30  # most batches carry a signal
 
 
-TINY = Config(steps=6, prompts=12, batch_prompts=3, group_size=4)
-
-
 @pytest.mark.parametrize("name", list(AREAL))
 def test_every_batch_of_a_tiny_run_agrees_with_areal(name: str) -> None:
     """Every batch toyrl's training loop hands the stage (rewards and token counts of each step of
@@ -182,15 +180,15 @@ def test_every_batch_of_a_tiny_run_agrees_with_areal(name: str) -> None:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(type(variant.advantage), "advantages", recorded)
-        simulate(TINY, [(variant, 0), (variant, 1)])
-    assert len(seen) >= TINY.steps
+        simulate(SMALL, [(variant, 0), (variant, 1)])
+    assert len(seen) >= SMALL.steps
     compared = 0
     for rewards, tokens, got in seen:
         for run in np.ndindex(rewards.shape[:-2]):
             expected = areal_advantages(rewards[run], tokens[run], levels)
             assert np.abs(got[run] - expected).max() <= 1e-12 * max(np.abs(expected).max(), 1.0)
             compared += 1
-    assert compared >= 2 * TINY.steps
+    assert compared >= 2 * SMALL.steps
 
 
 def _eps_on_variance(values: np.ndarray, tokens: np.ndarray, eps: float) -> np.ndarray:

@@ -5,13 +5,14 @@ figure is asserted: they are not measurements."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -87,11 +88,7 @@ def test_bench_smoke_prints_every_row_with_no_target() -> None:
 
 def bench_core() -> object:
     """scripts/bench_core.py as a module (its workloads and the versions each is timed in)."""
-    spec = importlib.util.spec_from_file_location("bench_core", SCRIPTS / "bench_core.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_core")
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.configs import TINY
 from toyrl import noise
 from toyrl.config import Config
 from toyrl.expected import expected_update
@@ -39,7 +40,7 @@ from toyrl.objective import Variant, parse_spec
 from toyrl.stages import simulated_only
 from toyrl.train import Adam, Drawn, Plan, train_step
 
-CONFIG = Config(prompts=3, batch_prompts=2, group_size=2, cap=3, min_length=2)
+CONFIG = TINY
 RAMBLE_ONLY = CONFIG.replace(count_approach_token=False)  # |o| = L
 ONE_PROMPT = CONFIG.replace(batch_prompts=1)  # for filter_groups at max_rounds 2, the rounds run out first
 

@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+from tests.configs import ONE_GROUP, SAMPLED, TINY
 from toyrl.bias import bias_report
 from toyrl.config import Config
 from toyrl.expected import expected_update, true_gradient
@@ -145,7 +146,7 @@ EXACT_VARIANTS = [
 
 @pytest.mark.parametrize("variant", EXACT_VARIANTS, ids=lambda v: v.name)
 def test_expected_update_equals_exhaustive_enumeration(variant: Variant) -> None:
-    config = Config(prompts=2, batch_prompts=1, group_size=3, cap=4, min_length=2, length_norm=5.0)
+    config = ONE_GROUP
     theta = np.array([0.4, -1.1, np.log(0.3 / 0.7), np.log(0.2 / 0.8)])
     exact = expected_update(theta[None], config, [variant])[0]
     np.testing.assert_allclose(exact, enumerate_expectation(theta, config, variant), rtol=1e-11, atol=1e-15)
@@ -154,7 +155,7 @@ def test_expected_update_equals_exhaustive_enumeration(variant: Variant) -> None
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("state_seed", [3, 4])
 def test_monte_carlo_mean_of_sampled_updates_matches(name: str, state_seed: int) -> None:
-    config = Config(prompts=6, batch_prompts=3, group_size=4, cap=50, min_length=5)
+    config = SAMPLED
     theta = random_states(config, 1, state_seed)[0]
     exact = expected_update(theta[None], config, [VARIANTS[name]])[0]
     rng = np.random.default_rng(100 + state_seed)
@@ -269,7 +270,8 @@ def enumerate_batches(theta: np.ndarray, config: Config, variant: Variant) -> np
     return (probability[:, None] * update).sum(axis=0)
 
 
-BATCH_CONFIG = Config(prompts=2, batch_prompts=2, group_size=2, cap=2, min_length=2, length_norm=3.0)
+# Every batch of both prompts enumerated: lengths up to 2 keep the batches few; an L_norm apart from the cap.
+BATCH_CONFIG = TINY.replace(prompts=2, cap=2, length_norm=3.0)
 MODES = [("advantage", mode) for mode in REGISTRY["advantage"]] + [
     ("aggregation", mode) for mode in REGISTRY["normaliser"]
 ]

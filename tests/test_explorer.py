@@ -9,8 +9,13 @@ equality: for each case of tests/explorer_cases.py (the article's set as `toyrl 
 preset sampled at a small configuration and at the article's, every mean-field preset, specs over
 the other stages, KL terms far from their reference, extreme logits, seeds and prompt counts beyond
 the defaults), every column of every step of every run is `==` Python's (NaN where NaN), and where
-the case keeps them, each step's loss gradient too. tests/test_explorer_node.py runs the same cases
-on the same scripts under node.
+the case keeps them, each step's loss gradient too.
+
+The cases run here only, in the engine the page is for and on the page `toyrl explore` builds (its
+data as embedded, its scripts as inlined), not under node too: both engines compute the same bits
+by the language's definition, as tests/test_explorer_node.py says, which runs there what needs no
+page (the refusals and their words, the layout, the labels). The article's set is a case: a test
+that only printed its time is gone (timings are benchmarks, not tests).
 """
 
 from __future__ import annotations
@@ -85,20 +90,6 @@ def test_the_page_computes_the_same_numbers_as_toyrl(browser: Browser, case: str
     `toyrl run`'s run_experiment, or toyrl.train's loop where a case keeps gradients or sets theta0)."""
     spec = CASES[case]
     check_case(page_run(browser.evaluate(result_expression(spec)), spec), spec, python_side(spec))
-
-
-def test_the_article_set_runs_in_the_page(browser: Browser, page: Path) -> None:
-    """Prints the time of 4 variants x 6 seeds x 400 sampled steps in a freshly loaded page (a measurement,
-    not an assertion: these machines are shared)."""
-    browser.open(page)
-    spec = {"variants": list(ARTICLE), "seeds": 6, "steps": 400}
-    seconds = in_page(
-        browser,
-        f"(() => {{ const s = performance.now(); const run = toyrl.start({json.dumps(spec)});"
-        " run.advance(run.steps); return [(performance.now() - s) / 1000, run.t, run.runs.length]; })()",
-    )
-    print(f"the article set (4 variants x 6 seeds x 400 steps, sampled) in the page: {seconds[0]:.3f} s")
-    assert seconds[1:] == [400, 24]
 
 
 # --- the registry, the specs and bad input -----------------------------------------------------------
@@ -256,16 +247,17 @@ def test_the_committed_page_is_the_one_reproduce_writes() -> None:
     )
 
 
-def test_the_page_leaves_out_comment_lines_and_refuses_a_template_over_lines() -> None:
-    """The inlined scripts drop their `//` lines only (a line of code with a trailing comment, a
-    URL in a string, stay); a template literal spanning lines, inside which such a line would be
-    text, is refused rather than cut."""
-    from toyrl.explore import _without_comment_lines
+def test_the_page_leaves_out_comment_lines_and_indentation_and_refuses_a_string_over_lines() -> None:
+    """The inlined scripts drop their `//` lines and each line's leading spaces only (a line of code
+    with a trailing comment, a URL in a string, spaces inside a line, stay); a template literal or a
+    string continued by a backslash over lines, inside which either would be text, is refused
+    rather than cut."""
+    from toyrl.explore import _compacted
 
-    script = "const a = 1; // kept: code first\n  // dropped\nconst url = 'https://x'; /* kept */\n"
-    assert (
-        _without_comment_lines(script, "x.js")
-        == "const a = 1; // kept: code first\nconst url = 'https://x'; /* kept */\n"
-    )
+    script = "const a = 1; // kept: code first\n  // dropped\n    const url = 'https://x';  /* kept */\n"
+    kept = "const a = 1; // kept: code first\nconst url = 'https://x';  /* kept */\n"
+    assert _compacted(script, "x.js") == kept
     with pytest.raises(ValueError, match="line 1: a template literal must not span lines"):
-        _without_comment_lines("const t = `first\n// text, not a comment\n`;", "x.js")
+        _compacted("const t = `first\n// text, not a comment\n`;", "x.js")
+    with pytest.raises(ValueError, match="line 1: a string must not continue on the next line"):
+        _compacted("const t = 'first \\\n   text';", "x.js")

@@ -6,8 +6,9 @@ import itertools
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import matplotlib.pyplot as plt
@@ -41,12 +42,22 @@ from toyrl.plots import (
 from toyrl.results import load_results
 from toyrl.variants import ARTICLE, VARIANTS
 
+from . import figures as figures_module
+from .configs import SMALL
+from .figures import (
+    COMMITTED,
+    FIGURES,
+    assert_shows,
+    committed_summaries,
+    differences,
+    figure_summary,
+    file_hashes,
+)
 from .files import assert_identical_files
 from .output import error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
-SMALL = Config(steps=30)
 # Presets beyond the article's, and a spec whose name is long: what `toyrl plot` meets.
 PRESETS = [name for name in VARIANTS if name not in ARTICLE][:12]
 LONG_SPEC = "advantage=rloo,aggregation=seq_mean_token_sum_norm,num_iterations=2,epsilon=0.1"
@@ -62,7 +73,11 @@ def check_figures(folder: Path, variants: list[str], names: list[str], style: st
     for name in names:
         png = folder / f"{name}.png"
         height, width, _ = matplotlib.image.imread(png).shape
-        assert (width, height) == figure_size_pixels(name, variants, style), name
+        inches = plots.figure_size(name, variants, style)
+        # 4.56 in x 150 dpi is 683.999... in floats: 684 pixels under matplotlib 3.11, which rounds
+        # it, 683 under 3.8, which truncates it.
+        truncated = tuple(int(size * plots.DPI) for size in inches)
+        assert (width, height) in {figure_size_pixels(name, variants, style), truncated}, name
         svg = (folder / f"{name}.svg").read_text()
         assert svg.startswith("<?xml") and "<svg" in svg and len(svg) > 10_000
 
@@ -189,6 +204,27 @@ def test_the_slides_are_16_9_and_named_as_on_paper(article: pd.DataFrame, tmp_pa
         assert (width, height) == (2000, 1125), png.name  # 13.33 x 7.5 in at 150 dpi
     with pytest.raises(ValueError, match="style must be paper or slides"):
         render_all(article, tmp_path, style="poster")
+
+
+def test_mathtext_written_a_tspan_a_font_run_reads_as_written() -> None:
+    """matplotlib before 3.10 writes a mathtext label in SVG as a <tspan> a run of one font, its
+    glyphs' x in one attribute (3.8.4's, abridged); toyrl's SVG has a <tspan> a glyph, in reading
+    order, each at its own x and height, as later releases write them."""
+    svg = (
+        "<text>\n"
+        '<tspan style="font: 10px \'DejaVu Sans\'" x="0 2.7 9.3 40.1" y="-0.4">p(&amp;)</tspan>'
+        '<tspan style="font: oblique 10px \'DejaVu Sans\'" x="12.6 22.8" y="-0.4">σφ</tspan>'
+        '<tspan style="font: 7px \'DejaVu Sans\'" x="29.4 35.1" y="1.2">wr</tspan>\n'
+        "      </text>"
+    )
+    readable = plots._readable_svg(svg)
+    glyphs = re.findall(r'<tspan style="([^"]*)" x="([^"]*)" y="([^"]*)">([^<]*)</tspan>', readable)
+    assert "".join(glyph for *_, glyph in glyphs) == "p(&amp;σφwr)"
+    assert [float(x) for _, x, _, _ in glyphs] == sorted([0, 2.7, 12.6, 22.8, 29.4, 35.1, 9.3, 40.1])
+    assert [(style, y) for style, _, y, glyph in glyphs if glyph in "wr"] == [
+        ("font: 7px 'DejaVu Sans'", "1.2")
+    ] * 2
+    assert plots._readable_svg(readable) == readable  # a <tspan> a glyph, as 3.10 on writes it: kept
 
 
 def test_svg_text_is_text_carrying_the_labels(written: tuple[Path, list[Path]]) -> None:
@@ -711,3 +747,114 @@ def test_length_axes_have_readable_ticks_on_slides_too(drawn: tuple[str, dict[st
             assert len(ticks) >= 4, (style, name, ticks)
             labels = [label.get_text() for label in ax.get_yticklabels() if label.get_text()]
             assert len(labels) >= 4 or ax is not panels[0], (style, name, labels)
+
+
+# --- the committed figures, on any matplotlib allowed (tests/figures.py) ---------------------------------
+
+
+def test_the_committed_figures_are_the_files_summarised() -> None:
+    """Each committed figure (figures/NAME.png and .svg) is the file its summary in tests/figures.json
+    was written with (`python -m tests.figures` writes it only when the figures rebuilt from the
+    committed data render to those bytes), and every one is summarised."""
+    kept = committed_summaries()["figures"]
+    for name, entry in kept.items():
+        assert file_hashes(name) == entry["files"], f"{name}: not the file summarised"
+    assert {path.stem for path in FIGURES.glob("*.[ps][nv]g")} == set(kept)
+
+
+def test_the_studies_figures_show_what_their_data_draw() -> None:
+    """The studies' figures rebuilt from their committed results show what the committed figures do,
+    on any matplotlib >= 3.8 (the article's are checked as `toyrl reproduce` draws them: the slow
+    tests of tests/test_parallel_figures.py and tests/test_portability.py)."""
+    kept = committed_summaries()["figures"]
+    for name, build in COMMITTED["studies"]().items():
+        assert_shows(kept[name]["summary"], build(), name)
+
+
+def small_figure() -> Figure:
+    """A figure as toyrl draws them, small: two curves, a band, a legend, labelled axes."""
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    steps = np.arange(50.0)
+    ax.plot(steps, np.sqrt(steps), color="#0072B2", label="GRPO")
+    ax.plot(steps, steps / 7, color="#D55E00", linestyle="--", label="Dr. GRPO")
+    ax.fill_between(steps, np.sqrt(steps) - 0.5, np.sqrt(steps) + 0.5, color="#0072B2", alpha=0.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("length")
+    ax.legend()
+    return fig
+
+
+def test_a_summary_tells_a_figure_apart_by_its_data_texts_looks_and_layout() -> None:
+    """A figure differs from its summary when one value of its data moves by a millionth, a tick
+    label or a legend entry reads otherwise, a line changes colour, an axes moves by a tenth of the
+    figure or a limit by a tenth of its span; not when an axes moves by a hundredth (another
+    release's layout)."""
+    kept = figure_summary(small_figure())
+
+    def data_moved(ax: plt.Axes) -> None:
+        y = np.array(ax.lines[0].get_ydata(), dtype=float)
+        y[25] *= 1 + 1e-6
+        ax.lines[0].set_ydata(y)
+
+    def moved(by: float) -> Callable[[plt.Axes], None]:
+        def move(ax: plt.Axes) -> None:
+            fig = ax.get_figure()
+            assert fig is not None
+            fig.canvas.draw()  # where the layout puts it, then held there
+            fig.set_layout_engine("none")
+            x0, y0, width, height = ax.get_position().bounds
+            ax.set_position((x0 + by, y0, width, height))
+
+        return move
+
+    def widened(ax: plt.Axes) -> None:
+        low, high = ax.get_xlim()
+        ax.set_xlim(low, high + (high - low) / 10)
+
+    changes: dict[str, Callable[[plt.Axes], Any]] = {
+        "data": data_moved,
+        "tick label": lambda ax: ax.xaxis.set_major_formatter(lambda value, _: f"{value:g} steps"),
+        "legend entry": lambda ax: ax.get_legend().get_texts()[0].set_text("GRPO, again"),
+        "colour": lambda ax: ax.lines[0].set_color("#000000"),
+        "band": lambda ax: ax.collections[0].set_facecolor("#000000"),
+        "position": moved(0.1),
+        "limit": widened,
+    }
+    for change, make in changes.items():
+        fig = small_figure()
+        make(fig.axes[0])
+        assert list(differences(kept, figure_summary(fig))), change
+        plt.close(fig)
+    fig = small_figure()
+    moved(0.01)(fig.axes[0])
+    found = list(differences(kept, figure_summary(fig)))
+    assert found == [], found
+    plt.close(fig)
+
+
+def test_the_summaries_are_written_only_from_the_committed_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m tests.figures` refuses (exit 1, nothing written) when a figure rebuilt from the
+    committed data does not render to the committed files (here one drawn in another colour), and
+    writes each figure's files' hashes and summary when it does."""
+    committed = tmp_path / "figures"
+    committed.mkdir()
+    for filename, data in plots.figure_files("small", small_figure()):
+        (committed / filename).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+    def other() -> Figure:
+        fig = small_figure()
+        fig.axes[0].lines[0].set_color("#000000")
+        return fig
+
+    monkeypatch.setattr(figures_module, "FIGURES", committed)
+    monkeypatch.setattr(figures_module, "SUMMARIES", tmp_path / "figures.json")
+    monkeypatch.setattr(figures_module, "COMMITTED", {"one": lambda: {"small": other}})
+    assert figures_module.write_summaries() == 1
+    assert not (tmp_path / "figures.json").exists()
+    monkeypatch.setattr(figures_module, "COMMITTED", {"one": lambda: {"small": small_figure}})
+    assert figures_module.write_summaries() == 0
+    written = json.loads((tmp_path / "figures.json").read_text())
+    assert written["figures"]["small"]["files"] == file_hashes("small", committed)
+    assert written["figures"]["small"]["summary"] == json.loads(json.dumps(figure_summary(small_figure())))

@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from tests.configs import ONE_GROUP, SAMPLED, SMALL
 from tests.test_expected import ascent, enumerate_expectation
 from toyrl.config import Config, InvalidInput
 from toyrl.expected import expected_update
@@ -197,7 +198,7 @@ def test_a_group_out_of_the_loss_leaves_token_mean_s_count() -> None:
         assert (denominator == batch.length[0, 0].sum()).all() and (n == 1).all()
 
 
-EXACT_CONFIG = Config(prompts=2, batch_prompts=1, group_size=3, cap=4, min_length=2, length_norm=5.0)
+EXACT_CONFIG = ONE_GROUP
 EXACT_SPECS = {
     "rloo_std": {"advantage": "rloo_std", "aggregation": "seq_mean_token_mean", "std_eps": 1e-6},
     "rloo_std_masked": {
@@ -250,7 +251,7 @@ def test_the_difficulty_mask_changes_the_exact_update() -> None:
 
 @pytest.mark.parametrize("name", ["difficulty_rloo_std", "informative"])
 def test_the_exact_update_is_the_mean_of_sampled_updates(name: str) -> None:
-    config = Config(prompts=6, batch_prompts=3, group_size=4, cap=50, min_length=5)
+    config = SAMPLED
     variant = from_spec(name, EXACT_SPECS[name])
     theta = np.array([0.5, -0.3, 1.2, -1.0, 0.1, 0.8, np.log(1 / 30), np.log(1 / 300)])
     exact = expected_update(theta[None], config, [variant])[0]
@@ -297,7 +298,7 @@ def test_a_plugin_selector_may_take_the_rewards(tmp_path) -> None:
     plugin = load_plugin(path)
     try:
         variant = parse_variant("selector=custom:solved_half,aggregation=token_mean")
-        trajectory = simulate(Config(steps=3, prompts=8, batch_prompts=4), [(variant, 0)])
+        trajectory = simulate(SMALL, [(variant, 0)])
         assert np.isfinite(trajectory.columns["grad_norm"]).all()
     finally:
         unload(plugin)

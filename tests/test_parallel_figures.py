@@ -23,6 +23,9 @@ from toyrl import plots
 from toyrl.config import InvalidInput
 from toyrl.plot import save
 
+from .configs import SMALL, settings
+from .figures import assert_shows, committed_summaries
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -30,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def frame() -> pd.DataFrame:
     """The article's four variants, two seeds, a short run, its configuration in attrs (for the
     bias figure's replay)."""
-    return toyrl.run("all", seeds=2, steps=30)
+    return toyrl.run("all", seeds=2, **settings(SMALL))
 
 
 def counted_parallel(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -130,23 +133,25 @@ def test_reproduce_starts_the_figure_workers_before_the_runs(
 ) -> None:
     """`toyrl reproduce --n-jobs 2` on two cores: one worker besides this process, given the
     teaching figures before the runs are simulated (in this process, while it draws them), and the
-    figures are the committed ones, to the byte where this matplotlib drew those."""
+    figures it draws are the committed ones: each shows what the committed figure's summary says
+    (tests/figures.py: on any matplotlib allowed; under the release that drew them, the same bytes),
+    and the results it draws them from are the committed ones to the byte."""
     import toyrl.cli.commands as commands
     from toyrl.cli import app
 
     started = counted_workers(monkeypatch)
     monkeypatch.setattr(experiment.os, "cpu_count", lambda: 2)
-    added: list[str] = []
+    added: list[plots.FigureJob] = []
     real_add, real_run = plots.Drawing.add, commands.run_experiment
 
     def add(self: plots.Drawing, jobs: list[plots.FigureJob]) -> None:
-        added.extend(job.name for job in jobs)
+        added.extend(jobs)
         real_add(self, jobs)
 
     seen: list[tuple[list[str], object]] = []
 
     def run(*args: object, **kwargs: object) -> object:
-        seen.append((list(added), kwargs.get("n_jobs", 1)))
+        seen.append(([job.name for job in added], kwargs.get("n_jobs", 1)))
         return real_run(*args, **kwargs)
 
     monkeypatch.setattr(plots.Drawing, "add", add)
@@ -156,15 +161,20 @@ def test_reproduce_starts_the_figure_workers_before_the_runs(
     assert result.exit_code == 0, result.output
     assert started == [1]
     assert seen == [(["token_weights", "difficulty"], 1)]
-    made_with = json.loads((ROOT / "results" / "article.json").read_text())["matplotlib"]
-    drawn = sorted((tmp_path / "figures").glob("*.[ps][nv]g"))
+    drawn = sorted(path.name for path in (tmp_path / "figures").glob("*.[ps][nv]g"))
+    assert drawn == sorted(f"{job.name}.{kind}" for job in added for kind in ("png", "svg"))
     assert len(drawn) == 14
-    if matplotlib.__version__ != made_with:
-        pytest.skip(
-            f"figures not compared: made with matplotlib {made_with}, this is {matplotlib.__version__}"
-        )
-    for path in drawn:
-        assert path.read_bytes() == (ROOT / "figures" / path.name).read_bytes(), path.name
+    results = tmp_path / "results"
+    assert (results / "article.csv").read_bytes() == (ROOT / "results" / "article.csv").read_bytes()
+    fresh = json.loads((results / "article.json").read_text())
+    kept = json.loads((ROOT / "results" / "article.json").read_text())
+    assert fresh == kept | {"matplotlib": fresh["matplotlib"]}  # the one version the sidecar keeps
+    summaries = committed_summaries()
+    for job in added:  # as this process or a worker drew it (the same bytes: the tests above)
+        assert_shows(summaries["figures"][job.name]["summary"], job.draw(*job.args, **job.kwargs), job.name)
+    if matplotlib.__version__ == summaries["matplotlib"]:  # the release that drew them: the bytes too
+        for name in drawn:
+            assert (tmp_path / "figures" / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True])

@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from tests.configs import SMALL
 from toyrl.cli import app
 from toyrl.config import Config, InvalidInput
 from toyrl.expected import expected_update
@@ -37,7 +38,7 @@ from toyrl.train import initial_theta, run_streams
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "plugins.md"
 BLOCK = re.compile(r"(?:<!-- (plugin|json|run)(?:: (\S+))? -->\n)?```(\w+)\n(.*?)```", re.DOTALL)
-TINY = Config(steps=5, prompts=8, batch_prompts=4)
+TINY = SMALL.replace(steps=5)  # tests/configs.py's, shorter: these tests start process pools
 
 
 @pytest.fixture(autouse=True)
@@ -874,9 +875,10 @@ def test_a_stage_with_a_list_field_is_refused_at_loading(tmp_path: Path) -> None
 
 
 def test_the_spec_key_table_is_the_registry_s() -> None:
-    """docs/plugins.md's table of spec keys, kinds and defaults holds every kind once, as
-    `toyrl.objective` maps them (KIND_KEYS, DEFAULTS)."""
-    from toyrl.objective import DEFAULTS, KIND_KEYS
+    """docs/plugins.md's table of spec keys, kinds and defaults holds every kind once, as the
+    kinds' records declare them (`toyrl.stages.KIND`), and its interface table the configuration
+    fields each kind's stages see (the records' `settings`)."""
+    from toyrl.stages import KIND
 
     text = DOC.read_text(encoding="utf-8")
     table = text.split("<!-- kinds -->\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
@@ -884,4 +886,11 @@ def test_the_spec_key_table_is_the_registry_s() -> None:
     for line in table:
         key, kind, default = (cell.strip().strip("`") for cell in line.strip("|").split("|"))
         rows[key] = (kind, default)
-    assert rows == {key: (kind, DEFAULTS[kind]) for key, kind in KIND_KEYS.items()}
+    assert rows == {record.key: (record.name, record.default) for record in KIND.values()}
+    shown = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 2 and cells[0] in KIND and "`config` shows " in cells[1]:
+            shown[cells[0]] = tuple(re.findall(r"`(\w+)`", cells[1].split("`config` shows ", 1)[1]))
+    given_config = ("reward", "schedule", "sampler")
+    assert shown == {kind: KIND[kind].settings for kind in given_config}

@@ -21,8 +21,8 @@ from toyrl.policy import (
 )
 from toyrl.stages import WindowReward
 
-CAP, MIN_LENGTH = 1500, 100
-CONFIG = Config(cap=CAP, min_length=MIN_LENGTH)
+CONFIG = Config()  # the article's window: MIN_LENGTH..CAP ramble tokens are correct
+CAP, MIN_LENGTH = CONFIG.cap, CONFIG.min_length
 
 
 def token_log_likelihoods(theta: np.ndarray, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

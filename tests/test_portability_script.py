@@ -5,7 +5,6 @@ checkout, the report's table and exit status, and bad arguments (exit 2, one lin
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import subprocess
@@ -15,17 +14,14 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "portability.py"
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_portability_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("portability")
 
 
 portability = load()

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 import toyrl.results as results
 from toyrl.cli import app
-from toyrl.config import Config
 from toyrl.experiment import frame_of, run_experiment
 from toyrl.results import csv_columns, load_results, save_results
 
-SMALL = Config(steps=12, prompts=8, batch_prompts=4)
+from .configs import SMALL
+
 NAMES = ["grpo", "dr_grpo", "advantage=rloo,aggregation=token_mean,num_iterations=2"]
 
 

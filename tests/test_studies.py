@@ -13,7 +13,6 @@ the README, docs/bias.md and docs/variants.md to the same files).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.scripts import load_script
 from toyrl.config import Config
 from toyrl.results import load_results
 
@@ -122,14 +122,6 @@ PHRASES = {
     "MF_LP1_ACC": "{a[l_plus_1.meanfield_six.grpo.accuracy_pct.mean]:.2f}%",
     "MF_L_ACC": "{a[l.meanfield_six.grpo.accuracy_pct.mean]:.2f}%",
 }
-
-
-def load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_study_{name}", ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def convention_key(counted: Any) -> str:

@@ -27,11 +27,12 @@ from toyrl.experiment import MAX_ROWS
 from toyrl.sweep import run_sweep
 from toyrl.variants import VARIANTS
 
+from .configs import SMALL as SMALL_CONFIG
+from .configs import options
 from .files import assert_identical_files, first_difference
 
 CLI = [sys.executable, "-c", "from toyrl.cli import main; main()"]
-SMALL = ["--steps", "20", "--prompts", "8", "--batch-prompts", "4"]
-SMALL_CONFIG = Config(steps=20, prompts=8, batch_prompts=4)
+SMALL = options(SMALL_CONFIG)  # the same runs from the command line
 
 
 def needs(module: str):
@@ -294,7 +295,7 @@ def test_a_sweep_beyond_the_row_limit_is_refused_before_anything(tmp_path: Path)
 
 def test_collecting_a_sweep_holds_one_run_at_a_time(tmp_path: Path) -> None:
     """results.csv is streamed run by run: collecting 60 runs takes far less memory than the table."""
-    config = Config(steps=200, prompts=8, batch_prompts=4)
+    config = SMALL_CONFIG.replace(steps=200)  # 60 runs of 201 rows: a table far larger than a run
     arguments = (tmp_path / "s", [VARIANTS["grpo"]], {}, list(range(60)), config)
     run_sweep(*arguments)
     results = tmp_path / "s" / "results.csv"
@@ -314,9 +315,9 @@ def test_collecting_a_sweep_holds_one_run_at_a_time(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"variant,seed\ngrpo,0\n", "not a run of 21 rows of toyrl's columns"),
+        (b"variant,seed\ngrpo,0\n", f"not a run of {SMALL_CONFIG.steps + 1} rows of toyrl's columns"),
         (b"\x00\xff\xfe garbage", "not a"),
-        (None, "not a run of 21 rows of toyrl's columns"),  # the run cut short
+        (None, f"not a run of {SMALL_CONFIG.steps + 1} rows of toyrl's columns"),  # the run cut short
     ],
     ids=["wrong columns", "garbage", "truncated"],
 )

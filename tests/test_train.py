@@ -304,7 +304,9 @@ def test_every_micro_batch_at_once_is_one_at_a_time(spec: str) -> None:
     `denominators` taken once a micro-batch, on every update's parts of sampled batches."""
     variant = parse_variant(spec)
     plan = Plan.of([variant] * 2)
-    unhooked = dataclasses.replace(plan, normalisers_by=((Unhooked(variant.normaliser), (slice(None))),))
+    unhooked = dataclasses.replace(
+        plan, groups=plan.groups | {"normaliser": ((Unhooked(variant.normaliser), slice(None)),)}
+    )
     config = Config(prompts=12, batch_prompts=6, group_size=8, cap=60, min_length=4)
     train.check_variant(variant, config)
     rng = np.random.default_rng(3)
@@ -522,7 +524,7 @@ def test_a_subclass_that_overrides_denominators_is_taken_with_its_own() -> None:
     """A normaliser subclass (a plugin's, say) that overrides `denominators` but not
     `micro_denominators` is taken once a micro-batch with its own `denominators`, not its parent's
     pass over every micro-batch."""
-    from toyrl.stages.normaliser import TokenMean
+    from toyrl.stages.normaliser import TokenMean, _micro_hook
 
     @dataclasses.dataclass(frozen=True)
     class Doubled(TokenMean):
@@ -530,10 +532,12 @@ def test_a_subclass_that_overrides_denominators_is_taken_with_its_own() -> None:
             denominator, n = super().denominators(*args)  # type: ignore[arg-type]
             return 2 * denominator, n
 
-    assert train._micro_hook(TokenMean) and not train._micro_hook(Doubled)
+    assert _micro_hook(TokenMean) and not _micro_hook(Doubled)
     variant = parse_variant("aggregation=token_mean,micro_batches=3,per_micro_batch=true")
     plan = Plan.of([variant])
-    doubled = dataclasses.replace(plan, normalisers_by=((Doubled(per_micro_batch=True), slice(None)),))
+    doubled = dataclasses.replace(
+        plan, groups=plan.groups | {"normaliser": ((Doubled(per_micro_batch=True), slice(None)),)}
+    )
     rng = np.random.default_rng(4)
     shape = (1, SMALL.batch_prompts, SMALL.group_size)
     length = rng.integers(0, SMALL.cap, shape)

@@ -16,12 +16,11 @@ configuration attached), `toyrl.plot` (its figures), `toyrl.expected_update`, `t
 `toyrl.save` / `toyrl.load`.
 """
 
-__version__ = "0.4.0"  # before the imports: the modules below read it
-
 from typing import TYPE_CHECKING, Any
 
 from toyrl.api import check, expected_update, load, run, save
 from toyrl.config import Config
+from toyrl.version import __version__ as __version__  # the package modules read it from there
 
 if TYPE_CHECKING:
     from toyrl import plot

@@ -979,7 +979,7 @@ class Bridge:
 
     def meta(self) -> dict[str, Any]:
         """The sidecar: how the table was made."""
-        from toyrl import __version__
+        from toyrl.version import __version__
 
         torch, transformers, _, trl = require()
         made = sidecar_settings(self.settings, self.config, self.seeds)

@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from toyrl.refusals import Refusal, first_refused
+
 
 class InvalidInput(ValueError):
     """Input a user can fix (a value, a name, a file); the CLI prints it as a one-line error."""
@@ -51,6 +53,19 @@ MAX_RESPONSES = 1_000_000  # sampled per step and run (B x G): 8 MB per array of
 MAX_SEEDS = 1_000_000  # seeds of each variant (toyrl run) or grid point (toyrl sweep)
 MAX_LENGTH_NORM = 1e9  # Dr. GRPO's constant denominator, in tokens
 MAX_SEED = 2**63 - 1  # a seed is stored in the results' int64 column
+
+
+# What no field's range can say, declared once as data (`toyrl.refusals`; the page evaluates it too).
+CONFIG_REFUSALS = (
+    Refusal("batch_prompts > prompts", "must be at most prompts = {prompts}", "batch_prompts"),
+    Refusal(
+        f"batch_prompts * group_size > {MAX_RESPONSES}",
+        f"times batch_prompts must be at most {MAX_RESPONSES:,} responses per step (batch_prompts = "
+        "{batch_prompts:,})",
+        "group_size",
+    ),
+    Refusal("min_length > cap", "must be at least min_length = {min_length}", "cap"),
+)
 
 
 def _describe(
@@ -118,19 +133,10 @@ class Config:
             # a numpy integer is an integer, as for the CLI's digits: steps=np.int64(2) means 2
             object.__setattr__(self, f.name, plain(getattr(self, f.name)))
             _check_field(self, f.name)
-        if self.batch_prompts > self.prompts:
-            raise ConfigError(
-                "batch_prompts", f"must be at most prompts = {self.prompts}", self.batch_prompts
-            )
-        if self.batch_prompts * self.group_size > MAX_RESPONSES:
-            raise ConfigError(
-                "group_size",
-                f"times batch_prompts must be at most {MAX_RESPONSES:,} responses per step "
-                f"(batch_prompts = {self.batch_prompts:,})",
-                self.group_size,
-            )
-        if self.min_length > self.cap:
-            raise ConfigError("cap", f"must be at least min_length = {self.min_length}", self.cap)
+        values = self.to_dict()
+        refusal = first_refused(CONFIG_REFUSALS, values.get)
+        if refusal is not None:
+            raise ConfigError(refusal.field, refusal.says(values.get), values[refusal.field])
 
     @property
     def length_norm_value(self) -> float:

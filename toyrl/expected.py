@@ -40,7 +40,7 @@ from toyrl.policy import (
     survival,
     token_count,
 )
-from toyrl.stages import KINDS, REGISTRY, simulated_only, std_eps_of
+from toyrl.stages import KIND, REGISTRY, simulated_only, stage_name, std_eps_of
 from toyrl.train import Adam, Recorder, Trajectory, check_finite, initial_theta, run_streams
 
 
@@ -91,11 +91,17 @@ def log_choose(k: FloatArray, n: int) -> FloatArray:
 
 def exact_support(variant: Variant) -> str:
     """Why a variant has no exact expected update ('' if it has one): the first of its stages that
-    is simulated only (`toyrl.stages.simulated_only`)."""
-    for kind in KINDS:
-        reason = simulated_only(variant.stage(kind))
+    is simulated only (`toyrl.stages.simulated_only`) or lacks an exact hook its kind's record
+    names (`Kind.exact_hooks`)."""
+    for kind in KIND.values():
+        stage = variant.stage(kind.name)
+        reason = simulated_only(stage)
         if reason:
             return reason
+        missing = [hook for hook in kind.exact_hooks if not hasattr(stage, hook)]
+        if missing:
+            name = stage_name(kind.name, stage)
+            return f"{kind.name} {name} has no exact hook: it lacks {' and '.join(missing)}"
     return ""
 
 
@@ -122,7 +128,7 @@ def check_exact_supported(variants: Sequence[Variant]) -> None:
 
 
 def _hook(stage: object, name: str) -> Any:
-    """A stage's exact hook (`toyrl.plugins.EXACT_HOOKS`), which `check_exact_supported` has found."""
+    """A stage's exact hook (its kind's `Kind.exact_hooks`), which `check_exact_supported` has found."""
     return getattr(stage, name)
 
 
@@ -297,7 +303,7 @@ def expected_update(theta: FloatArray, config: Config, variants: Sequence[Varian
 def _expected_update(theta: FloatArray, config: Config, plan: ExactPlan) -> FloatArray:
     psi, phi_right, phi_wrong = split(theta)
     p_right, p_wrong = kernels.expit_pair(psi)
-    low, high = plan.reward.window(config)
+    low, high = plan.reward.window(KIND["reward"].settings_of(config))
     right = _branch_sums(phi_right, config, plan, (low, high))
     wrong = _branch_sums(phi_wrong, config, plan, None)
     window = survival(low - 1, phi_right) * stop_within(high - low + 1, phi_right)
@@ -305,7 +311,11 @@ def _expected_update(theta: FloatArray, config: Config, plan: ExactPlan) -> Floa
     abar_correct, abar_incorrect = np.empty(success.shape), np.empty(success.shape)
     for (advantage, selector), rows in plan.advantages.items():
         abar_correct[rows], abar_incorrect[rows] = _mean_advantage(
-            success[rows], config.group_size, advantage, std_eps_of(advantage, config), selector
+            success[rows],
+            config.group_size,
+            advantage,
+            std_eps_of(advantage, KIND["advantage"].settings_of(config)),
+            selector,
         )
     prompts = psi.shape[-1]
     # Right approach: correct iff in the window; the approach score is 1 - sigma(psi) there, and

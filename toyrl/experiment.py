@@ -25,6 +25,8 @@ import numpy as np
 from toyrl.config import MAX_SEED, Config, ConfigError, InvalidInput
 from toyrl.objective import Variant
 from toyrl.policy import FloatArray
+from toyrl.refusals import Refusal, refused_by, values
+from toyrl.stages import KIND
 from toyrl.train import COLUMNS, Diverged, Trajectory, check_variant, layout_seconds, train_runs
 from toyrl.variants import parse_variant
 
@@ -120,8 +122,9 @@ def sampler_cost(variant: Variant, config: Config) -> float:
     """Rough core-seconds a step of one run spends in its sampler beyond the B x G responses, at
     worst (a batch that never fills): 0.15 us a further draw (`Sampler.worst_draws`) and, for
     a sampler that refills run by run, 200 us a round (measured as `estimated_cost`'s)."""
-    extra = variant.sampler.worst_draws(config) - config.batch_prompts * config.group_size
-    refills = variant.sampler.refills(config)
+    settings = KIND["sampler"].settings_of(config)  # what a sampler sees of the configuration
+    extra = variant.sampler.worst_draws(settings) - config.batch_prompts * config.group_size
+    refills = variant.sampler.refills(settings)
     rounds = 200e-6 * (1 + refills) if refills else 0.0
     return 0.15e-6 * extra + rounds
 
@@ -203,11 +206,20 @@ def check_runs(config: Config, variants: Sequence[Variant]) -> None:
     for variant in variants:
         check_variant(variant, config)
     updates = config.steps * max(variant.updates for variant in variants)
-    if updates > MAX_UPDATES:
-        raise InvalidInput(
-            f"{config.steps:,} steps x num_iterations x mini_batches would be {updates:,} updates per "
-            f"run; the limit is {MAX_UPDATES:,}"
-        )
+    message = refused_by(RUN_REFUSALS, values(config, {}, {"updates": updates}))
+    if message:
+        raise InvalidInput(message)
+
+
+# `check_runs`' own, on the most updates a run of its variants takes (`updates`), declared once as
+# data (`toyrl.refusals`; the page evaluates it too)
+RUN_REFUSALS = (
+    Refusal(
+        f"updates > {MAX_UPDATES}",
+        "{steps:,} steps x num_iterations x mini_batches would be {updates:,} updates per run; the "
+        f"limit is {MAX_UPDATES:,}",
+    ),
+)
 
 
 def check_seeds(seeds: Sequence[int]) -> None:

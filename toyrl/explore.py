@@ -6,10 +6,15 @@ simulator, which is three scripts inlined in order (`kernels.js`, toyrl.kernels'
 page runs, sampled and mean-field training, `window.toyrl.simulate`) and the interface `ui.js`.
 What the simulator needs from the Python side is embedded as JSON (`page_data`): the
 configuration's defaults, help texts and valid ranges, `toyrl run`'s bounds (`limits`, with the
-page's own on what one tab holds), the stage registry and every preset's canonical spec (so no
-variant is retyped in JavaScript), the figures' looks (`toyrl.plots`: each variant's colour, line
-style and marker, the outcomes' colours and markers, the article's labels) and where toyrl's
-documents are (`doc_links`: linked only where the page is written beside them). The page draws
+page's own on what one tab holds), the kinds of stage (`toyrl.stages.KIND`: key, default, whether a
+chunk shares one), the stage registry (each stage's class, parameters, declared ranges, refused
+combinations, what its `check` refuses, why it has no exact update) and every preset's canonical
+spec (so no variant is retyped in JavaScript), what toyrl refuses across settings and the words it
+refuses a spec's keys and labels with (`toyrl.refusals`: conditions and messages as data, which
+sim.js evaluates and formats, holding none of them), the figures' looks (`toyrl.plots`: each
+variant's colour, line style and marker, the outcomes' colours and markers, the article's labels)
+and where toyrl's documents are (`doc_links`: linked only where the page is written beside them),
+and the recorded runs' mean curves (`run_data`: at the digits the page shows). The page draws
 each seed's numbers itself, from the same streams as `toyrl run`, and computes the same bits:
 tests/test_explorer.py checks it against this package in headless Chromium.
 """
@@ -26,11 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from toyrl import __version__
-from toyrl.config import MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_help
-from toyrl.experiment import MAX_ROWS, MAX_UPDATES
+from toyrl.config import CONFIG_REFUSALS, MAX_RESPONSES, MAX_SEEDS, Config, field_bounds, field_help
+from toyrl.experiment import MAX_ROWS, RUN_REFUSALS
 from toyrl.looks import EXTRA_COLOURS
-from toyrl.objective import DEFAULTS, KIND_KEYS
+from toyrl.objective import SPEC_MESSAGES
 from toyrl.plots import (
     ARTICLE_LOOKS,
     EXTRA_MARKERS,
@@ -40,11 +44,17 @@ from toyrl.plots import (
     OUTCOME_MARKERS,
     VARIANT_LABELS,
 )
-from toyrl.stages import REGISTRY, declarations, parameters, simulated_only
-from toyrl.train import MAX_LAYOUT_MERGES
+from toyrl.refusals import parts
+from toyrl.stages import KIND, REGISTRY, declarations, parameters, simulated_only
+from toyrl.train import VARIANT_REFUSALS
 from toyrl.variants import ARTICLE, SOURCES, VARIANTS
+from toyrl.version import __version__
 
 RECORDED = ["accuracy", "length_correct", "length_incorrect"]
+# What the page shows of a recorded mean, and so all it is shipped: accuracy to 0.1 % and a length to
+# a token (its readouts' digits), as whole numbers of 1/unit. The article's 24 runs' curves then fit
+# with the page in MAX_PAGE_BYTES.
+RECORDED_UNITS = {"accuracy": 1000, "length_correct": 1, "length_incorrect": 1}
 PLACEHOLDERS = {"data": "/*__TOYRL_DATA__*/null", "sim": "/*__SIM_JS__*/", "ui": "/*__UI_JS__*/"}
 MAX_PAGE_BYTES = 300_000
 # The simulator's scripts, in the order they run: sim.js uses the globals the other two define.
@@ -71,7 +81,9 @@ DOCS = [
 
 
 def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
-    """Mean over seeds, per variant and step, of the recorded curves (7 significant digits).
+    """Mean over seeds, per variant and step, of the recorded curves, at the digits the page shows
+    (`RECORDED_UNITS`): each step's mean rounded to a whole number of 1/unit, given as its change
+    from the last finite step's (the page adds them up and divides by the unit; the first is from 0).
 
     A step where any seed's value is not finite (a run that diverged) has no mean: None, drawn as a
     gap, and the description says from which step each such variant has one."""
@@ -82,20 +94,11 @@ def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
         np.isfinite(frame[RECORDED].to_numpy(dtype=float)), columns=RECORDED, index=frame.index
     )
     means = means.where(finite.groupby([frame[g] for g in groups], sort=False).all())
-    curves = {
-        variant: {
-            name: [
-                float(f"{value:.7g}") if np.isfinite(value) else None for value in means.loc[variant, name]
-            ]
-            for name in RECORDED
-        }
-        for variant in variants
-    }
-    gaps = {
-        variant: min(values.index(None) for values in curves[variant].values() if None in values)
-        for variant in variants
-        if any(None in values for values in curves[variant].values())
-    }
+    gaps = {}
+    for variant in variants:
+        missing = np.flatnonzero(means.loc[variant].isna().any(axis=1).to_numpy())
+        if len(missing):
+            gaps[variant] = int(missing[0])
     if gaps:
         where = ", ".join(f"{variant} from step {step}" for variant, step in gaps.items())
         description += f"; not finite (gaps): {where}"
@@ -105,9 +108,27 @@ def run_data(frame: pd.DataFrame, cap: int, description: str) -> dict[str, Any]:
         "variants": variants,
         "seeds": int(frame["seed"].nunique()),
         "description": description,
-        "curves": curves,
+        "units": RECORDED_UNITS,
+        "curves": {
+            variant: {name: _changes(means.loc[variant, name], RECORDED_UNITS[name]) for name in RECORDED}
+            for variant in variants
+        },
     }
     return data | ({"gaps": gaps} if gaps else {})
+
+
+def _changes(values: pd.Series, unit: int) -> list[int | None]:
+    """Each finite value as round(value x unit), less the last finite one's (None where not finite)."""
+    out: list[int | None] = []
+    last = 0
+    for value in values:
+        if not np.isfinite(value):
+            out.append(None)
+            continue
+        whole = round(float(value) * unit)
+        out.append(whole - last)
+        last = whole
+    return out
 
 
 def _plain(value: Any) -> Any:
@@ -127,8 +148,13 @@ def _registry() -> dict[str, dict[str, Any]]:
                 "fixed": {f: _plain(getattr(stage, f)) for f in fixed},
                 "parameters": {key: _plain(value) for key, value in parameters(stage).items()},
                 "declared": declarations(type(stage)),  # the valid values, as the stage checks them
-                "refuses": list(getattr(stage, "refuses", ())),  # combinations it refuses (`refused`)
-                "simulated_only": simulated_only(stage),
+                # the combinations of its parameters it refuses (`check_declared`, `toyrl.refusals`)
+                "refuses": [refusal.data() for refusal in getattr(stage, "refuses", ())],
+                # what its `check` refuses in a configuration (`toyrl.refusals`)
+                "checks": [refusal.data() for refusal in getattr(stage, "checks", ())],
+                "simulated_only": simulated_only(stage),  # at its defaults; by its parameters:
+                "simulated_when": [refusal.data() for refusal in getattr(stage, "simulated_when", ())],
+                "divides": getattr(stage, "divides", None),  # a normaliser's, in words
             }
     return out
 
@@ -210,17 +236,30 @@ def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -
         },
         "limits": {  # toyrl run's bounds, and the page's own on what one tab holds
             "max_rows": MAX_ROWS,
-            "max_updates": MAX_UPDATES,
             "max_responses": MAX_RESPONSES,
             "max_seeds": MAX_SEEDS,
             "page_rows": PAGE_MAX_ROWS,
             "page_bytes": PAGE_MAX_BYTES,
             "page_step_seconds": PAGE_MAX_STEP_SECONDS,
-            "max_layout_merges": MAX_LAYOUT_MERGES,
         },
+        "kinds": [  # in step order (toyrl.stages.KIND)
+            {
+                "name": kind.name,
+                "key": kind.key,
+                "default": kind.default,
+                "chunk": kind.chunk,
+                "spec_place": kind.spec_place,
+            }
+            for kind in KIND.values()
+        ],
+        # what a spec's keys are refused with (toyrl.objective), formatted as `toyrl.refusals.say` does
+        "spec_messages": {name: parts(template) for name, template in SPEC_MESSAGES.items()},
         "registry": _registry(),
-        "defaults": DEFAULTS,
-        "kind_keys": KIND_KEYS,
+        "refusals": {  # what no one stage refuses, across settings (`toyrl.refusals`)
+            "config": [refusal.data() for refusal in CONFIG_REFUSALS],
+            "variant": [refusal.data() for refusal in VARIANT_REFUSALS],
+            "runs": [refusal.data() for refusal in RUN_REFUSALS],  # on `updates`, a run's most
+        },
         "article": list(ARTICLE),
         "looks": _looks(),
         "docs": doc_links(out),
@@ -244,8 +283,9 @@ def page_data(recorded: dict[str, Any] | None = None, out: Path | None = None) -
 def _labels() -> dict[str, Any]:
     """What a label may be (`toyrl.variants.check_label`) beyond what the page's data holds (the
     presets' names, the spec keys: `taken` adds their display texts and "all"), for the page to
-    hold labels to the same rules in the same words."""
-    from toyrl.variants import LABEL_CHARACTERS, LABEL_FORM, LABEL_MAX
+    hold labels to the same rules in the same words (`messages`, formatted as `toyrl.refusals.say`
+    formats them)."""
+    from toyrl.variants import LABEL_CHARACTERS, LABEL_FORM, LABEL_MAX, LABEL_MESSAGES
 
     taken = sorted({"all", *(variant.title for variant in VARIANTS.values())} - set(VARIANTS))
     return {
@@ -253,19 +293,24 @@ def _labels() -> dict[str, Any]:
         "characters": "".join(sorted(LABEL_CHARACTERS)),
         "form": LABEL_FORM,
         "taken": taken,
+        "messages": {name: parts(template) for name, template in LABEL_MESSAGES.items()},
     }
 
 
-def _without_comment_lines(script: str, file: str) -> str:
-    """The script without its lines that are only a `//` comment (the page is one small file; the
-    sources in toyrl/explorer keep them). Such a line is a comment wherever it stands as long as no
-    string spans lines: JavaScript's quotes and regular expressions cannot, and a template literal
-    could only with an odd number of backticks on a line, which is refused."""
+def _compacted(script: str, file: str) -> str:
+    """The script without its lines that are only a `//` comment and without each line's leading
+    spaces (the page is one small file; the sources in toyrl/explorer keep both). A line's start
+    is outside any string as long as no string spans lines: JavaScript's quotes and regular
+    expressions cannot, but a quoted string continued by a backslash, and a template literal (an
+    odd number of backticks on a line), could, and are refused."""
     lines = script.split("\n")
     odd = next((number for number, line in enumerate(lines, 1) if line.count("`") % 2), None)
     if odd is not None:
         raise ValueError(f"explorer/{file}, line {odd}: a template literal must not span lines")
-    return "\n".join(line for line in lines if not line.lstrip().startswith("//"))
+    continued = next((number for number, line in enumerate(lines, 1) if line.endswith("\\")), None)
+    if continued is not None:
+        raise ValueError(f"explorer/{file}, line {continued}: a string must not continue on the next line")
+    return "\n".join(line.lstrip(" ") for line in lines if not line.lstrip().startswith("//"))
 
 
 def build_explorer(recorded: dict[str, Any] | None = None, out: Path | None = None) -> str:
@@ -273,7 +318,7 @@ def build_explorer(recorded: dict[str, Any] | None = None, out: Path | None = No
     order, one script element). `out`: the path the page will be written to, if known; it decides
     only whether toyrl's documents are links (`doc_links`). '<' in the data is escaped so no string
     can end the script; the scripts are checked not to contain '</script', and their comment lines
-    are left out (`_without_comment_lines`)."""
+    and indentation are left out (`_compacted`)."""
     folder = resources.files("toyrl").joinpath("explorer")
     page = folder.joinpath("page.html").read_text(encoding="utf-8")
     data = page_data(recorded, out)
@@ -285,7 +330,7 @@ def build_explorer(recorded: dict[str, Any] | None = None, out: Path | None = No
             script = folder.joinpath(file).read_text(encoding="utf-8")
             if "</script" in script.lower():
                 raise ValueError(f"explorer/{file} must not contain '</script'")
-            scripts.append(_without_comment_lines(script, file))
+            scripts.append(_compacted(script, file))
         parts[key] = "\n".join(scripts)
     for placeholder in PLACEHOLDERS.values():
         if page.count(placeholder) != 1:

@@ -39,7 +39,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from toyrl.config import InvalidInput
 from toyrl.policy import Batch, FloatArray
+from toyrl.refusals import say
 from toyrl.stages import (
+    KIND,
     KL,
     REGISTRY,
     Advantage,
@@ -59,33 +61,19 @@ from toyrl.stages import (
 )
 from toyrl.values import parse_as
 
-# Spec key of each stage kind ("aggregation" is the normaliser's, the trainers' word for it).
-KIND_KEYS = {
-    "advantage": "advantage",
-    "aggregation": "normaliser",
-    "selector": "selector",
-    "objective": "objective",
-    "kl": "kl",
-    "schedule": "schedule",
-    "reward": "reward",
-    "sampler": "sampler",
-}
-DEFAULTS = {
-    "reward": "window",
-    "sampler": "once",
-    "selector": "all",
-    "advantage": "none",
-    "normaliser": "seq_mean_token_sum_norm",
-    "objective": "ppo_clip",
-    "kl": "k3",
-    "schedule": "epochs",
-}
-# The canonical order of parameters: by the kind of stage that has them (toyrl 0.2's order).
-PARAMETER_ORDER = ("schedule", "objective", "kl", "selector", "advantage", "normaliser", "reward", "sampler")
+
+def kind_keys() -> dict[str, str]:
+    """Each kind's spec key and the kind ("aggregation" is the normaliser's, the trainers' word for
+    it), in a spec's order (the records' `spec_place`, `toyrl.stages.KIND`)."""
+    return {kind.key: kind.name for kind in sorted(KIND.values(), key=lambda kind: kind.spec_place)}
 
 
-def _stage(kind: str, name: str) -> Any:
-    return REGISTRY[kind][name]
+def default_stage(kind: str) -> Any:
+    """The registered stage a variant takes when its spec names none of `kind` (its record's default)."""
+    return REGISTRY[kind][KIND[kind].default]
+
+
+KIND_KEYS = kind_keys()  # a view of the records under its earlier name: each spec key's kind
 
 
 @dataclass(frozen=True)
@@ -93,14 +81,14 @@ class Variant:
     """A loss variant: one stage of each kind, a name, and what it stands for (neither is identity)."""
 
     name: str
-    advantage: Advantage = field(default_factory=lambda: _stage("advantage", DEFAULTS["advantage"]))
-    normaliser: Normaliser = field(default_factory=lambda: _stage("normaliser", DEFAULTS["normaliser"]))
-    selector: Selector = field(default_factory=lambda: _stage("selector", DEFAULTS["selector"]))
-    objective: Objective = field(default_factory=lambda: _stage("objective", DEFAULTS["objective"]))
-    kl: KL = field(default_factory=lambda: _stage("kl", DEFAULTS["kl"]))
-    schedule: Schedule = field(default_factory=lambda: _stage("schedule", DEFAULTS["schedule"]))
-    reward: Reward = field(default_factory=lambda: _stage("reward", DEFAULTS["reward"]))
-    sampler: Sampler = field(default_factory=lambda: _stage("sampler", DEFAULTS["sampler"]))
+    advantage: Advantage = field(default_factory=lambda: default_stage("advantage"))
+    normaliser: Normaliser = field(default_factory=lambda: default_stage("normaliser"))
+    selector: Selector = field(default_factory=lambda: default_stage("selector"))
+    objective: Objective = field(default_factory=lambda: default_stage("objective"))
+    kl: KL = field(default_factory=lambda: default_stage("kl"))
+    schedule: Schedule = field(default_factory=lambda: default_stage("schedule"))
+    reward: Reward = field(default_factory=lambda: default_stage("reward"))
+    sampler: Sampler = field(default_factory=lambda: default_stage("sampler"))
     summary: str = ""
     stands_for: str = ""  # the trainer setting a preset stands for
     # the name people read ("GRPO without std division"); `name` is what commands take. A user's
@@ -108,7 +96,7 @@ class Variant:
     label: str = ""
 
     def __post_init__(self) -> None:
-        for kind in DEFAULTS:
+        for kind in KIND:
             stage_name(kind, self.stage(kind))  # ValueError unless a registered kind of stage
 
     def stage(self, kind: str) -> Any:
@@ -130,18 +118,19 @@ class Variant:
 
     def names(self) -> dict[str, str]:
         """The registered name of each stage, by kind."""
-        return {kind: stage_name(kind, self.stage(kind)) for kind in DEFAULTS}
+        return {kind: stage_name(kind, self.stage(kind)) for kind in KIND}
 
     def spec(self) -> dict[str, Any]:
-        """The canonical spec: stage names, then parameters, each only if not at its default
-        (the advantage and the aggregation always)."""
-        names = self.names()
-        out: dict[str, Any] = {"advantage": names["advantage"], "aggregation": names["normaliser"]}
-        for key, kind in KIND_KEYS.items():
-            if key not in out and names[kind] != DEFAULTS[kind] and kind != "selector":
+        """The canonical spec: stage names in their keys' order, then parameters by the kind of
+        stage that has them (toyrl 0.2's order), each only if not at its default (the advantage and
+        the aggregation always: their records' `shown`)."""
+        names, keys = self.names(), kind_keys()
+        out: dict[str, Any] = {key: names[kind] for key, kind in keys.items() if KIND[kind].shown}
+        for key, kind in keys.items():
+            if key not in out and names[kind] != KIND[kind].default and kind != "selector":
                 out[key] = names[kind]
-        for kind in PARAMETER_ORDER:
-            if kind == "selector" and names["selector"] != DEFAULTS["selector"]:
+        for kind in sorted(KIND, key=lambda kind: KIND[kind].parameter_place):
+            if kind == "selector" and names["selector"] != KIND["selector"].default:
                 if names["selector"] == "stopped":
                     out["mask_truncated"] = True
                 else:
@@ -185,8 +174,9 @@ def from_spec(
     """A variant from a flat spec (see the module docstring); InvalidInput naming a bad key or value."""
     stages = _chosen_stages(spec)
     changes: dict[str, dict[str, Any]] = {kind: {} for kind in stages}
+    keys = kind_keys()
     for key, value in spec.items():
-        if key not in KIND_KEYS and key != "mask_truncated":
+        if key not in keys and key != "mask_truncated":
             # -0.0 is 0.0: one variant, one name, whichever zero was typed
             zero = isinstance(value, float) and value == 0
             changes[_owner(key, stages, spec)][key] = 0.0 if zero else value
@@ -198,30 +188,37 @@ def from_spec(
     return Variant(name, summary=summary, stands_for=stands_for, label=label, **built)
 
 
+# what a spec's keys are refused with, declared once: the page says it from its data (`toyrl.explore`)
+SPEC_MESSAGES = {
+    "mask_and_selector": "mask_truncated and selector both choose the selector (mask_truncated=true is "
+    "selector=stopped): give one of them",
+    "mask_truncated": "mask_truncated must be true or false (got {value!r})",
+    "not_registered": "{key} must be one of {names} (got {value!r}){hint}",
+    "plugin_hint": " (a plugin's stage: pass its file with --plugin)",
+    "unknown_key": "unknown key {key!r}{where}; valid here: {valid}",
+    "not_a_parameter": " (not a parameter of {names})",
+    "not_key_value": "variant spec {text!r}: {part!r} is not key=value",
+}
+
+
 def _chosen_stages(spec: dict[str, Any]) -> dict[str, Any]:
     """The registered stage of each kind that a spec names (by its kind key, or mask_truncated for
     the selector), its default where it names none."""
-    chosen = dict(DEFAULTS)
+    chosen = {kind.name: kind.default for kind in KIND.values()}
     if "mask_truncated" in spec and "selector" in spec:
-        raise InvalidInput(
-            "mask_truncated and selector both choose the selector (mask_truncated=true is "
-            "selector=stopped): give one of them"
-        )
+        raise InvalidInput(SPEC_MESSAGES["mask_and_selector"])
     if "mask_truncated" in spec:
         masked = spec["mask_truncated"]
         if not isinstance(masked, bool):
-            raise InvalidInput(f"mask_truncated must be true or false (got {masked!r})")
+            raise InvalidInput(say(SPEC_MESSAGES["mask_truncated"], value=masked))
         chosen["selector"] = "stopped" if masked else "all"
-    for key, kind in KIND_KEYS.items():
+    for key, kind in kind_keys().items():
         if key in spec:
             if spec[key] not in REGISTRY[kind]:
-                hint = (
-                    " (a plugin's stage: pass its file with --plugin)"
-                    if str(spec[key]).startswith("custom:")
-                    else ""
-                )
+                hint = SPEC_MESSAGES["plugin_hint"] if str(spec[key]).startswith("custom:") else ""
+                names = ", ".join(REGISTRY[kind])
                 raise InvalidInput(
-                    f"{key} must be one of {', '.join(REGISTRY[kind])} (got {spec[key]!r}){hint}"
+                    say(SPEC_MESSAGES["not_registered"], key=key, names=names, value=spec[key], hint=hint)
                 )
             chosen[kind] = spec[key]
     return {kind: REGISTRY[kind][name] for kind, name in chosen.items()}
@@ -232,9 +229,10 @@ def _owner(key: str, stages: dict[str, Any], spec: dict[str, Any]) -> str:
     for kind, stage in stages.items():
         if key in parameters(stage):
             return kind
-    names = ", ".join(f"{k}={stage_name(kind, stages[kind])}" for k, kind in KIND_KEYS.items())
-    where = f" (not a parameter of {names})" if key in spec_keys() else ""
-    raise InvalidInput(f"unknown key {key!r}{where}; valid here: {', '.join(spec_keys(stages))}")
+    names = ", ".join(f"{k}={stage_name(kind, stages[kind])}" for k, kind in kind_keys().items())
+    where = say(SPEC_MESSAGES["not_a_parameter"], names=names) if key in spec_keys() else ""
+    valid = ", ".join(spec_keys(stages))
+    raise InvalidInput(say(SPEC_MESSAGES["unknown_key"], key=key, where=where, valid=valid))
 
 
 def spec_keys(stages: dict[str, Any] | None = None) -> list[str]:
@@ -244,7 +242,7 @@ def spec_keys(stages: dict[str, Any] | None = None) -> list[str]:
         every = [stage for registered in REGISTRY.values() for stage in registered.values()]
     else:
         every = list(stages.values())
-    keys = [*KIND_KEYS, "mask_truncated"]
+    keys = [*kind_keys(), "mask_truncated"]
     for stage in every:
         keys += [key for key in parameters(stage) if key not in keys]
     return keys
@@ -260,19 +258,19 @@ def parse_spec(text: str) -> Variant:
         key, sign, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sign or not key:
-            raise InvalidInput(f"variant spec {text!r}: {part.strip()!r} is not key=value")
+            raise InvalidInput(say(SPEC_MESSAGES["not_key_value"], text=text, part=part.strip()))
         key = "std_eps" if key == "eps" else key  # toyrl 0.2's name, still read
         if key in raw:
             raise InvalidInput(f"variant spec {text!r}: {_spelled(key)} is given twice")
         raw[key] = value
-    values: dict[str, Any] = {key: value for key, value in raw.items() if key in KIND_KEYS}
+    values: dict[str, Any] = {key: value for key, value in raw.items() if key in kind_keys()}
     try:
         if "mask_truncated" in raw:
-            values["mask_truncated"] = _typed("mask_truncated", raw["mask_truncated"], False)
+            values["mask_truncated"] = typed_value("mask_truncated", raw["mask_truncated"], False)
         stages = _chosen_stages(values)
         for key, value in raw.items():
             if key not in values:
-                values[key] = _typed(key, value, parameters(stages[_owner(key, stages, raw)])[key])
+                values[key] = typed_value(key, value, parameters(stages[_owner(key, stages, raw)])[key])
         variant = from_spec("", values)
     except InvalidInput as error:
         raise InvalidInput(f"variant spec {text!r}: {error}") from None
@@ -284,7 +282,7 @@ def _spelled(key: str) -> str:
     return "'std_eps' (or its old name 'eps')" if key == "std_eps" else repr(key)
 
 
-def _typed(key: str, raw: str, default: Any) -> Any:
+def typed_value(key: str, raw: str, default: Any) -> Any:
     """A parameter's value from text, typed as the registered stage's default is (`toyrl.values`)."""
     if default is None and raw.lower() == "none":
         return None

@@ -307,8 +307,10 @@ def _new_figure(
 
 
 def _figure(ax: Axes) -> Figure:
-    """The top-level figure an axes belongs to (where layout and saving happen)."""
-    return cast(Figure, ax.get_figure(root=True))
+    """The top-level figure an axes belongs to (where layout and saving happen): a subfigure's
+    `figure` is its root, a figure's itself, on every matplotlib allowed (`get_figure(root=True)`
+    is 3.10's)."""
+    return cast(Figure, cast(Any, ax.figure).figure)
 
 
 def _wrap(text: str, chars: int) -> str:
@@ -1753,15 +1755,27 @@ def save_figure(fig: Figure, path: Path) -> Path:
 # alone.
 _SVG_ID = re.compile(r'(?<=id=")[hmp][0-9a-f]{10}(?=")|(?<=#)[hmp][0-9a-f]{10}\b')
 # matplotlib writes a mathtext label as one <text> of one <tspan> per glyph, grouped by font, on
-# lines of their own; in reading order (by x) and without the whitespace between them, the text
-# reads as written, for search, editing and translation. Each glyph keeps its own position.
+# lines of their own (before 3.10: one <tspan> per run of a font, its glyphs' x listed in one
+# attribute, on one line); in reading order (by x), a <tspan> a glyph, without the whitespace between
+# them, the text reads as written, for search, editing and translation. Each glyph keeps its position.
 _MATH_TEXT = re.compile(r"(<text>\n)((?:[ \t]*<tspan [^\n]*</tspan>\n)+)")
-_TSPAN_X = re.compile(r'<tspan x="([-0-9.e]+)"')
+_TSPAN = re.compile(r"<tspan ([^>]*)>([^<]*)</tspan>")
+_TSPAN_X = re.compile(r'\bx="([^"]*)"')
+_GLYPH = re.compile(r"&[^;]+;|.", re.DOTALL)  # a character, or one written as an XML entity
 
 
-def _glyph_x(tspan: str) -> float:
-    found = _TSPAN_X.search(tspan)
-    return float(found.group(1)) if found else 0.0
+def _glyphs(tspan: re.Match[str]) -> list[tuple[float, str]]:
+    """A <tspan>'s glyphs, each with its x, as <tspan>s of one glyph (the <tspan> itself if it is one)."""
+    attributes, text = tspan.groups()
+    found = _TSPAN_X.search(attributes)
+    xs = found.group(1).split() if found else []
+    glyphs = _GLYPH.findall(text)
+    if found is None or len(xs) < 2 or len(xs) != len(glyphs):
+        return [(float(xs[0]) if xs else 0.0, tspan.group(0))]
+    before, after = attributes[: found.start(1)], attributes[found.end(1) :]
+    return [
+        (float(x), f"<tspan {before}{x}{after}>{glyph}</tspan>") for x, glyph in zip(xs, glyphs, strict=True)
+    ]
 
 
 def _readable_svg(svg: str) -> str:
@@ -1775,8 +1789,8 @@ def _readable_svg(svg: str) -> str:
         return names[old]
 
     def in_order(match: re.Match[str]) -> str:
-        glyphs = sorted((line.strip() for line in match.group(2).splitlines()), key=_glyph_x)
-        return match.group(1) + "".join(glyphs) + "\n"
+        glyphs = [glyph for tspan in _TSPAN.finditer(match.group(2)) for glyph in _glyphs(tspan)]
+        return match.group(1) + "".join(text for _, text in sorted(glyphs, key=lambda glyph: glyph[0])) + "\n"
 
     return _MATH_TEXT.sub(in_order, _SVG_ID.sub(rename, svg))
 

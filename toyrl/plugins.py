@@ -4,8 +4,10 @@ A plugin is one Python file that registers stages as toyrl registers its own, wi
 `toyrl.stages.register(kind, name)` on a frozen dataclass (docs/plugins.md walks through one).
 `load_plugin` runs it and files each stage it registered as `custom:NAME`, so a spec names it
 `advantage=custom:NAME` and no plugin can shadow a built-in stage or another plugin's. A stage
-may be of any kind; its kind's `Protocol` (`toyrl.stages.PROTOCOLS`, each opening its kind's
-module) is its interface (R runs, B prompts, G members, C logits):
+may be of any kind; its kind's `Protocol` (its record's, `toyrl.stages.KIND`, declared in its
+kind's module) is its interface (R runs, B prompts, G members, C logits). A `config` argument is
+the configuration as the kind sees it (`toyrl.stages.Settings`: the fields its record's
+`settings` names, read-only; any other raises AttributeError naming them):
 
 | kind       | interface                                                                     |
 | ---------- | ----------------------------------------------------------------------------- |
@@ -30,15 +32,16 @@ A stage that lacks a member of its kind's Protocol, or whose method does not tak
 arguments, is refused when its plugin loads. Then each stage is probed (`probe`): its outputs
 must have the contract's shape and finite values, and each run's output must depend on that
 run's input alone, or the plugin is refused with one line naming the stage and the problem.
-Then every call of a plugin stage's methods, the exact hooks and stages made with a spec's
-parameters included, is held to the cheap part of the contract (`GUARDS`: type, shape, finite
-and positive values): a breach, or an exception, stops the command with one line naming the
-plugin, the stage, the method and what was wrong (`PluginError`). A plugin's prints go to
-stderr (stdout may be JSON) and numpy's error state is restored after its import and each call.
-A stage without its kind's exact hooks (`EXACT_HOOKS`) that does not say why (`simulated_only`)
-is marked simulated only, as is a sampler, KL term or schedule that does not say
-(`NO_EXACT_FORM`): `toyrl.expected` then refuses it with that reason instead of failing on the
-missing hook or computing the article's update for it.
+Then every call of a plugin stage's methods (its record's `calls`), the exact hooks and stages
+made with a spec's parameters included, is held to the cheap part of the contract (`CONTRACTS`:
+type, shape, finite and positive values): a breach, or an exception, stops the command with one
+line naming the plugin, the stage, the method and what was wrong (`PluginError`). A plugin's
+prints go to stderr (stdout may be JSON) and numpy's error state is restored after its import
+and each call. A stage without its kind's exact hooks (its record's `exact_hooks`) that does not
+say why (`simulated_only`) is marked simulated only, as is a stage of a kind the exact update
+does not have (a sampler, KL term or schedule: its record's `no_exact_form`) that does not say:
+`toyrl.expected` then refuses it with that reason instead of failing on the missing hook or
+computing the article's update for it.
 
 Worker processes (joblib's loky, Dask) receive variants pickled: a plugin stage pickles as its
 file's path, source and field values, and unpickling it loads that source (once per process)
@@ -72,8 +75,7 @@ from toyrl.objective import Variant
 from toyrl.policy import Batch, Coefficients, FloatArray, OwnLogits, sample_batch
 from toyrl.stages import (
     K3,
-    KINDS,
-    PROTOCOLS,
+    KIND,
     REGISTRY,
     Epochs,
     TokenAdvantage,
@@ -88,23 +90,6 @@ from toyrl.stages.schedule import MAX_ITERATIONS, MAX_PARTS, check_cuts
 from toyrl.train import Epoch, Part, Plan, initial_theta, run_streams
 
 PREFIX = "custom:"
-# The attributes `toyrl.expected` asks a stage of each kind for (an objective needs none: the exact
-# update is one on-policy update, which no objective changes).
-EXACT_HOOKS = {
-    "reward": ("window",),
-    "selector": ("keeps_truncated",),
-    "advantage": ("conditional",),
-    "normaliser": ("response_denominator", "averaged"),
-    "objective": (),
-}
-# The kinds whose exact form is the built-in one alone: the exact update draws the article's
-# batch, with no KL term and one update a batch, so a plugin stage of these kinds is simulated
-# only unless it says otherwise (its own `simulated_only`, '' where it changes nothing).
-NO_EXACT_FORM = {
-    "kl": "the exact update has no KL term",
-    "schedule": "the exact update is one on-policy update a batch",
-    "sampler": "the exact update draws the article's batch",
-}
 
 
 @dataclass(frozen=True)
@@ -236,7 +221,7 @@ def _execute(
 ) -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
     """Run the plugin's source as module `module`; (its namespace, the (kind, name, stage) it
     registered), those taken back out of the registry (they go in again as custom:NAME)."""
-    before = {kind: set(REGISTRY[kind]) for kind in KINDS}
+    before = {kind: set(REGISTRY[kind]) for kind in KIND}
     namespace = types.ModuleType(module)
     namespace.__file__ = key
     sys.modules[module] = namespace  # dataclasses look their class's module up there
@@ -252,7 +237,7 @@ def _execute(
     finally:
         added = [
             (kind, name, REGISTRY[kind].pop(name))
-            for kind in KINDS
+            for kind in KIND
             for name in [name for name in REGISTRY[kind] if name not in before[kind]]
         ]
         if not ran:
@@ -282,7 +267,10 @@ def _describe(error: BaseException) -> str:
 
 def _install(plugin: Plugin, kind: str, name: str, stage: Any, evict: bool) -> None:
     """Register `stage` as custom:`name` of `kind`, after checking what a registry needs of it;
-    mark it simulated only if it lacks an exact hook and does not say why."""
+    mark it simulated only if it lacks an exact hook of its kind's (`Kind.exact_hooks`), or is of
+    a kind the exact update does not have (`Kind.no_exact_form`: its batch is the article's, with
+    no KL term and one update a batch), and does not say why (its own `simulated_only`, '' where
+    it changes nothing)."""
     where = f"plugin {plugin.path}: {kind} {PREFIX}{name}"
     if not (name.isidentifier() and name.isascii()):
         raise InvalidInput(f"{where}: a stage's name is letters, digits and underscores (got {name!r})")
@@ -300,10 +288,11 @@ def _install(plugin: Plugin, kind: str, name: str, stage: Any, evict: bool) -> N
     problem = protocol_problem(kind, stage)
     if problem:
         raise InvalidInput(f"{where}: {problem}")
-    if kind in NO_EXACT_FORM and not hasattr(stage, "simulated_only"):
+    record = KIND[kind]
+    if record.no_exact_form and not hasattr(stage, "simulated_only"):
         stage_class: Any = type(stage)  # a class attribute, as the built-in stages declare it
-        stage_class.simulated_only = f"{kind} {PREFIX}{name}: {NO_EXACT_FORM[kind]}"
-    missing = [hook for hook in EXACT_HOOKS.get(kind, ()) if not hasattr(stage, hook)]
+        stage_class.simulated_only = f"{kind} {PREFIX}{name}: {record.no_exact_form}"
+    missing = [hook for hook in record.exact_hooks if not hasattr(stage, hook)]
     if missing and hasattr(stage, "simulated_only") and not simulated_only(stage):
         raise InvalidInput(
             f"{where}: has no {', '.join(missing)} (its exact hook) but an empty simulated_only: "
@@ -326,7 +315,8 @@ def protocol_members(protocol: type) -> dict[str, Any]:
 def protocol_problem(kind: str, stage: Any) -> str:
     """What keeps `stage` from being a `kind` by its Protocol ('' if nothing): a member missing, a
     property that is a method, or a method that does not take the Protocol's arguments."""
-    protocol = PROTOCOLS[kind]
+    record = KIND[kind]
+    protocol = record.protocol
     contract = f"(the {protocol.__name__} protocol of toyrl.stages.{kind})"
     for name, member in protocol_members(protocol).items():
         if not hasattr(stage, name):
@@ -337,10 +327,10 @@ def protocol_problem(kind: str, stage: Any) -> str:
                 return f"has {name} as a method, not a value {contract}"
             continue
         wanted = list(inspect.signature(member).parameters)[1:]  # without self
-        if name == "advantages" and getattr(stage, "uses_tokens", False):
-            wanted.append("tokens")  # `toyrl.stages.advantages_of`
-        if name == "included" and getattr(stage, "uses_rewards", False):
-            wanted.append("rewards")  # `toyrl.stages.included_of`
+        if record.extra_argument is not None:  # `toyrl.stages.advantages_of`, `included_of`
+            flag, method, argument = record.extra_argument
+            if name == method and getattr(stage, flag, False):
+                wanted.append(argument)
         arguments = ", ".join(wanted)
         if not callable(value):
             return f"has {name} as a {type(value).__name__}, not a method taking ({arguments}) {contract}"
@@ -427,7 +417,7 @@ def _probed(kind: str, stage: Any) -> str:
         return f"breaks its contract: {problem}"
     batch, theta, moved = probe_inputs()
     outputs_of = PROBES[kind]
-    given = f"for {INPUTS[kind]} of shape {batch.right.shape}"
+    given = f"for {KIND[kind].probe_input} of shape {batch.right.shape}"
     try:
         outputs = outputs_of(stage, batch, theta, moved, np.arange(RUNS))
     except Exception as error:
@@ -451,18 +441,6 @@ def _probed(kind: str, stage: Any) -> str:
             ):
                 return f"mixes runs: {change}" + (f" ({output.name})" if output.name else "")
     return ""
-
-
-INPUTS = {
-    "reward": "a batch",
-    "selector": "a batch",
-    "advantage": "rewards",
-    "normaliser": "tokens",
-    "objective": "an update",
-    "kl": "policies",
-    "schedule": "a batch",
-    "sampler": "a batch",
-}
 
 
 def _checked(output: Output, given: str) -> str:
@@ -494,7 +472,8 @@ def _checked(output: Output, given: str) -> str:
 
 def _reward(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     contract = "[runs, prompts, group], one reward a response"
-    return [Output("", stage.rewards(batch, PROBE_CONFIG), batch.right.shape, contract)]
+    settings = KIND["reward"].settings_of(PROBE_CONFIG)
+    return [Output("", stage.rewards(batch, settings), batch.right.shape, contract)]
 
 
 def _selector(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
@@ -506,7 +485,7 @@ def _selector(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, ro
 def _advantage(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     """The advantages of the batch's 0/1 rewards (with its token counts, for `uses_tokens`)."""
     rewards = correct(batch, PROBE_CONFIG)
-    std_eps = std_eps_of(stage, PROBE_CONFIG)
+    std_eps = std_eps_of(stage, KIND["advantage"].settings_of(PROBE_CONFIG))
     advantage = advantages_of(stage, rewards, std_eps, batch.token_count(PROBE_CONFIG.approach_tokens))
     return [Output("", advantage, rewards.shape, "the rewards' shape [runs, prompts, group]")]
 
@@ -614,7 +593,7 @@ def _schedule(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, ro
     """A configuration it accepts or refuses with its own one line (InvalidInput); its settings
     are held to their ranges before (`stage_problem`)."""
     with contextlib.suppress(InvalidInput):
-        stage.check(PROBE_CONFIG)
+        stage.check(KIND["schedule"].settings_of(PROBE_CONFIG))
     return []
 
 
@@ -626,7 +605,7 @@ def known_ranges() -> dict[str, dict[str, dict[str, Any]]]:
     schedule = {
         name: rule
         for name, rule in declarations(Epochs).items()
-        if name in protocol_members(PROTOCOLS["schedule"])
+        if name in protocol_members(KIND["schedule"].protocol)
     }
     counted = {"kind": "integer", "low_open": False, "high_open": False, "optional": False, "choices": []}
     for name, low, high in (("updates", 1, MAX_ITERATIONS * MAX_PARTS), ("orders", 0, MAX_ITERATIONS)):
@@ -663,7 +642,7 @@ def stage_problem(kind: str, stage: Any) -> str:
 def _sampler(stage: Any, batch: Batch, theta: FloatArray, moved: FloatArray, rows: Any) -> list[Output]:
     """The batch it trains on from the probe batch, each run with its own refill stream (seeded by
     the run, so that reordering the runs reorders their streams), and the bounds of its draws."""
-    config = PROBE_CONFIG
+    config = KIND["sampler"].settings_of(PROBE_CONFIG)
     for method in ("worst_draws", "refills"):
         value = getattr(stage, method)(config)
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
@@ -844,20 +823,29 @@ def _batch(out: Any, batch: Batch, *rest: Any) -> str:
     )
 
 
-GUARDS: dict[str, dict[str, Callable[..., str]]] = {
-    "reward": {"rewards": _rewards, "window": _window},
-    "selector": {"included": _included},
-    "advantage": {"advantages": _advantages, "conditional": _conditional},
-    "normaliser": {
-        "denominators": _denominators,
-        "micro_denominators": _micro_denominators,
-        "response_denominator": _response_denominator,
-    },
-    "objective": {"coefficients": _coefficients},
-    "kl": {"loss": _loss, "token_advantages": _token_advantages},
-    "schedule": {"check": _nothing},
-    "sampler": {"batch": _batch, "worst_draws": _count, "refills": _count, "check": _nothing},
+# Each method's check, by the method's name; a kind's record names the methods toyrl calls (`calls`).
+CONTRACTS: dict[str, Callable[..., str]] = {
+    "rewards": _rewards,
+    "window": _window,
+    "included": _included,
+    "advantages": _advantages,
+    "conditional": _conditional,
+    "denominators": _denominators,
+    "micro_denominators": _micro_denominators,
+    "response_denominator": _response_denominator,
+    "coefficients": _coefficients,
+    "loss": _loss,
+    "token_advantages": _token_advantages,
+    "batch": _batch,
+    "worst_draws": _count,
+    "refills": _count,
+    "check": _nothing,
 }
+
+
+def guards(kind: str) -> dict[str, Callable[..., str]]:
+    """The methods of a kind that toyrl calls (its record's `calls`), each with its check."""
+    return {method: CONTRACTS[method] for method in KIND[kind].calls}
 
 
 def _built(stage: Any) -> str:
@@ -902,12 +890,12 @@ AFTER: dict[tuple[str, str], Callable[..., None]] = {("schedule", "check"): chec
 
 
 def _guard(stage_class: Any, kind: str, name: str, given: str, key: str) -> None:
-    """Wrap the methods of a plugin's stage class that toyrl calls (`GUARDS`) so that every call is
+    """Wrap the methods of a plugin's stage class that toyrl calls (`guards`) so that every call is
     checked: an exception or a breach of the contract is a PluginError naming the plugin, the stage,
     the method and the problem, and then toyrl's own check of the method (`AFTER`) applies. Its
     __init__ too (`_guard_building`). The class is the plugin's own: toyrl's stages are not touched."""
     _guard_building(stage_class, kind, name, given, key)
-    for method, check in GUARDS[kind].items():
+    for method, check in guards(kind).items():
         static = inspect.getattr_static(stage_class, method, None)
         if static is None or getattr(static, "__toyrl_guarded__", False):
             continue

@@ -182,7 +182,7 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
-def _took(progress: Progress, *steps: tuple[str, str]) -> str:
+def step_times(progress: Progress, *steps: tuple[str, str]) -> str:
     """'simulating 0.62 s, writing toyrl-run.csv 0.11 s': the steps that ran, with their times."""
     return ", ".join(
         f"{label} {duration(progress.took[key])}" for key, label in steps if key in progress.took

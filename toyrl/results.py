@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast, overload
 
 import numpy as np
 
-from toyrl import __version__, kernels
+from toyrl import kernels
 from toyrl.config import MAX_SEED, Config, InvalidInput, shown
 from toyrl.files import write_together
-from toyrl.inputs import RESULTS, SIDECAR, Unreadable, json_problem, open_regular, read_bytes
+from toyrl.inputs import RESULTS, SIDECAR, Unreadable, json_problem, open_regular, read_bytes, read_csv
 from toyrl.objective import Variant, from_spec
 from toyrl.policy import FloatArray
+from toyrl.version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -1008,7 +1009,7 @@ def _read_csv(path: Path, stream: BinaryIO) -> pd.DataFrame:
     import pandas as pd
 
     try:
-        return pd.read_csv(stream)
+        return read_csv(stream)
     except (
         OSError,
         UnicodeDecodeError,

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import pandas as pd
 from joblib import Parallel, delayed
 
-from toyrl import __version__, install
+from toyrl import install
 from toyrl.config import Config, InvalidInput
 from toyrl.experiment import (
     MAX_ROWS,
@@ -72,14 +72,14 @@ from toyrl.experiment import (
     worker_count,
 )
 from toyrl.files import check_writable, claim, write_atomic
-from toyrl.inputs import MANIFEST, RESULTS, Unreadable, json_problem, open_regular, read_bytes
-from toyrl.objective import DEFAULTS, KIND_KEYS, Variant, parse_spec, spec_keys
-from toyrl.objective import _typed as typed_value
+from toyrl.inputs import MANIFEST, RESULTS, Unreadable, json_problem, open_regular, read_bytes, read_csv
+from toyrl.objective import Variant, kind_keys, parse_spec, spec_keys, typed_value
 from toyrl.plugins import plugins_used
-from toyrl.stages import REGISTRY, check_declared, parameters
+from toyrl.stages import KIND, REGISTRY, check_declared, parameters
 from toyrl.train import COLUMNS
 from toyrl.values import parse_as
 from toyrl.variants import VARIANTS
+from toyrl.version import __version__
 
 if TYPE_CHECKING:
     from dask.distributed import Client
@@ -131,8 +131,9 @@ def _axis_key(axis: str, key: str) -> str:
     """An axis's canonical name: a Config field, a stage parameter's spec key, or KIND.PARAM with
     the kind's own name; InvalidInput listing the valid names, with a close match."""
     kind, dot, parameter = key.rpartition(".")
-    if dot and KIND_KEYS.get(kind, kind) in REGISTRY:
-        kind = KIND_KEYS.get(kind, kind)
+    keys = kind_keys()
+    if dot and keys.get(kind, kind) in REGISTRY:
+        kind = keys.get(kind, kind)
         if any(parameter in parameters(stage) for stage in REGISTRY[kind].values()):
             return f"{kind}.{parameter}"
     elif key in CONFIG_FIELDS or key in stage_parameters():
@@ -140,19 +141,19 @@ def _axis_key(axis: str, key: str) -> str:
     names = [*CONFIG_FIELDS, *stage_parameters()]
     close = difflib.get_close_matches(parameter if dot else key, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    if key in KIND_KEYS or key == "mask_truncated":
+    if key in keys or key == "mask_truncated":
         hint = " (a stage is chosen by --variant, not --grid)"
     raise InvalidInput(
         f"--grid {axis!r}: unknown field {key!r}{hint}; valid: a configuration field "
         f"({', '.join(CONFIG_FIELDS)}), a stage parameter ({', '.join(stage_parameters())}), or "
-        f"KIND.PARAM with KIND one of {', '.join(sorted({*KIND_KEYS, *REGISTRY}))}"
+        f"KIND.PARAM with KIND one of {', '.join(sorted({*keys, *REGISTRY}))}"
     )
 
 
 def stage_parameters() -> list[str]:
     """Every registered stage's parameters, as a spec names them, but those that are Config fields
     too (`std_eps`: the field; KIND.PARAM names the stage's)."""
-    return [key for key in spec_keys() if key not in [*KIND_KEYS, "mask_truncated", *CONFIG_FIELDS]]
+    return [key for key in spec_keys() if key not in [*kind_keys(), "mask_truncated", *CONFIG_FIELDS]]
 
 
 def stage_axis(key: str) -> tuple[str | None, str] | None:
@@ -171,9 +172,7 @@ def _owner(variant: Variant, key: str) -> str | None:
     place = stage_axis(key)
     assert place is not None, key
     kind, parameter = place
-    return next(
-        (k for k in ([kind] if kind else DEFAULTS) if parameter in parameters(variant.stage(k))), None
-    )
+    return next((k for k in ([kind] if kind else KIND) if parameter in parameters(variant.stage(k))), None)
 
 
 def _stage_value(key: str, raw: str, variants: Sequence[Variant]) -> Any:
@@ -771,7 +770,7 @@ def _read_run(path: Path, steps: int) -> pd.DataFrame:
     remedy = "delete it and run the same command again to redo that run"
     try:
         with open_regular(path, RESULTS) as stream:
-            rows = pd.read_csv(stream)
+            rows = read_csv(stream)
     except Unreadable as error:
         raise InvalidInput(f"{path}: {error.reason}; {remedy}") from None
     except (OSError, ValueError, OverflowError) as error:

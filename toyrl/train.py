@@ -4,9 +4,10 @@ Article, "Toy run": each step samples B distinct prompts and G responses to each
 takes the variant's updates with Adam (one on-policy update for the article's variants).
 `train_step` reads like cleanrl's loop: sample -> reward -> select -> advantage (once per sampled
 batch) -> for each update of the schedule: normaliser -> objective -> gradient -> Adam. Every
-stage is the variant's own (`toyrl.stages`). A chunk's runs share one sampler, objective, KL term
-and schedule (`chunk_key`), called once with their own parameters; the reward, selector, advantage
-and normaliser may differ from run to run, runs sharing one computed together.
+stage is the variant's own (`toyrl.stages`), and sees its kind's settings of the configuration
+alone (`toyrl.stages.Settings`). A chunk's runs share one sampler, objective, KL term and schedule
+(the kinds whose record says so: `chunk_key`), called once with their own parameters; the reward,
+selector, advantage and normaliser may differ from run to run, runs sharing one computed together.
 
 Randomness (the noise contract): every run (variant, seed) owns the streams of `STREAMS`, the
 children of `SeedSequence(seed)` in that order. A run's numbers depend on its seed alone, not on
@@ -49,10 +50,11 @@ from toyrl.policy import (
     policy_gradient,
     sample_batch,
 )
+from toyrl.refusals import Refusal, refused_by, values
 from toyrl.stages import (
+    KIND,
     KL,
     SEQUENCE_OBJECTIVES,
-    LongestResponse,
     Objective,
     Sampler,
     TokenAdvantage,
@@ -63,6 +65,7 @@ from toyrl.stages import (
     std_eps_of,
     weights,
 )
+from toyrl.stages.normaliser import part_denominators, per_micro_batch
 
 NOISE_BLOCK_STEPS = 50  # noise is drawn at most this many steps at a time ...
 VALUES_PER_BLOCK = 2**22  # ... and at most about this many values per array (32 MB), to bound memory
@@ -121,30 +124,32 @@ def _stage_groups(keys: list[Any]) -> tuple[tuple[Any, Rows], ...]:
     return tuple((key, consecutive(rows)) for key, rows in _groups(keys))
 
 
-CHUNK_KINDS = ("sampler", "objective", "kl", "schedule")  # one of each per chunk
-
-
-def chunk_key(variant: Variant) -> tuple[Any, ...]:
-    """The stages a chunk's runs share (`CHUNK_KINDS`): a chunk calls them once, with their own
-    parameters; reward, selector, advantage and normaliser may differ from run to run. The KL term
-    and the objective count only where they act (None elsewhere): a run without a KL term that
-    takes one update a batch is never handed to its objective (its update is the on-policy one, in
-    closed form), so such runs share a chunk whatever objective they name."""
+def chunk_key(variant: Variant) -> dict[str, Any]:
+    """The stages a chunk's runs share, by kind (the kinds whose record says `chunk`: sampler,
+    objective, KL term, schedule): a chunk calls them once, with their own parameters; the stages
+    of the other kinds may differ from run to run. The KL term and the objective count only where
+    they act (None elsewhere): a run without a KL term that takes one update a batch is never
+    handed to its objective (its update is the on-policy one, in closed form), so such runs share
+    a chunk whatever objective they name."""
     kl = variant.kl if variant.kl.beta > 0 else None
-    objective = variant.objective if kl is not None or variant.updates > 1 else None
-    return (variant.sampler, objective, kl, variant.schedule)
+    acting = {"kl": kl, "objective": variant.objective if kl is not None or variant.updates > 1 else None}
+    return {
+        kind.name: acting[kind.name] if kind.name in acting else variant.stage(kind.name)
+        for kind in KIND.values()
+        if kind.chunk
+    }
 
 
 def chunks_of(variants: Sequence[Variant]) -> list[Rows]:
     """The runs grouped into chunks of one `chunk_key`, in the order of their first runs (a slice
     when every run shares one)."""
-    return [rows for _, rows in _groups([chunk_key(v) for v in variants])]
+    return [rows for _, rows in _groups([tuple(chunk_key(v).values()) for v in variants])]
 
 
 @dataclass(frozen=True)
 class Plan:
     """One chunk of runs: the sampler, objective and KL term they share, the settings of their
-    schedule, and the runs grouped by reward, selector, advantage and normaliser (each group's
+    schedule, and the runs grouped by their stage of each kind a run has its own of (each group's
     stage computed together)."""
 
     sampler: Sampler
@@ -158,23 +163,20 @@ class Plan:
     prompt_tokens: int  # ... and each prompt's tokens, counted in a sequence's length
     orders: int  # random orders of the responses drawn per batch
     max_grad_norm: float  # each update's gradient clipped to this norm (inf: not clipped)
-    rewards_by: tuple[tuple[Any, Rows], ...]
-    selectors_by: tuple[tuple[Any, Rows], ...]
-    advantages_by: tuple[tuple[Any, Rows], ...]
-    normalisers_by: tuple[tuple[Any, Rows], ...]
+    groups: dict[str, tuple[tuple[Any, Rows], ...]]  # by kind not shared by the chunk: (stage, its runs)
     per_micro_batch: NDArray[np.bool_]  # whether each run's normaliser is taken on each micro-batch [R]
 
     @classmethod
     def of(cls, variants: Sequence[Variant]) -> Plan:
-        keys = {chunk_key(v) for v in variants}
-        if len(keys) != 1:
-            raise ValueError(f"the runs of a chunk share their {', '.join(CHUNK_KINDS)} (`chunks_of`)")
-        sampler, _, kl, schedule = chunk_key(variants[0])
+        shared = chunk_key(variants[0])
+        if len({tuple(chunk_key(v).values()) for v in variants}) != 1:
+            raise ValueError(f"the runs of a chunk share their {', '.join(shared)} (`chunks_of`)")
+        schedule = shared["schedule"]
         objectives = {v.objective for v in variants}  # one, or several that never act (`chunk_key`)
         return cls(
-            sampler=sampler,
+            sampler=shared["sampler"],
             objective=objectives.pop() if len(objectives) == 1 else None,
-            kl=kl,
+            kl=shared["kl"],
             updates=schedule.updates,
             mini_batches=schedule.mini_batches,
             micro_batches=schedule.micro_batches,
@@ -183,13 +185,10 @@ class Plan:
             prompt_tokens=schedule.prompt_tokens,
             orders=schedule.orders,
             max_grad_norm=schedule.max_grad_norm or np.inf,
-            rewards_by=_stage_groups([v.reward for v in variants]),
-            selectors_by=_stage_groups([v.selector for v in variants]),
-            advantages_by=_stage_groups([v.advantage for v in variants]),
-            normalisers_by=_stage_groups([v.normaliser for v in variants]),
-            per_micro_batch=np.array(
-                [bool(getattr(v.normaliser, "per_micro_batch", False)) for v in variants]
-            ),
+            groups={
+                kind: _stage_groups([v.stage(kind) for v in variants]) for kind in KIND if kind not in shared
+            },
+            per_micro_batch=np.array([per_micro_batch(v.normaliser) for v in variants]),
         )
 
     @functools.cached_property  # the plan is frozen: taken once (each step asks)
@@ -276,7 +275,8 @@ class Plan:
 
     # Each of the stages that vary along the runs is computed on the whole batch and kept for its
     # own runs: on these small arrays that is cheaper than gathering and scattering each group's
-    # rows, and a row's numbers do not depend on the other rows.
+    # rows, and a row's numbers do not depend on the other rows. Each stage sees its kind's own
+    # settings of the configuration (`toyrl.stages.Settings`).
 
     def sampled(
         self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator] | None
@@ -284,26 +284,31 @@ class Plan:
         """The batch the runs train on (the sampler's, from the batch drawn with the step's noise;
         `refill` is each run's refill stream, for samplers that draw more) and the tokens it
         generated [R]."""
-        return self.sampler.batch(batch, theta, config, () if refill is None else refill)
+        settings = KIND["sampler"].settings_of(config)
+        return self.sampler.batch(batch, theta, settings, () if refill is None else refill)
 
     def rewards(self, batch: Batch, config: Config) -> FloatArray:
-        return _per_run(self.rewards_by, lambda stage: stage.rewards(batch, config), batch.right.shape)
+        settings = KIND["reward"].settings_of(config)
+        return _per_run(
+            self.groups["reward"], lambda stage: stage.rewards(batch, settings), batch.right.shape
+        )
 
     def included(self, batch: Batch, rewards: FloatArray | None = None) -> NDArray[np.bool_]:
         """Every run's responses in the loss [R, B, G]; `rewards` [R, B, G] for selectors by them
         (`uses_rewards`)."""
         return _per_run(
-            self.selectors_by, lambda stage: included_of(stage, batch, rewards), batch.right.shape, bool
+            self.groups["selector"], lambda stage: included_of(stage, batch, rewards), batch.right.shape, bool
         )
 
     def advantages(self, rewards: FloatArray, config: Config, tokens: FloatArray | None = None) -> FloatArray:
         """Every run's advantages [R, B, G]; `tokens` (|o_i|, [R, B, G]) for stages that weigh
         responses by their tokens (`uses_tokens`)."""
+        settings = KIND["advantage"].settings_of(config)
 
         def advantage(stage: Any) -> FloatArray:
-            return advantages_of(stage, rewards, std_eps_of(stage, config), tokens)
+            return advantages_of(stage, rewards, std_eps_of(stage, settings), tokens)
 
-        return _per_run(self.advantages_by, advantage, rewards.shape)
+        return _per_run(self.groups["advantage"], advantage, rewards.shape)
 
     def denominators(
         self,
@@ -314,46 +319,23 @@ class Plan:
     ) -> tuple[FloatArray, FloatArray]:
         """(D [R, B, G], n [R]) of every run's normaliser over the responses `selected` into the
         loss, on the whole batch or, given `parts`, on each run's mini-batch (`Plan.parts`; D only
-        meaningful there). A per_micro_batch normaliser is taken on each micro-batch, its n times
-        the micro-batch count: the mini-batch's loss is the mean of its micro-batches' (each
-        micro-batch holds as many responses). A batch_tokens one is the whole batch's, over the
-        number of mini-batches."""
-        tokens = batch.token_count(config.approach_tokens)
-        length_norm = config.length_norm_value
+        meaningful there), as the normaliser takes itself on them (`part_denominators`: per
+        micro-batch, or the whole batch's tokens, by its own flags)."""
+        settings = KIND["normaliser"].settings_of(config)
+        tokens = batch.token_count(settings.approach_tokens)
+        length_norm = settings.length_norm_value
+        groups = self.groups["normaliser"]
+        cuts, laid_out = (self.mini_batches, self.micro_batches), self.laid_out
 
-        def of(stage: Any) -> tuple[FloatArray, FloatArray]:
-            if parts is None:
-                return stage.denominators(tokens, selected, length_norm)
-            members, micro = parts
-            included = selected & members
-            if getattr(stage, "batch_tokens", False):
-                denominator, n = stage.denominators(tokens, selected, length_norm)
-                return denominator / self.mini_batches, n
-            if not getattr(stage, "per_micro_batch", False):
-                return stage.denominators(tokens, included, length_norm, members)
-            if _micro_hook(type(stage)):  # every micro-batch at once
-                own = stage.micro_denominators(tokens, included, length_norm, members, micro)
-                denominator = np.where(members, own, 1.0)
-            else:
-                denominator = np.ones(tokens.shape)
-                for index in range(int(micro.max()) + 1):
-                    inside = members & (micro == index)
-                    denominator = np.where(
-                        inside, stage.denominators(tokens, included, length_norm, inside)[0], denominator
-                    )
-            n = stage.denominators(tokens, included, length_norm, members & (micro == 0))[1]
-            if not self.laid_out.any():
-                return denominator, n * self.micro_batches
-            # micro-batches of unequal sizes: the mini-batch's count (a LongestResponse's n, `check_variant`)
-            whole = stage.denominators(tokens, included, length_norm, members)[1]
-            return denominator, np.where(self.laid_out, whole, n * self.micro_batches)
+        def of(stage: Any) -> tuple[FloatArray, FloatArray | float]:
+            return part_denominators(stage, tokens, selected, length_norm, parts, *cuts, laid_out)
 
         def n_of(stage: Any) -> FloatArray:  # a normaliser may give n as one number for every run
             return np.broadcast_to(np.asarray(computed[stage][1], dtype=np.float64), (len(tokens),))
 
-        computed = {stage: of(stage) for stage, _ in self.normalisers_by}
-        denominator = _per_run(self.normalisers_by, lambda stage: computed[stage][0], tokens.shape)
-        n = _per_run(self.normalisers_by, n_of, (len(tokens),))
+        computed = {stage: of(stage) for stage, _ in groups}
+        denominator = _per_run(groups, lambda stage: computed[stage][0], tokens.shape)
+        n = _per_run(groups, n_of, (len(tokens),))
         return denominator, n
 
 
@@ -372,9 +354,9 @@ def layout_work(variant: Variant, config: Config) -> tuple[int, int, int]:
     verl's V1 layout, which `Plan.parts` does for every update of a laid-out run."""
     schedule = variant.schedule
     responses = config.batch_prompts * config.group_size
-    per_micro_batch = getattr(variant.normaliser, "per_micro_batch", False)
-    dealt = responses if schedule.ranks > 1 and (schedule.mini_batches > 1 or per_micro_batch) else 0
-    if not (schedule.token_budget and per_micro_batch):
+    micro = per_micro_batch(variant.normaliser)
+    dealt = responses if schedule.ranks > 1 and (schedule.mini_batches > 1 or micro) else 0
+    if not (schedule.token_budget and micro):
         return dealt, 0, 0  # micro-batches no normaliser sees are not laid out
     share = responses // schedule.ranks // schedule.mini_batches
     shortest = schedule.prompt_tokens + 1 + config.approach_tokens  # a response has a token at least
@@ -401,40 +383,37 @@ def check_variant(variant: Variant, config: Config) -> None:
     for kind in variant.names():
         check = getattr(variant.stage(kind), "check", None)
         if check is not None:
-            check(config)
-    if variant.schedule.laid_out and getattr(variant.normaliser, "per_micro_batch", False):
-        if not isinstance(variant.normaliser, LongestResponse):
-            raise InvalidInput(
-                f"ranks and token_budget lay micro-batches out by length (verl's V1 layout): with "
-                f"per_micro_batch only for aggregation=seq_mean_token_sum_longest (got "
-                f"{variant.names()['normaliser']})"
-            )
-    _, _, merges = layout_work(variant, config)
-    if merges > MAX_LAYOUT_MERGES:
-        schedule = variant.schedule
-        share = config.batch_prompts * config.group_size // schedule.ranks // schedule.mini_batches
-        raise InvalidInput(
-            f"token_budget={schedule.token_budget} lays out shares of {share:,} responses: up to "
-            f"{merges:,} merges an update; the limit is {MAX_LAYOUT_MERGES:,}: use fewer responses a "
-            f"rank's mini-batch (batch_prompts x group_size / (ranks x mini_batches))"
-        )
-    objective = variant.names()["objective"]
-    if objective in SEQUENCE_OBJECTIVES and variant.names()["kl"] == "k1_reward" and variant.kl.beta > 0:
-        raise InvalidInput(
-            f"objective={objective} takes one advantage a response: not with kl=k1_reward (per-token ones)"
-        )
+            check(KIND[kind].settings_of(config))
+    schedule = variant.schedule
+    share = config.batch_prompts * config.group_size // schedule.ranks // schedule.mini_batches
+    names = variant.names()
+    stages = {kind: variant.stage(kind) for kind in names}
+    computed = names | {"merges": layout_work(variant, config)[2], "share": share}
+    message = refused_by(VARIANT_REFUSALS, values(config, stages, computed))
+    if message:
+        raise InvalidInput(message)
 
 
-def _micro_hook(stage_class: type) -> bool:
-    """Whether a normaliser class's `micro_denominators` belongs with its `denominators`: defined
-    by the class that defines `denominators` or by one below it (a subclass that overrides only
-    `denominators`, as a plugin may, is taken once a micro-batch with its own)."""
-    owner = {
-        name: next((c for c in stage_class.__mro__ if name in vars(c)), None)
-        for name in ("denominators", "micro_denominators")
-    }
-    hook, plain = owner["micro_denominators"], owner["denominators"]
-    return hook is not None and plain is not None and issubclass(hook, plain)
+# `check_variant`'s refusals across a variant's stages, declared once as data (`toyrl.refusals`;
+# the page evaluates them too, with the layout's `merges` and `share`, which both compute)
+VARIANT_REFUSALS = (
+    Refusal(
+        "(schedule.ranks > 1 or schedule.token_budget > 0) and normaliser.per_micro_batch == True "
+        "and normaliser != 'seq_mean_token_sum_longest'",
+        "ranks and token_budget lay micro-batches out by length (verl's V1 layout): with per_micro_batch "
+        "only for aggregation=seq_mean_token_sum_longest (got {normaliser})",
+    ),
+    Refusal(
+        f"merges > {MAX_LAYOUT_MERGES}",
+        "token_budget={schedule.token_budget} lays out shares of {share:,} responses: up to {merges:,} "
+        f"merges an update; the limit is {MAX_LAYOUT_MERGES:,}: use fewer responses a rank's "
+        "mini-batch (batch_prompts x group_size / (ranks x mini_batches))",
+    ),
+    Refusal(
+        f"objective in {SEQUENCE_OBJECTIVES!r} and kl == 'k1_reward' and kl.beta > 0",
+        "objective={objective} takes one advantage a response: not with kl=k1_reward (per-token ones)",
+    ),
+)
 
 
 def _per_run(

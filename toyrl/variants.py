@@ -17,6 +17,7 @@ from typing import Any
 from toyrl.config import InvalidInput
 from toyrl.objective import Variant, parse_spec, spec_keys
 from toyrl.objective import from_spec as _from_spec
+from toyrl.refusals import say
 
 SOURCES = {
     "trl": "TRL 1.16.0, trl/trainer/grpo_trainer.py and grpo_config.py",
@@ -561,6 +562,16 @@ def display_name(name: str) -> str:
 LABEL_MAX = 40
 LABEL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 LABEL_FORM = f"1 to {LABEL_MAX} letters, digits, '_', '.' or '-', starting with a letter"
+# what a label is refused with, declared once: the page says it from its data (`toyrl.explore`)
+LABEL_MESSAGES = {
+    "form": "label {label!r} must be {form}",
+    "taken": "label {label!r} is already a named variant's name or display text ('toyrl variants'); "
+    "choose another",
+    "spec_key": "label {label!r} is a spec key; choose another",
+    "labels": "variant {text!r} is given {count} labels ({labels}); give one",
+    "no_variant": "label {label!r} names no variant: add a name or a spec",
+    "named_twice": "two variants are named {name!r}: {first} and {second}; give each its own label",
+}
 
 
 def check_label(label: str) -> str:
@@ -568,14 +579,11 @@ def check_label(label: str) -> str:
     named variant's name or display text, `all` nor a spec key (`NAME=PRESET` would read as a
     spec); InvalidInput if not."""
     if not (0 < len(label) <= LABEL_MAX and label[0].isalpha() and set(label) <= LABEL_CHARACTERS):
-        raise InvalidInput(f"label {label!r} must be {LABEL_FORM}")
+        raise InvalidInput(say(LABEL_MESSAGES["form"], label=label, form=LABEL_FORM))
     if label in VARIANTS or label == "all" or label in {variant.title for variant in VARIANTS.values()}:
-        raise InvalidInput(
-            f"label {label!r} is already a named variant's name or display text ('toyrl variants'); "
-            "choose another"
-        )
+        raise InvalidInput(say(LABEL_MESSAGES["taken"], label=label))
     if label in (*spec_keys(), "label", "eps"):
-        raise InvalidInput(f"label {label!r} is a spec key; choose another")
+        raise InvalidInput(say(LABEL_MESSAGES["spec_key"], label=label))
     return label
 
 
@@ -593,9 +601,11 @@ def _split_label(text: str) -> tuple[str | None, str]:
             labels.append(key.strip())
             text = rest
     if len(labels) > 1:
-        raise InvalidInput(f"variant {text!r} is given {len(labels)} labels ({', '.join(labels)}); give one")
+        raise InvalidInput(
+            say(LABEL_MESSAGES["labels"], text=text, count=len(labels), labels=", ".join(labels))
+        )
     if labels and not text.strip():
-        raise InvalidInput(f"label {labels[0]!r} names no variant: add a name or a spec")
+        raise InvalidInput(say(LABEL_MESSAGES["no_variant"], label=labels[0]))
     return (labels[0], text.strip()) if labels else (None, text)
 
 
@@ -645,8 +655,12 @@ def distinct(variants: Iterable[Variant]) -> list[Variant]:
         known = chosen.get(variant.name)
         if known is not None and known.spec() != variant.spec():
             raise InvalidInput(
-                f"two variants are named {variant.name!r}: {known.spec_text()} and {variant.spec_text()}; "
-                "give each its own label"
+                say(
+                    LABEL_MESSAGES["named_twice"],
+                    name=variant.name,
+                    first=known.spec_text(),
+                    second=variant.spec_text(),
+                )
             )
         chosen[variant.name] = variant
     return list(chosen.values())

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from toyrl.cli.commands import _json, _saved, app
-from toyrl.cli.options import QUIET_HELP, _Command
-from toyrl.cli.terminal import _echo_lines, format_table, output_width, wrap
+from toyrl.cli.options import QUIET_HELP, Command
+from toyrl.cli.shared import app, json_text, saved_line
+from toyrl.cli.terminal import echo_lines, format_table, output_width, wrap
 from toyrl.config import Config, InvalidInput
 from toyrl.progress import Progress
 
@@ -111,7 +111,7 @@ def bridge_input(
     return read
 
 
-@app.command(cls=_Command, short_help="The toy task trained by TRL's own GRPOTrainer, beside the toy.")
+@app.command(cls=Command, short_help="The toy task trained by TRL's own GRPOTrainer, beside the toy.")
 def bridge(
     arguments: Annotated[
         list[str] | None,
@@ -230,10 +230,10 @@ def bridge(
         )
     seconds = sum(result.cpu_seconds.values())
     if as_json:
-        typer.echo(_json(bridging.summary_json(result)))
+        typer.echo(json_text(bridging.summary_json(result)))
         return
-    _echo_lines(bridge_report(result, seconds, width), width)
-    typer.echo(wrap(_saved(out, kept) + f"; {figure}", width, hanging="    "))
+    echo_lines(bridge_report(result, seconds, width), width)
+    typer.echo(wrap(saved_line(out, kept) + f"; {figure}", width, hanging="    "))
 
 
 def check_bridge(check: Any, read: Any, quiet: bool) -> dict[str, Any]:
@@ -291,5 +291,5 @@ def check_bridge(check: Any, read: Any, quiet: bool) -> dict[str, Any]:
             )
         )
     if not quiet:
-        _echo_lines(lines, width)
+        echo_lines(lines, width)
     return data

@@ -7,8 +7,6 @@ joblib on one worker), so that --help loads neither numpy nor pandas.
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,19 +14,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from toyrl import __version__
 from toyrl.cli.options import (
     JSON_HELP,
     N_JOBS_HELP,
     QUIET_HELP,
-    _check_seeds,
-    _Command,
-    _OneLineErrors,
+    Command,
+    check_seeds,
     with_config_options,
     with_plugins,
 )
+from toyrl.cli.shared import app, json_text, saved_line
 from toyrl.cli.terminal import (
-    _echo_lines,
+    echo_lines,
     format_summary,
     format_table,
     number,
@@ -37,7 +34,7 @@ from toyrl.cli.terminal import (
     wrap_list,
 )
 from toyrl.config import Config, ConfigError, InvalidInput
-from toyrl.progress import Progress, _took, duration
+from toyrl.progress import Progress, duration, step_times
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,34 +45,6 @@ if TYPE_CHECKING:
     from toyrl.results import SavedRuns
 
 
-app = typer.Typer(
-    cls=_OneLineErrors,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="Exact toy simulation of GRPO's length bias and its removal by Dr. GRPO.",
-)
-
-
-def _show_version(value: bool) -> None:
-    if value:
-        typer.echo(f"toyrl {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _toyrl(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_show_version, is_eager=True, help="Print toyrl's version and exit."
-        ),
-    ] = False,
-) -> None:
-    """Exact toy simulation of GRPO's length bias and its removal by Dr. GRPO."""
-
-
 def run_experiment(*args: Any, **kwargs: Any) -> Any:
     """`toyrl.experiment.run_experiment`, imported when a command first trains (numpy and the core
     are not needed for --help)."""
@@ -84,27 +53,11 @@ def run_experiment(*args: Any, **kwargs: Any) -> Any:
     return run(*args, **kwargs)
 
 
-def _json(data: Any) -> str:
-    """`data` as the JSON of --json: strict (no Infinity or NaN, which JSON has not), each float
-    that is not finite written as null."""
-
-    def strict(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {key: strict(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [strict(item) for item in value]
-        return value
-
-    return json.dumps(strict(data), indent=2, allow_nan=False)
-
-
 def _workers(workers: int) -> str:
     return f"{workers} worker{'s' if workers > 1 else ''}"
 
 
-@app.command(cls=_Command, short_help="Train variants x seeds; write the results CSV and its .json.")
+@app.command(cls=Command, short_help="Train variants x seeds; write the results CSV and its .json.")
 @with_plugins
 @with_config_options
 def run(
@@ -178,7 +131,7 @@ def run(
         )
     mean_field = exact or mean_field
     variants = parse_variants([*(given or []), *(variant or [])] or ["all"])
-    _check_seeds(seeds, seed_start)
+    check_seeds(seeds, seed_start)
     out = default_results_path(config, variants, mean_field) if out is None else out
     check_output_path(out)
     seed_list = list(range(seed_start, seed_start + seeds))
@@ -225,7 +178,7 @@ def run(
             table, kept = last_steps([lines[-1] for lines in saved.rows.values()]), True
     if not quiet:
         width = output_width()
-        steps = _took(
+        steps = step_times(
             progress,
             (f"simulating {runs:,} runs", "simulated in"),
             (f"comparing with {out.name}", "compared with the saved results in"),
@@ -236,7 +189,7 @@ def run(
             summary = f"toyrl run: {runs:,} runs x {config.steps + 1:,} steps on {_workers(workers)}, "
             typer.echo(wrap(summary + f"{rows:,} rows: {steps}", width, hanging="    "), err=True)
         _final_tables(table, config.steps, width)
-        typer.echo(wrap(_saved(out, kept), width, hanging="    "))
+        typer.echo(wrap(saved_line(out, kept), width, hanging="    "))
 
 
 def _check_run(config: Config, variants: list[Any], seeds: list[int], n_jobs: int, mean_field: bool) -> int:
@@ -342,12 +295,6 @@ def _announce_cost(
         )
 
 
-def _saved(out: Path, kept: bool) -> str:
-    if kept:
-        return f"kept {out} and {out.with_suffix('.json')}: they already hold these numbers, to the bit"
-    return f"wrote {out} and {out.with_suffix('.json')}"
-
-
 ARTICLE_SEEDS = 6  # article, "Toy run": "6 seeds"
 
 
@@ -404,7 +351,7 @@ def _listing(label: str, paths: Sequence[Path], width: int | None) -> str:
     return wrap(f"{label} {text}", width, hanging="    ")
 
 
-@app.command(cls=_Command, short_help="The article's toy run: its results, every figure, the page.")
+@app.command(cls=Command, short_help="The article's toy run: its results, every figure, the page.")
 def reproduce(
     results_dir: Annotated[
         Path, typer.Option(metavar="FOLDER", help="Folder for article.csv and article.json.")
@@ -467,7 +414,7 @@ def reproduce(
             wrap(
                 f"toyrl reproduce: {len(variants)} variants x {len(seeds)} seeds x {config.steps} steps in "
                 f"{duration(time.perf_counter() - started)}: "
-                + _took(
+                + step_times(
                     progress,
                     (f"simulating {runs} runs", "simulating"),
                     (f"comparing with {out.name}", "comparing with the saved results"),
@@ -481,12 +428,12 @@ def reproduce(
             ),
             err=True,
         )
-        typer.echo(wrap(f"results: {_saved(out, kept)}", width, hanging="    "))
+        typer.echo(wrap(f"results: {saved_line(out, kept)}", width, hanging="    "))
         typer.echo(_listing("figures:", written, width))
         _final_tables(frame, config.steps, width)
 
 
-@app.command(cls=_Command, short_help="Redraw every figure from a results CSV.")
+@app.command(cls=Command, short_help="Redraw every figure from a results CSV.")
 @with_plugins
 def plot(
     results: Annotated[
@@ -517,7 +464,7 @@ def plot(
         written = _render(frame, meta, _folder(out, "--out"), progress, style=style)
     if not quiet:
         width = output_width()
-        steps = _took(
+        steps = step_times(
             progress,
             ("rendering the figures", "figures"),
             ("replaying the runs for the bias figure", "replaying for the bias figure"),
@@ -543,7 +490,7 @@ def _explorer(frame: pd.DataFrame, config: Config, description: str, out: Path) 
         )
 
 
-@app.command(cls=_Command, short_help="Write the HTML page that trains the toy live.")
+@app.command(cls=Command, short_help="Write the HTML page that trains the toy live.")
 def explore(
     out: Annotated[Path, typer.Option(metavar="PATH.html", help="The HTML file to write.")] = Path(
         "explorer.html"
@@ -601,7 +548,7 @@ BIAS_COLUMNS = [  # (header, key of toyrl.bias.bias_report)
 ]
 
 
-@app.command(cls=_Command, short_help="Each variant's exact E[g] against the true gradient.")
+@app.command(cls=Command, short_help="Each variant's exact E[g] against the true gradient.")
 @with_plugins
 def bias(
     variant: Annotated[
@@ -688,7 +635,7 @@ def bias(
         at_step = chosen
     words = verdict(rows, at_step)
     if as_json:
-        typer.echo(_json({"policy": where, "variants": rows, "verdict": words}))
+        typer.echo(json_text({"policy": where, "variants": rows, "verdict": words}))
         return
     width = output_width()
     typer.echo(wrap(f"E[g] against grad J at {where}:", width, hanging="    "))
@@ -709,7 +656,7 @@ def bias(
     typer.echo(wrap(words, width))
 
 
-@app.command(cls=_Command, short_help="Variants x configuration grid x seeds, resumable.")
+@app.command(cls=Command, short_help="Variants x configuration grid x seeds, resumable.")
 @with_plugins
 @with_config_options
 def sweep(
@@ -770,7 +717,7 @@ def sweep(
 
     chosen = parse_variants(variant or ["all"])
     axes = parse_grid(grid or [], config, chosen)
-    _check_seeds(seeds, seed_start)  # the worker count, backend and folder are checked by run_sweep
+    check_seeds(seeds, seed_start)  # the worker count, backend and folder are checked by run_sweep
     width = output_width()
     counts: dict[str, int] = {}  # runs in the sweep, and done before this command
     if not quiet:
@@ -826,7 +773,7 @@ def _kind_name(kind: str) -> str:
     return "aggregation" if kind == "normaliser" else kind
 
 
-@app.command(cls=_Command, short_help="List the named variants and every stage.")
+@app.command(cls=Command, short_help="List the named variants and every stage.")
 @with_plugins
 def variants(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -850,7 +797,7 @@ def variants(
             }
             for v in VARIANTS.values()
         ]
-        typer.echo(_json(rows))
+        typer.echo(json_text(rows))
         return
     width = output_width()
     for v in VARIANTS.values():
@@ -879,7 +826,7 @@ def variants(
         typer.echo(wrap(source, width, indent="  - ", hanging="    "))
 
 
-@app.command(cls=_Command, short_help="What a trainer's settings do to length, beside Dr. GRPO.")
+@app.command(cls=Command, short_help="What a trainer's settings do to length, beside Dr. GRPO.")
 @with_config_options
 def check(
     config: Config,
@@ -954,7 +901,7 @@ def check(
         result = run_check(resolved, config, seed_list, n_jobs, progress=progress.update)
     data = check_json(result) if as_json else None
     if not as_json:
-        _echo_lines(report(result), output_width())
+        echo_lines(report(result), output_width())
     if bridge:
         from toyrl.cli.bridge import check_bridge
 
@@ -962,12 +909,12 @@ def check(
         if data is not None:
             data["bridge"] = found
     if data is not None:
-        typer.echo(_json(data))
+        typer.echo(json_text(data))
     if resolved.misspelt or resolved.unknown:
         raise typer.Exit(1)
 
 
-@app.command(cls=_Command, short_help="The source documents' worked examples, computed.")
+@app.command(cls=Command, short_help="The source documents' worked examples, computed.")
 def examples(
     name: Annotated[
         str | None,
@@ -984,7 +931,7 @@ def examples(
         raise InvalidInput(f"unknown example {name!r}; valid: {', '.join(EXAMPLES)}")
     chosen = [EXAMPLES[key]() for key in ([name] if name else EXAMPLES)]
     if as_json:
-        typer.echo(_json([example.to_dict() for example in chosen]))
+        typer.echo(json_text([example.to_dict() for example in chosen]))
         return
     width = output_width()
     for example in chosen:

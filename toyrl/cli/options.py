@@ -1,8 +1,8 @@
 """How the `toyrl` command reads its options and reports its errors.
 
 typer's hooks: usage errors, refused input and failures of the file system as one line on stderr
-with exit status 2 (`_OneLineErrors`), each command's --help with its own options before the
-configuration's (`_Command`), and options of plain types read without pydantic (`_PlainValue`).
+with exit status 2 (`OneLineErrors`), each command's --help with its own options before the
+configuration's (`Command`), and options of plain types read without pydantic (`_PlainValue`).
 Help is plain text (typer's rich markup is off: it would read `[g]` and `[dask]` as markup).
 The options commands share: one per configuration field (`with_config_options`), `--plugin`
 (`with_plugins`), and their help texts.
@@ -45,7 +45,7 @@ class _PlainOptions:
         return option
 
 
-class _OneLineErrors(_PlainOptions, TyperGroup):
+class OneLineErrors(_PlainOptions, TyperGroup):
     """Usage errors as `toyrl: error: ...` on one line (exit 2), not a usage box or a traceback."""
 
     def main(self, args: Any = None, prog_name: Any = None, *_: Any, **extra: Any) -> Any:
@@ -87,7 +87,7 @@ class _OneLineErrors(_PlainOptions, TyperGroup):
         return status
 
 
-class _Command(_PlainOptions, TyperCommand):
+class Command(_PlainOptions, TyperCommand):
     """A command whose --help lists its own options first, then the configuration's."""
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
@@ -207,7 +207,7 @@ def _one_line_warning(message: Warning | str, *_: Any, **__: Any) -> None:
 _INTERRUPTED: list[int] = []  # the signals received: whatever error unwinds after one is an interruption
 
 
-def _terminate(signum: int, frame: Any) -> None:
+def terminate(signum: int, frame: Any) -> None:
     """SIGTERM (and Ctrl-C) as KeyboardInterrupt: unwind, so that temporary files are removed and
     nothing half-written stays. The signal is noted first, for a C extension may swallow the
     KeyboardInterrupt and raise an error of its own in its place."""
@@ -313,7 +313,7 @@ QUIET_HELP = "Print nothing but errors (no progress, no summary)."
 N_JOBS_HELP = "Worker processes (at most the cores and the runs); -1 uses every core."
 
 
-def _check_seeds(seeds: int, seed_start: int) -> None:
+def check_seeds(seeds: int, seed_start: int) -> None:
     """ConfigError unless every seed S .. S+N-1, the last one too, fits the results' int64 column."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise ConfigError("seeds", f"must be an integer in 1..{MAX_SEEDS:,}", seeds)

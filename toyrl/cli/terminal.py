@@ -81,7 +81,7 @@ def number(value: object) -> str:
     return str(value)
 
 
-def _echo_lines(lines: Sequence[str], width: int | None) -> None:
+def echo_lines(lines: Sequence[str], width: int | None) -> None:
     """Lines of a report wrapped to `width`: a '  - item' line hangs under its text, any other under
     its own indent and four more spaces (the short rows of a table fit as they are)."""
     for line in lines:

@@ -18,6 +18,7 @@
                           range (toyrl.config's, from the data), the message quoting `written`
      start(spec)          a run, trained step by step: {runs, steps, t, done, advance(n), column(name)}
      simulate(spec)       start(spec) run to the end, as the flat columns of `toyrl run`
+     ports                each Python stage class's twin, {kind: {class name: its methods}} (`port`)
    spec: {variants: [...] (or variant: one), seeds: n (0..n-1) or [seeds], steps, mean_field,
           any Config field; theta0 [per seed: P + 2 logits] to start elsewhere than the seed's
           initial policy; gradients: true keeps each step's loss gradient}.
@@ -189,9 +190,8 @@
     const c = {};
     for (const name of CONFIG_FIELDS) c[name] = name in fields ? fields[name] : DATA.config[name].default;
     for (const name of CONFIG_FIELDS) checkField(c, name);
-    if (c.batch_prompts > c.prompts) fail(`batch_prompts must be at most prompts = ${c.prompts} (got ${c.batch_prompts})`);
-    if (c.batch_prompts * c.group_size > LIMITS.max_responses) fail(`group_size times batch_prompts must be at most ${LIMITS.max_responses.toLocaleString("en")} responses per step (batch_prompts = ${c.batch_prompts.toLocaleString("en")}) (got ${c.group_size})`);
-    if (c.min_length > c.cap) fail(`cap must be at least min_length = ${c.min_length} (got ${c.cap})`);
+    const refusal = firstRefused(DATA.refusals.config, valueOf(c, {})); // as toyrl.config.ConfigError says it
+    if (refusal) fail(`${refusal.field} ${says(refusal, valueOf(c, {}))} (got ${pythonRepr(c[refusal.field])})`);
     c.length_norm_value = c.length_norm > 0 ? c.length_norm : c.cap;
     c.approach_tokens = c.count_approach_token ? 1 : 0;
     return c;
@@ -199,7 +199,10 @@
 
   // --- variants: specs resolved against the Python registry ---------------------------------------
   const REGISTRY = DATA.registry;
-  const KIND_KEYS = DATA.kind_keys; // spec key -> stage kind ("aggregation" -> "normaliser")
+  // spec key -> stage kind ("aggregation" -> "normaliser"), in a spec's order (toyrl.objective.kind_keys)
+  const KIND_KEYS = Object.fromEntries([...DATA.kinds].sort((a, b) => a.spec_place - b.spec_place).map((kind) => [kind.key, kind.name]));
+  // a spec's refusal, in Python's words (toyrl.objective.SPEC_MESSAGES), its names given
+  const sayKey = (message, given = {}) => say(DATA.spec_messages[message], (name) => given[name]);
   // each preset's spec parsed from Python's own text of it (the data ships the text only)
   const PRESETS = new Map(DATA.variants.map((v) => [v.name, { ...v, spec: parseSpecText(v.spec_text) }]));
 
@@ -207,7 +210,7 @@
     const spec = {};
     for (const item of text.split(",").map((s) => s.trim()).filter(Boolean)) {
       const at = item.indexOf("=");
-      if (at < 1) fail(`spec items must be key=value (got ${JSON.stringify(item)})`);
+      if (at < 1) fail(sayKey("not_key_value", { text, part: item }));
       const key = item.slice(0, at).trim(), raw = item.slice(at + 1).trim();
       spec[key] = raw === "true" || raw === "True" ? true : raw === "false" || raw === "False" ? false
         : raw === "None" || raw === "null" ? null : raw !== "" && Number.isFinite(Number(raw)) ? Number(raw) : raw;
@@ -222,10 +225,13 @@
   const SPEC_KEYS = new Set([...Object.keys(KIND_KEYS), "mask_truncated", "label", "eps",
     ...Object.values(REGISTRY).flatMap((stages) => Object.values(stages).flatMap((entry) => Object.keys(entry.parameters)))]);
 
+  // A label's refusal, in Python's words (toyrl.variants.LABEL_MESSAGES), its names given.
+  const sayLabel = (message, given) => say(LABELS.messages[message], (name) => given[name]);
+
   function checkLabel(label) {
-    if (!(label.length > 0 && label.length <= LABELS.max && /\p{L}/u.test(label[0]) && [...label].every((ch) => LABELS.characters.includes(ch)))) fail(`label ${pythonRepr(label)} must be ${LABELS.form}`);
-    if (PRESETS.has(label) || LABELS.taken.includes(label)) fail(`label ${pythonRepr(label)} is already a named variant's name or display text ('toyrl variants'); choose another`);
-    if (SPEC_KEYS.has(label)) fail(`label ${pythonRepr(label)} is a spec key; choose another`);
+    if (!(label.length > 0 && label.length <= LABELS.max && /\p{L}/u.test(label[0]) && [...label].every((ch) => LABELS.characters.includes(ch)))) fail(sayLabel("form", { label, form: LABELS.form }));
+    if (PRESETS.has(label) || LABELS.taken.includes(label)) fail(sayLabel("taken", { label }));
+    if (SPEC_KEYS.has(label)) fail(sayLabel("spec_key", { label }));
     return label;
   }
 
@@ -242,8 +248,8 @@
         text = rest;
       }
     }
-    if (labels.length > 1) fail(`variant ${pythonRepr(text)} is given ${labels.length} labels (${labels.join(", ")}); give one`);
-    if (labels.length && !text.trim()) fail(`label ${pythonRepr(labels[0])} names no variant: add a name or a spec`);
+    if (labels.length > 1) fail(sayLabel("labels", { text, count: labels.length, labels: labels.join(", ") }));
+    if (labels.length && !text.trim()) fail(sayLabel("no_variant", { label: labels[0] }));
     return labels.length ? [labels[0], text.trim()] : [null, text];
   }
 
@@ -262,14 +268,18 @@
       else fail(`unknown variant ${JSON.stringify(variant)}; valid: ${[...PRESETS.keys()].join(", ")}, or a spec key=value,...`);
     }
     if (spec === null || typeof spec !== "object" || Array.isArray(spec)) fail(`a variant must be a name or a spec object (got ${JSON.stringify(variant)})`);
-    const chosen = { ...DATA.defaults };
+    const chosen = Object.fromEntries(DATA.kinds.map((kind) => [kind.name, kind.default]));
+    if ("mask_truncated" in spec && "selector" in spec) fail(sayKey("mask_and_selector"));
     if ("mask_truncated" in spec) {
-      if (typeof spec.mask_truncated !== "boolean") fail(`mask_truncated must be true or false (got ${JSON.stringify(spec.mask_truncated)})`);
+      if (typeof spec.mask_truncated !== "boolean") fail(sayKey("mask_truncated", { value: spec.mask_truncated }));
       chosen.selector = spec.mask_truncated ? "stopped" : "all";
     }
     for (const [key, kind] of Object.entries(KIND_KEYS)) {
       if (!(key in spec)) continue;
-      if (!(spec[key] in REGISTRY[kind])) fail(`${key} must be one of ${Object.keys(REGISTRY[kind]).join(", ")} (got ${JSON.stringify(spec[key])})`);
+      if (!Object.hasOwn(REGISTRY[kind], spec[key])) {
+        const hint = String(spec[key]).startsWith("custom:") ? sayKey("plugin_hint") : "";
+        fail(sayKey("not_registered", { key, names: Object.keys(REGISTRY[kind]).join(", "), value: spec[key], hint }));
+      }
       chosen[kind] = spec[key];
     }
     const stages = {};
@@ -280,9 +290,11 @@
     for (const [key, value] of Object.entries(spec)) {
       if (key in KIND_KEYS || key === "mask_truncated") continue;
       const owner = Object.keys(stages).find((kind) => key in REGISTRY[kind][chosen[kind]].parameters);
-      if (owner === undefined) {
-        const valid = Object.keys(stages).flatMap((kind) => Object.keys(REGISTRY[kind][chosen[kind]].parameters));
-        fail(`unknown key ${JSON.stringify(key)}; valid here: ${[...Object.keys(KIND_KEYS), "mask_truncated", ...valid].join(", ")}`);
+      if (owner === undefined) { // as toyrl.objective._owner: the keys of the stages chosen, and where the key is
+        const valid = new Set([...Object.keys(KIND_KEYS), "mask_truncated", ...Object.keys(stages).flatMap((kind) => Object.keys(REGISTRY[kind][chosen[kind]].parameters))]);
+        const names = Object.entries(KIND_KEYS).map(([k, kind]) => `${k}=${chosen[kind]}`).join(", ");
+        const where = SPEC_KEYS.has(key) && key !== "label" && key !== "eps" ? sayKey("not_a_parameter", { names }) : "";
+        fail(sayKey("unknown_key", { key, where, valid: [...valid].join(", ") }));
       }
       stages[owner][key] = value;
     }
@@ -300,7 +312,7 @@
     const chosen = new Map(), text = (spec) => Object.entries(spec).map(([k, x]) => `${k}=${x}`).join(",");
     for (const v of variants) {
       const known = chosen.get(v.name);
-      if (known && !sameSpec(known.spec, v.spec)) fail(`two variants are named ${pythonRepr(v.name)}: ${text(known.spec)} and ${text(v.spec)}; give each its own label`);
+      if (known && !sameSpec(known.spec, v.spec)) fail(sayLabel("named_twice", { name: v.name, first: text(known.spec), second: text(v.spec) }));
       chosen.set(v.name, v);
     }
     return [...chosen.values()];
@@ -325,13 +337,7 @@
   // A value as Python's repr shows it in toyrl's errors ('text', True, None, numbers as they are).
   const pythonRepr = (v) => (typeof v === "string" ? `'${v}'` : v === true ? "True" : v === false ? "False" : v === null ? "None" : JSON.stringify(v));
 
-  const OPERATORS = {
-    "==": (a, b) => a === b,
-    "!=": (a, b) => a !== b,
-    ">": (a, b) => a > b,
-    "<=": (a, b) => a <= b,
-  };
-  // A value in a refusal's words as Python's str shows it (True/False/None; numbers as %g does).
+  // A value in a refusal's words as Python's str shows it (True/False/None; numbers as they are).
   const shownValue = (v) => (v === true ? "True" : v === false ? "False" : v === null ? "None" : String(v));
 
   function checkParameters(stages) {
@@ -340,60 +346,94 @@
         if (stage[key] !== undefined && !fits(stage[key], rule)) fail(`${key} ${rule.requirement} (got ${pythonRepr(stage[key])})`);
       }
     }
-    // the combinations a stage refuses, declared once in Python (toyrl.stages.refused)
+    // the combinations of its parameters a stage refuses (toyrl.stages.registry.check_declared)
     for (const [kind, stage] of Object.entries(stages)) {
       const entry = REGISTRY[kind][stage.name];
-      const value = (field) => stage[field] ?? entry.parameters[field] ?? entry.fixed[field];
-      for (const rule of entry.refuses) {
-        if (rule.when.every(([field, op, v]) => OPERATORS[op](value(field), v))) {
-          fail(rule.message.replace(/\{(\w+)\}/g, (_, field) => shownValue(value(field))));
-        }
-      }
+      const message = refusedBy(entry.refuses, (field) => stage[field] ?? entry.parameters[field] ?? entry.fixed[field] ?? null);
+      if (message) fail(message);
     }
-    // what one stage's rules cannot say (toyrl.train.check_variant)
-    const schedule = stages.schedule;
-    if (((schedule.ranks ?? 1) > 1 || (schedule.token_budget ?? 0)) && stages.normaliser.per_micro_batch && stages.normaliser.name !== "seq_mean_token_sum_longest") fail(`ranks and token_budget lay micro-batches out by length (verl's V1 layout): with per_micro_batch only for aggregation=seq_mean_token_sum_longest (got ${stages.normaliser.name})`);
   }
 
-  // The stage classes this file ports, by kind: a stage registered in Python later is refused by
-  // name until it is ported here.
-  const PORTED = {
-    reward: ["WindowReward", "SoftOverlong", "LengthPenalty", "GroupRelativeRescaling"],
-    sampler: ["OneDraw", "FilterGroups", "GroupFilter"],
-    selector: ["AllResponses", "StoppedResponses", "GroupMeanWithin", "RewardSpread"],
-    advantage: ["GroupStd", "BatchStd", "Centred", "LeaveOneOut", "BatchWhiten", "TokenWhiten", "LengthWeightedBaseline", "RescaledCentred", "BestOverSecond", "MeanScaled", "LeaveOneOutStd", "ArealWhiten", "ArealScaledWhiten"],
-    normaliser: ["PerResponse", "TokenMean", "LengthPower", "LongestResponse", "PromptMean", "DeltaL"],
-    objective: ["PPOClip", "GSPO", "CISPO", "SAPO", "PlainPolicyGradient", "GMPO", "VESPO"],
-    kl: ["K3", "K1Reward"],
-    schedule: ["Epochs"],
+  /* Refusals declared once in Python as data (toyrl.refusals): a condition's tree, evaluated with
+     Python's operators on value(name) (`valueOf`), and a message's parts, formatted as Python does
+     (its value as str shows it, !r as repr, :, with digits grouped). Numbers here are whole and
+     positive where they meet // or %, on which JavaScript and Python agree then. */
+  const OPERATIONS = {
+    "+": (a, b) => a + b, "-": (a, b) => a - b, "*": (a, b) => a * b, "//": (a, b) => (a - (a % b)) / b, "%": (a, b) => a % b,
+    "==": (a, b) => a === b, "!=": (a, b) => a !== b, "<": (a, b) => a < b, "<=": (a, b) => a <= b, ">": (a, b) => a > b, ">=": (a, b) => a >= b,
+    "in": (a, b) => b.includes(a), "not in": (a, b) => !b.includes(a),
   };
-  const EXACT_ADVANTAGES = new Set(["GroupStd", "Centred", "LeaveOneOut", "BestOverSecond", "MeanScaled", "LeaveOneOutStd"]);
-  // objectives of one ratio (or weight) a response: one advantage a response too
-  const SEQUENCE_OBJECTIVES = ["gspo", "gmpo", "vespo"];
+  function evaluate(node, value) {
+    const [head, ...operands] = node;
+    if (head === "name") return value(operands[0]);
+    if (head === "value") return operands[0];
+    if (head === "and") return operands.every((operand) => evaluate(operand, value));
+    if (head === "or") return operands.some((operand) => evaluate(operand, value));
+    if (head === "not") return !evaluate(operands[0], value);
+    return OPERATIONS[head](evaluate(operands[0], value), evaluate(operands[1], value));
+  }
+  const shownAs = (v, conversion, spec) => (conversion === "r" ? pythonRepr(v) : spec === "," ? v.toLocaleString("en") : shownValue(v));
+  const say = (parts, value) => parts.map(([text, node, conversion, spec]) => text + (node === null ? "" : shownAs(evaluate(node, value), conversion, spec))).join("");
+  const says = (refusal, value) => say(refusal.message, value);
+  const firstRefused = (refusals, value) => refusals.find((refusal) => evaluate(refusal.when, value));
+  const refusedBy = (refusals, value) => { const refusal = firstRefused(refusals, value); return refusal ? says(refusal, value) : ""; };
+
+  /* value(name) for a refusal, as toyrl.refusals.values gives it: `computed`'s, a kind's registered
+     name, `kind.field` of its stage, or the configuration's field; null for a name none has. */
+  const valueOf = (c, stages, computed = {}) => (name) => {
+    if (name in computed) return computed[name];
+    if (name in stages) return stages[name].name;
+    const at = name.indexOf(".");
+    if (at >= 0) return stages[name.slice(0, at)]?.[name.slice(at + 1)] ?? null;
+    return c[name] ?? null;
+  };
+
+  /* What toyrl.train.check_variant refuses of a variant in a configuration, in its words, '' if
+     nothing: each stage's `check` (its `checks`), in step order, then the variant's own, on the
+     layout's work (`layoutTries`, toyrl.train.layout_work's arithmetic). */
+  function variantRefused(v, c) {
+    for (const [kind, stage] of Object.entries(v.stages)) {
+      const message = refusedBy(REGISTRY[kind][stage.name].checks, valueOf(c, { [kind]: stage }));
+      if (message) return message;
+    }
+    const schedule = v.stages.schedule, ranks = schedule.ranks ?? 1;
+    const share = Math.floor(Math.floor((c.batch_prompts * c.group_size) / ranks) / (schedule.mini_batches ?? 1));
+    return refusedBy(DATA.refusals.variant, valueOf(c, v.stages, { share, merges: layoutTries(v, c) * share * ranks }));
+  }
 
   /* '' if the page trains the variant (sampled, or mean-field), else why not. */
   function support(variant, meanField) {
     const { stages } = typeof variant === "object" && variant.stages ? variant : resolve(variant);
-    const s = stages.schedule;
-    for (const [kind, classes] of Object.entries(PORTED)) {
-      if (!classes.includes(stages[kind].class)) return `the ${kind} ${stages[kind].name} is not in the page`;
+    for (const kind of Object.keys(PORTS)) { // a stage without a twin (a plugin's) is not in the page
+      if (!(stages[kind].class in PORTS[kind])) return `the ${kind} ${stages[kind].name} is not in the page`;
     }
     if (!meanField) return "";
     const exact = (reason) => `no exact expected update: ${reason}`;
-    if ((s.num_iterations ?? 1) > 1) return exact("later epochs make the update depend on more than the policy");
-    if ((s.mini_batches ?? 1) > 1) return exact("later mini-batches make the update depend on more than the policy");
-    if ((s.ranks ?? 1) > 1) return exact("the ranks' layout is simulated only");
-    if ((s.micro_batches ?? 1) > 1 || (s.token_budget ?? 0) > 0) return exact("micro-batches are simulated only");
-    if ((stages.kl.beta ?? 0) > 0) return exact(stages.kl.name === "k3" ? "the KL term makes the update depend on more than the policy" : "the KL reward makes the update depend on more than the policy");
-    for (const kind of ["sampler", "reward", "advantage", "normaliser"]) {
-      if (stages[kind].simulated_only) return exact(stages[kind].simulated_only);
+    for (const [kind, stage] of Object.entries(stages)) { // in step order, as toyrl.expected.exact_support
+      const entry = REGISTRY[kind][stage.name]; // a reason by its parameters (`simulated_when`), or one of its own
+      const reason = entry.simulated_when.length ? refusedBy(entry.simulated_when, valueOf({}, { [kind]: stage })) : entry.simulated_only;
+      if (reason) return exact(reason);
     }
-    if (!EXACT_ADVANTAGES.has(stages.advantage.class)) return exact(`advantage=${stages.advantage.name}`);
+    if (!twin("advantage", stages.advantage).conditional) return exact(`advantage=${stages.advantage.name}`);
     return "";
   }
 
   // --- the stages of a step, on one run's batch ----------------------------------------------------
   // A batch: B prompts x G responses, flat arrays of length B G (prompt-major, as [B, G] in Python).
+
+  // Each Python stage class (toyrl.stages) has one twin here, registered by
+  // port(kind, its class's name, {its methods}): the methods of the class that the page calls, under
+  // the class's names (its sampled form and its exact hook), each given the stage first (the variant's
+  // entry of the registry: its fields and parameters). The simulator calls a stage through its twin
+  // only, PORTS[kind][stage.class]; tests/test_ported.py fails when a Python stage class has no twin
+  // or a twin no class.
+  const PORTS = Object.fromEntries(DATA.kinds.map((kind) => [kind.name, {}])); // by kind, in step order
+  function port(kind, pythonClass, methods) {
+    if (!(kind in PORTS)) throw new Error(`no stage kind ${kind}: the kinds are ${Object.keys(PORTS).join(", ")}`);
+    if (pythonClass in PORTS[kind]) throw new Error(`the ${kind} ${pythonClass} is ported twice`);
+    PORTS[kind][pythonClass] = methods;
+  }
+  const twin = (kind, stage) => PORTS[kind][stage.class];
 
   function correctness(batch, c) {
     const out = new Float64Array(batch.length.length), minLength = c.min_length;
@@ -407,11 +447,25 @@
     return out;
   }
 
-  function rewardsOf(stage, batch, c, correct) {
-    if (stage.class === "WindowReward") return correct;
-    const G = c.group_size;
-    if (stage.class === "LengthPenalty") { // r - p (w_out |o| / max |o| + w_in + w_turns), p the group's pass rate
-      const tokens = tokenCount(batch, c.approach_tokens), out = new Float64Array(correct.length);
+  // Rewards (toyrl.stages.reward): rewards(stage, batch, c, correct) [N] from the batch and its
+  // correctness; exact hook window(stage, c), the ramble lengths on the right approach that earn 1.
+  port("reward", "WindowReward", {
+    rewards(stage, batch, c, correct) { return correct; },
+    window(stage, c) { return [c.min_length, c.cap]; },
+  });
+
+  port("reward", "SoftOverlong", { // 1 or `incorrect`, plus min(0, -(|o| - (L_max - b)) / b) penalty_factor
+    rewards(stage, batch, c, correct) {
+      const longest = c.cap + c.approach_tokens;
+      const buffer = stage.buffer * longest;
+      const tokens = tokenCount(batch, c.approach_tokens);
+      return correct.map((r, i) => (r > 0 ? 1 : stage.incorrect) + Math.min(-(tokens[i] - (longest - buffer)) / buffer * stage.penalty_factor, 0));
+    },
+  });
+
+  port("reward", "LengthPenalty", { // r - p (w_out |o| / max |o| + w_in + w_turns), p the group's pass rate
+    rewards(stage, batch, c, correct) {
+      const G = c.group_size, tokens = tokenCount(batch, c.approach_tokens), out = new Float64Array(correct.length);
       for (let start = 0; start < out.length; start += G) {
         const passRate = sum(correct, start, G) / G;
         let longest = -Infinity;
@@ -422,55 +476,68 @@
         }
       }
       return out;
-    }
-    if (stage.class === "GroupRelativeRescaling") { // r / (1 + alpha |o| / group mean |o|)
-      const tokens = tokenCount(batch, c.approach_tokens), out = new Float64Array(correct.length);
+    },
+  });
+
+  port("reward", "GroupRelativeRescaling", { // r / (1 + alpha |o| / group mean |o|)
+    rewards(stage, batch, c, correct) {
+      const G = c.group_size, tokens = tokenCount(batch, c.approach_tokens), out = new Float64Array(correct.length);
       for (let start = 0; start < out.length; start += G) {
         const mean = sum(tokens, start, G) / G;
         for (let i = start; i < start + G; i++) out[i] = correct[i] / (1 + stage.alpha * (tokens[i] / mean));
       }
       return out;
-    }
-    // SoftOverlong: 1 or `incorrect`, plus min(0, -(|o| - (L_max - b)) / b) penalty_factor
-    const longest = c.cap + c.approach_tokens;
-    const buffer = stage.buffer * longest;
-    const tokens = tokenCount(batch, c.approach_tokens);
-    return correct.map((r, i) => (r > 0 ? 1 : stage.incorrect) + Math.min(-(tokens[i] - (longest - buffer)) / buffer * stage.penalty_factor, 0));
-  }
+    },
+  });
 
-  /* The responses in the loss (toyrl.stages.selector): every one, the stopped ones, or the groups
-     kept by their rewards: mean reward in (low, high) (GroupMeanWithin, with drop_truncated the
-     stopped ones of those), a spread max - min above tol (RewardSpread). */
-  function includedOf(stage, batch, rewards, G) {
-    const N = rewards.length;
-    if (stage.class === "StoppedResponses") return batch.stopped;
+  // Selectors (toyrl.stages.selector): included(stage, batch, rewards, G), 1 for the responses in the
+  // loss [N]; exact hooks keeps_truncated(stage), whether a truncated response is in the loss, and for
+  // a selector by its group's rewards keeps_group(stage, successes, G), whether a group of 0/1
+  // rewards with `successes` of them 1 is.
+  function groupsKept(N, G, keep) { // 1 for each response of a group that keep(its first index) keeps
     const out = new Uint8Array(N).fill(1);
-    if (stage.class === "AllResponses") return out;
-    for (let start = 0; start < N; start += G) {
-      let keep;
-      if (stage.class === "GroupMeanWithin") {
-        const mean = sum(rewards, start, G) / G;
-        keep = mean > stage.low && mean < stage.high;
-      } else {
-        let highest = -Infinity, lowest = Infinity;
-        for (let i = start; i < start + G; i++) { highest = Math.max(highest, rewards[i]); lowest = Math.min(lowest, rewards[i]); }
-        keep = highest - lowest > stage.tol;
-      }
-      if (!keep) out.fill(0, start, start + G);
-    }
-    if (stage.drop_truncated) for (let i = 0; i < N; i++) out[i] = out[i] && batch.stopped[i] ? 1 : 0;
+    for (let start = 0; start < N; start += G) if (!keep(start)) out.fill(0, start, start + G);
     return out;
   }
 
-  /* Whether a group of 0/1 rewards with `successes` of them 1 is in the loss (a selector's keeps_group). */
-  function keepsGroup(stage, successes, G) {
-    if (stage.class === "GroupMeanWithin") {
+  port("selector", "AllResponses", {
+    included(stage, batch, rewards, G) { return new Uint8Array(rewards.length).fill(1); },
+    keeps_truncated(stage) { return true; },
+  });
+
+  port("selector", "StoppedResponses", {
+    included(stage, batch, rewards, G) { return batch.stopped; },
+    keeps_truncated(stage) { return false; },
+  });
+
+  port("selector", "GroupMeanWithin", { // mean reward in (low, high); with drop_truncated, the stopped ones of those
+    included(stage, batch, rewards, G) {
+      const N = rewards.length, out = groupsKept(N, G, (start) => this.keeps_group(stage, sum(rewards, start, G), G));
+      if (stage.drop_truncated) for (let i = 0; i < N; i++) out[i] = out[i] && batch.stopped[i] ? 1 : 0;
+      return out;
+    },
+    keeps_truncated(stage) { return !stage.drop_truncated; },
+    keeps_group(stage, successes, G) {
       const mean = successes / G;
       return mean > stage.low && mean < stage.high;
-    }
-    if (stage.class === "RewardSpread") return (successes > 0 && successes < G ? 1 : 0) > stage.tol;
-    return true;
-  }
+    },
+  });
+
+  port("selector", "RewardSpread", { // a spread max - min above tol
+    included(stage, batch, rewards, G) {
+      return groupsKept(rewards.length, G, (start) => {
+        let highest = -Infinity, lowest = Infinity;
+        for (let i = start; i < start + G; i++) { highest = Math.max(highest, rewards[i]); lowest = Math.min(lowest, rewards[i]); }
+        return highest - lowest > stage.tol;
+      });
+    },
+    keeps_truncated(stage) { return true; },
+    keeps_group(stage, successes, G) { return (successes > 0 && successes < G ? 1 : 0) > stage.tol; },
+  });
+
+  // Advantages (toyrl.stages.advantage): advantages(stage, rewards, c, G, tokens) [N]; exact hook
+  // conditional(stage, r, others, G, eps), E[A_1 | r_1 = r, `others` of the other G - 1 correct].
+  const stdEps = (stage, c) => (stage.std_eps === undefined || stage.std_eps === null ? c.std_eps : stage.std_eps); // std_eps_of
 
   /* NeMo-RL's leave-one-out advantage over its std (toyrl.stages.advantage._loo_scaled): (r - b) / (s + eps)
      where s > 0, else r - b; `spread` the others' mean square less their mean squared, s its sample std
@@ -510,136 +577,225 @@
     return scaled(shifted, Math.sqrt(sum(shifted.map((a, i) => a * a * tokens[i])) / (total - 1)) + eps, eps);
   }
 
-  function advantagesOf(stage, rewards, c, G, tokens) {
-    const eps = stage.std_eps === undefined || stage.std_eps === null ? c.std_eps : stage.std_eps;
-    const N = rewards.length;
-    switch (stage.class) {
-      case "Centred": return groupCentred(rewards, G);
-      case "GroupStd": {
-        const centred = groupCentred(rewards, G), out = new Float64Array(N), squares = new Float64Array(G);
-        for (let start = 0; start < N; start += G) {
-          for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
-          const scale = Math.sqrt(sum(squares) / (G - stage.ddof)) + eps;
-          for (let i = start; i < start + G; i++) out[i] = eps > 0 || scale > 0 ? centred[i] / scale : 0;
-        }
-        return out;
-      }
-      case "BatchStd": return scaled(groupCentred(rewards, G), sampleStd(rewards, 1) + eps, eps);
-      case "LeaveOneOut": {
-        const out = new Float64Array(N);
-        for (let start = 0; start < N; start += G) {
-          const total = sum(rewards, start, G);
-          for (let i = start; i < start + G; i++) out[i] = rewards[i] - (total - rewards[i]) / (G - 1);
-        }
-        return out;
-      }
-      case "LeaveOneOutStd": { // the others' sums: the group's less the response's own
-        const out = new Float64Array(N), squares = rewards.map((r) => r * r), others = G - 1;
-        for (let start = 0; start < N; start += G) {
-          const total = sum(rewards, start, G), totalSquares = sum(squares, start, G);
-          for (let i = start; i < start + G; i++) {
-            const baseline = (total - rewards[i]) / others;
-            const squareMean = (totalSquares - squares[i]) / others;
-            out[i] = looScaled(rewards[i] - baseline, squareMean - baseline * baseline, others, eps);
-          }
-        }
-        return out;
-      }
-      case "BatchWhiten": {
-        const centred = groupCentred(rewards, G);
-        const mean = sum(centred) / N;
-        const shifted = centred.map((a) => a - mean);
-        return scaled(shifted, sampleStd(shifted, 1) + eps, eps);
-      }
-      case "TokenWhiten": {
-        const base = stage.centred ? groupCentred(rewards, G) : rewards;
-        const total = sum(tokens);
-        const mean = sum(base.map((a, i) => a * tokens[i])) / total;
-        const shifted = base.map((a) => a - mean);
-        const squares = sum(shifted.map((a, i) => a * a * tokens[i]));
-        // verl's Bessel factor n / (n - 1) is a float32 division of the token counts
-        const variance = stage.float32_bessel
-          ? squares / total * Math.fround(Math.fround(total) / Math.fround(total - 1))
-          : squares / (total - stage.ddof);
-        const root = Math.sqrt(Math.max(variance + stage.var_eps, stage.var_floor));
-        return shifted.map((a) => a / root);
-      }
-      case "ArealWhiten": return arealWhitened(stage.centred ? groupCentred(rewards, G) : rewards, tokens, stage.whiten_eps);
-      case "ArealScaledWhiten": { // c / (the group's or the batch's sample std + eps), then the whitening
-        const centred = groupCentred(rewards, G);
-        let scaledCentred = new Float64Array(N);
-        if (stage.scale === "group") { // GroupStd's sample std, the same operations
-          const squares = new Float64Array(G);
-          for (let start = 0; start < N; start += G) {
-            for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
-            const scale = Math.sqrt(sum(squares) / (G - 1)) + eps;
-            for (let i = start; i < start + G; i++) scaledCentred[i] = eps > 0 || scale > 0 ? centred[i] / scale : 0;
-          }
-        } else {
-          scaledCentred = scaled(centred, Math.sqrt(sum(centred.map((a) => a * a)) / (N - 1)) + eps, eps);
-        }
-        return arealWhitened(scaledCentred, tokens, stage.whiten_eps);
-      }
-      case "LengthWeightedBaseline": {
-        const out = new Float64Array(N);
-        for (let start = 0; start < N; start += G) {
-          const weighted = sum(tokens.subarray(start, start + G).map((t, i) => t * rewards[start + i]));
-          const total = sum(tokens, start, G);
-          for (let i = start; i < start + G; i++) out[i] = rewards[i] - weighted / total;
-        }
-        return out;
-      }
-      case "RescaledCentred": {
-        const nonzero = Math.max(rewards.reduce((n, r) => n + (r !== 0 ? 1 : 0), 0), 1);
-        return groupCentred(rewards, G).map((a) => N / nonzero * a);
-      }
-      case "BestOverSecond": { // the first best response: (r_max - r_second) / (sample std + eps)
-        const centred = groupCentred(rewards, G), out = new Float64Array(N), squares = new Float64Array(G);
-        for (let start = 0; start < N; start += G) {
-          let best = start;
-          for (let i = start + 1; i < start + G; i++) if (rewards[i] > rewards[best]) best = i;
-          let second = -Infinity;
-          for (let i = start; i < start + G; i++) if (i !== best && rewards[i] > second) second = rewards[i];
-          let margin = rewards[best] - second;
-          if (stage.std_scaled) {
-            for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
-            const scale = Math.sqrt(sum(squares) / (G - 1)) + eps;
-            margin = eps > 0 || scale > 0 ? margin / scale : 0;
-          }
-          out[best] = margin;
-        }
-        return out;
-      }
-      case "MeanScaled": { // (r - mu) / mu, mu the group's mean reward; 0 where mu <= 0
-        const out = new Float64Array(N);
-        for (let start = 0; start < N; start += G) {
-          const mean = sum(rewards, start, G) / G;
-          if (mean > 0) for (let i = start; i < start + G; i++) out[i] = (rewards[i] - mean) / mean;
-        }
-        return out;
-      }
+  // centred / (the group's std, ddof `ddof`, + eps), group by group (GroupStd's)
+  function groupStdScaled(centred, G, ddof, eps) {
+    const N = centred.length, out = new Float64Array(N), squares = new Float64Array(G);
+    for (let start = 0; start < N; start += G) {
+      for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
+      const scale = Math.sqrt(sum(squares) / (G - ddof)) + eps;
+      for (let i = start; i < start + G; i++) out[i] = eps > 0 || scale > 0 ? centred[i] / scale : 0;
     }
-    throw new Error(`advantage ${stage.name} is not in the page`);
+    return out;
   }
 
-  /* (D [N], n) of the normaliser over the responses `included` among `members` (one update's part;
-     null: the whole batch), as toyrl.stages' `denominators`. */
-  function denominatorsOf(stage, tokens, included, c, members) {
-    const N = tokens.length;
-    const memberCount = () => (members ? sum(members) : N);
-    if (stage.class === "TokenMean") {
+  port("advantage", "GroupStd", {
+    advantages(stage, rewards, c, G, tokens) { return groupStdScaled(groupCentred(rewards, G), G, stage.ddof, stdEps(stage, c)); },
+    conditional(stage, r, others, G, eps) {
+      const k = r + others;
+      let std = Math.sqrt(k / G * (1 - k / G));
+      if (stage.ddof === 1) std = std * Math.sqrt(G / (G - 1));
+      const scale = std + eps;
+      return scale > 0 ? (r - k / G) / scale : 0;
+    },
+  });
+
+  port("advantage", "BatchStd", {
+    advantages(stage, rewards, c, G, tokens) {
+      const eps = stdEps(stage, c);
+      return scaled(groupCentred(rewards, G), sampleStd(rewards, 1) + eps, eps);
+    },
+  });
+
+  port("advantage", "Centred", {
+    advantages(stage, rewards, c, G, tokens) { return groupCentred(rewards, G); },
+    conditional(stage, r, others, G, eps) { return r - (r + others) / G; },
+  });
+
+  port("advantage", "LeaveOneOut", {
+    advantages(stage, rewards, c, G, tokens) {
+      const out = new Float64Array(rewards.length);
+      for (let start = 0; start < rewards.length; start += G) {
+        const total = sum(rewards, start, G);
+        for (let i = start; i < start + G; i++) out[i] = rewards[i] - (total - rewards[i]) / (G - 1);
+      }
+      return out;
+    },
+    conditional(stage, r, others, G, eps) { return r - others / (G - 1); },
+  });
+
+  port("advantage", "LeaveOneOutStd", {
+    advantages(stage, rewards, c, G, tokens) { // the others' sums: the group's less the response's own
+      const eps = stdEps(stage, c), out = new Float64Array(rewards.length), squares = rewards.map((r) => r * r), others = G - 1;
+      for (let start = 0; start < rewards.length; start += G) {
+        const total = sum(rewards, start, G), totalSquares = sum(squares, start, G);
+        for (let i = start; i < start + G; i++) {
+          const baseline = (total - rewards[i]) / others;
+          const squareMean = (totalSquares - squares[i]) / others;
+          out[i] = looScaled(rewards[i] - baseline, squareMean - baseline * baseline, others, eps);
+        }
+      }
+      return out;
+    },
+    conditional(stage, r, others, G, eps) { // 0/1 rewards: the others' squares sum to their successes
+      const baseline = others / (G - 1);
+      return looScaled(r - baseline, baseline - baseline * baseline, G - 1, eps);
+    },
+  });
+
+  port("advantage", "BatchWhiten", {
+    advantages(stage, rewards, c, G, tokens) {
+      const eps = stdEps(stage, c), centred = groupCentred(rewards, G);
+      const mean = sum(centred) / rewards.length;
+      const shifted = centred.map((a) => a - mean);
+      return scaled(shifted, sampleStd(shifted, 1) + eps, eps);
+    },
+  });
+
+  port("advantage", "TokenWhiten", {
+    advantages(stage, rewards, c, G, tokens) {
+      const base = stage.centred ? groupCentred(rewards, G) : rewards;
+      const total = sum(tokens);
+      const mean = sum(base.map((a, i) => a * tokens[i])) / total;
+      const shifted = base.map((a) => a - mean);
+      const squares = sum(shifted.map((a, i) => a * a * tokens[i]));
+      // verl's Bessel factor n / (n - 1) is a float32 division of the token counts
+      const variance = stage.float32_bessel
+        ? squares / total * Math.fround(Math.fround(total) / Math.fround(total - 1))
+        : squares / (total - stage.ddof);
+      const root = Math.sqrt(Math.max(variance + stage.var_eps, stage.var_floor));
+      return shifted.map((a) => a / root);
+    },
+  });
+
+  port("advantage", "ArealWhiten", {
+    advantages(stage, rewards, c, G, tokens) { return arealWhitened(stage.centred ? groupCentred(rewards, G) : rewards, tokens, stage.whiten_eps); },
+  });
+
+  port("advantage", "ArealScaledWhiten", { // c / (the group's or the batch's sample std + eps), then the whitening
+    advantages(stage, rewards, c, G, tokens) {
+      const eps = stdEps(stage, c), centred = groupCentred(rewards, G);
+      const scaledCentred = stage.scale === "group" // GroupStd's sample std, the same operations
+        ? groupStdScaled(centred, G, 1, eps)
+        : scaled(centred, Math.sqrt(sum(centred.map((a) => a * a)) / (rewards.length - 1)) + eps, eps);
+      return arealWhitened(scaledCentred, tokens, stage.whiten_eps);
+    },
+  });
+
+  port("advantage", "LengthWeightedBaseline", {
+    advantages(stage, rewards, c, G, tokens) {
+      const out = new Float64Array(rewards.length);
+      for (let start = 0; start < rewards.length; start += G) {
+        const weighted = sum(tokens.subarray(start, start + G).map((t, i) => t * rewards[start + i]));
+        const total = sum(tokens, start, G);
+        for (let i = start; i < start + G; i++) out[i] = rewards[i] - weighted / total;
+      }
+      return out;
+    },
+  });
+
+  port("advantage", "RescaledCentred", {
+    advantages(stage, rewards, c, G, tokens) {
+      const N = rewards.length, nonzero = Math.max(rewards.reduce((n, r) => n + (r !== 0 ? 1 : 0), 0), 1);
+      return groupCentred(rewards, G).map((a) => N / nonzero * a);
+    },
+  });
+
+  port("advantage", "BestOverSecond", {
+    advantages(stage, rewards, c, G, tokens) { // the first best response: (r_max - r_second) / (sample std + eps)
+      const eps = stdEps(stage, c), N = rewards.length, centred = groupCentred(rewards, G), out = new Float64Array(N), squares = new Float64Array(G);
+      for (let start = 0; start < N; start += G) {
+        let best = start;
+        for (let i = start + 1; i < start + G; i++) if (rewards[i] > rewards[best]) best = i;
+        let second = -Infinity;
+        for (let i = start; i < start + G; i++) if (i !== best && rewards[i] > second) second = rewards[i];
+        let margin = rewards[best] - second;
+        if (stage.std_scaled) {
+          for (let g = 0; g < G; g++) squares[g] = centred[start + g] * centred[start + g];
+          const scale = Math.sqrt(sum(squares) / (G - 1)) + eps;
+          margin = eps > 0 || scale > 0 ? margin / scale : 0;
+        }
+        out[best] = margin;
+      }
+      return out;
+    },
+    conditional(stage, r, others, G, eps) { // the group's one success: a margin of 1
+      const alone = others === 0 ? r : 0;
+      if (!stage.std_scaled) return alone;
+      const k = r + others;
+      const scale = Math.sqrt(k / G * (1 - k / G)) * Math.sqrt(G / (G - 1)) + eps;
+      return scale > 0 ? alone / scale : 0;
+    },
+  });
+
+  port("advantage", "MeanScaled", { // (r - mu) / mu, mu the group's mean reward; 0 where mu <= 0
+    advantages(stage, rewards, c, G, tokens) {
+      const out = new Float64Array(rewards.length);
+      for (let start = 0; start < rewards.length; start += G) {
+        const mean = sum(rewards, start, G) / G;
+        if (mean > 0) for (let i = start; i < start + G; i++) out[i] = (rewards[i] - mean) / mean;
+      }
+      return out;
+    },
+    conditional(stage, r, others, G, eps) {
+      const mean = (r + others) / G;
+      return mean > 0 ? (r - mean) / mean : 0;
+    },
+  });
+
+  // Normalisers (toyrl.stages.normaliser): denominators(stage, tokens, included, c, members), (D [N], n)
+  // over the responses `included` among `members` (one update's part; null: the whole batch); for a
+  // per_micro_batch one, micro_denominators(stage, tokens, included, c, members, micro), D [N] of each
+  // of `members` from its micro-batch (`micro`: each one's index); exact hook
+  // response_denominator(stage, tokens, lengthNorm), D of one response of `tokens` tokens.
+  const memberCount = (tokens, members) => (members ? sum(members) : tokens.length);
+
+  function byMicroBatch(values, members, micro, reduce) { // reduce of `values` over each member's micro-batch (_by_micro_batch)
+    const totals = new Float64Array(micro.reduce((a, m) => Math.max(a, m), 0) + 1);
+    for (let i = 0; i < values.length; i++) if (members[i]) totals[micro[i]] = reduce(totals[micro[i]], values[i]);
+    return Float64Array.from(micro, (m, i) => (members[i] ? totals[m] : 0));
+  }
+
+  port("normaliser", "PerResponse", { // |o_i|, L_norm or 1; n the responses (averaged) or 1
+    denominators(stage, tokens, included, c, members) {
+      const D = tokens.map((t) => this.response_denominator(stage, t, c.length_norm_value));
+      return [D, stage.averaged ? memberCount(tokens, members) : 1];
+    },
+    micro_denominators(stage, tokens, included, c, members, micro) {
+      return tokens.map((t) => this.response_denominator(stage, t, c.length_norm_value));
+    },
+    response_denominator(stage, tokens, lengthNorm) { return stage.by_tokens ? tokens : stage.by_length_norm ? lengthNorm : 1; },
+  });
+
+  port("normaliser", "TokenMean", { // the tokens in the loss among `members`, n = 1
+    denominators(stage, tokens, included, c, members) {
       let total = 0;
-      for (let i = 0; i < N; i++) if (included[i] && (!members || members[i])) total += tokens[i];
-      return [new Float64Array(N).fill(total), 1];
-    }
-    if (stage.class === "LengthPower") return [tokens.map((t) => responseDenominator(stage, t, c.length_norm_value)), memberCount()];
-    if (stage.class === "LongestResponse") { // the longest response of `members` (null: the batch)
+      for (let i = 0; i < tokens.length; i++) if (included[i] && (!members || members[i])) total += tokens[i];
+      return [new Float64Array(tokens.length).fill(total), 1];
+    },
+    micro_denominators(stage, tokens, included, c, members, micro) {
+      return byMicroBatch(tokens.map((t, i) => (included[i] ? t : 0)), members, micro, (a, b) => a + b);
+    },
+  });
+
+  port("normaliser", "LengthPower", { // |o_i|^(1 - alpha) L_norm^alpha
+    denominators(stage, tokens, included, c, members) {
+      return [tokens.map((t) => this.response_denominator(stage, t, c.length_norm_value)), memberCount(tokens, members)];
+    },
+    response_denominator(stage, tokens, lengthNorm) { return K.power(tokens, 1 - stage.alpha) * K.power(lengthNorm, stage.alpha); },
+  });
+
+  port("normaliser", "LongestResponse", { // the longest response of `members` (null: the batch)
+    denominators(stage, tokens, included, c, members) {
       let longest = 0;
-      for (let i = 0; i < N; i++) longest = Math.max(longest, !members || members[i] ? tokens[i] : 0);
-      return [new Float64Array(N).fill(longest), memberCount()];
-    }
-    if (stage.class === "PromptMean") { // the group's tokens in the loss (at least 1), n the prompts among `members`
-      const G = c.group_size, D = new Float64Array(N), counted = new Float64Array(G);
+      for (let i = 0; i < tokens.length; i++) longest = Math.max(longest, !members || members[i] ? tokens[i] : 0);
+      return [new Float64Array(tokens.length).fill(longest), memberCount(tokens, members)];
+    },
+    micro_denominators(stage, tokens, included, c, members, micro) { return byMicroBatch(tokens, members, micro, Math.max); },
+  });
+
+  port("normaliser", "PromptMean", { // the group's tokens in the loss (at least 1), n the prompts among `members`
+    denominators(stage, tokens, included, c, members) {
+      const G = c.group_size, N = tokens.length, D = new Float64Array(N), counted = new Float64Array(G);
       let prompts = 0;
       for (let start = 0; start < N; start += G) {
         let member = !members;
@@ -652,15 +808,16 @@
         if (member) prompts += 1;
       }
       return [D, prompts];
-    }
-    if (stage.class === "DeltaL") { // L_norm |o_i|^alpha mean_j |o_j|^-alpha, the mean over the sampled batch
+    },
+  });
+
+  port("normaliser", "DeltaL", { // L_norm |o_i|^alpha mean_j |o_j|^-alpha, the mean over the sampled batch
+    denominators(stage, tokens, included, c, members) {
       const inverse = tokens.map((t) => K.power(t, -stage.alpha));
-      const mean = sum(inverse) / N;
-      return [inverse.map((v) => c.length_norm_value * mean / v), memberCount()];
-    }
-    const D = stage.by_tokens ? Float64Array.from(tokens) : new Float64Array(N).fill(stage.by_length_norm ? c.length_norm_value : 1);
-    return [D, stage.averaged ? memberCount() : 1];
-  }
+      const mean = sum(inverse) / tokens.length;
+      return [inverse.map((v) => c.length_norm_value * mean / v), memberCount(tokens, members)];
+    },
+  });
 
   function both(a, b) { // a & b, elementwise
     const out = new Uint8Array(a.length);
@@ -841,28 +998,25 @@
     return { members, micro, laidOut: false };
   }
 
-  /* (D, n) of one update's part (toyrl.train.Plan.denominators): a per_micro_batch normaliser
-     on each micro-batch, its n times their count; a batch_tokens one the whole batch's, over the
-     number of mini-batches. */
+  /* (D, n) of one update's part (toyrl.stages.normaliser.part_denominators): a per_micro_batch
+     normaliser on each micro-batch (its twin's micro_denominators), its n times their count; a
+     batch_tokens one the whole batch's, over the number of mini-batches. */
   function partDenominators(stage, tokens, selected, c, parts, schedule) {
-    if (!parts) return denominatorsOf(stage, tokens, selected, c, null);
-    const { members, micro } = parts, N = tokens.length;
+    const normaliser = twin("normaliser", stage);
+    if (!parts) return normaliser.denominators(stage, tokens, selected, c, null);
+    const { members, micro } = parts;
     const included = both(selected, members);
     if (stage.batch_tokens) {
-      const [D, n] = denominatorsOf(stage, tokens, selected, c, null);
+      const [D, n] = normaliser.denominators(stage, tokens, selected, c, null);
       return [D.map((d) => d / (schedule.mini_batches ?? 1)), n];
     }
-    if (!stage.per_micro_batch) return denominatorsOf(stage, tokens, included, c, members);
-    const microCount = parts.laidOut ? micro.reduce((a, m) => Math.max(a, m), 0) + 1 : schedule.micro_batches ?? 1;
-    const D = new Float64Array(N).fill(1);
-    const inMicro = (index) => Uint8Array.from(members, (m, i) => (m && micro[i] === index ? 1 : 0));
-    for (let index = 0; index < microCount; index++) {
-      const inside = inMicro(index), [own] = denominatorsOf(stage, tokens, included, c, inside);
-      for (let i = 0; i < N; i++) if (inside[i]) D[i] = own[i];
-    }
+    if (!stage.per_micro_batch) return normaliser.denominators(stage, tokens, included, c, members);
+    const own = normaliser.micro_denominators(stage, tokens, included, c, members, micro);
+    const D = Float64Array.from(own, (d, i) => (members[i] ? d : 1));
     // micro-batches of unequal sizes: the mini-batch's count (a LongestResponse's n)
-    if (parts.laidOut) return [D, denominatorsOf(stage, tokens, included, c, members)[1]];
-    return [D, denominatorsOf(stage, tokens, included, c, inMicro(0))[1] * microCount];
+    if (parts.laidOut) return [D, normaliser.denominators(stage, tokens, included, c, members)[1]];
+    const microCount = schedule.micro_batches ?? 1, first = Uint8Array.from(members, (m, i) => (m && micro[i] === 0 ? 1 : 0));
+    return [D, normaliser.denominators(stage, tokens, included, c, first)[1] * microCount];
   }
 
   /* The responses of one update's loss (toyrl.train.Part): which, D, n, the scale 1/(D n) (0 where
@@ -903,23 +1057,27 @@
     return Array.from(values.keys()).sort((a, b) => values[a] - values[b] || a - b);
   }
 
-  /* The batch a run trains on, from the one drawn with the step's noise, and the tokens its
-     sampler generated (toyrl.stages' samplers; more draws come from the run's refill stream). */
-  function samplerBatch(stage, drawn, theta, c, refill) {
-    if (stage.name === "once") return [drawn, generated(drawn)];
-    const G = c.group_size, B = drawn.prompt_index.length;
-    const group = (batch, j) => ({
-      prompt: batch.prompt_index[j],
-      right: batch.right.slice(j * G, (j + 1) * G),
-      length: batch.length.slice(j * G, (j + 1) * G),
-      stopped: batch.stopped.slice(j * G, (j + 1) * G),
-    });
-    const assemble = (groups) => {
-      const out = { prompt_index: Int32Array.from(groups, (g) => g.prompt), right: new Uint8Array(B * G), length: new Float64Array(B * G), stopped: new Uint8Array(B * G) };
-      groups.forEach((g, j) => { out.right.set(g.right, j * G); out.length.set(g.length, j * G); out.stopped.set(g.stopped, j * G); });
-      return out;
-    };
-    if (stage.name === "filter_groups") { // DAPO's dynamic sampling: refill with groups that vary
+  // Samplers (toyrl.stages.sampler): batch(stage, drawn, theta, c, refill), [the batch a run trains
+  // on, the tokens its sampler generated], from the one drawn with the step's noise (more draws come
+  // from the run's refill stream).
+  port("sampler", "OneDraw", {
+    batch(stage, drawn, theta, c, refill) { return [drawn, generated(drawn)]; },
+  });
+
+  port("sampler", "FilterGroups", { // DAPO's dynamic sampling: refill with groups that vary
+    batch(stage, drawn, theta, c, refill) {
+      const G = c.group_size, B = drawn.prompt_index.length;
+      const group = (batch, j) => ({
+        prompt: batch.prompt_index[j],
+        right: batch.right.slice(j * G, (j + 1) * G),
+        length: batch.length.slice(j * G, (j + 1) * G),
+        stopped: batch.stopped.slice(j * G, (j + 1) * G),
+      });
+      const assemble = (groups) => {
+        const out = { prompt_index: Int32Array.from(groups, (g) => g.prompt), right: new Uint8Array(B * G), length: new Float64Array(B * G), stopped: new Uint8Array(B * G) };
+        groups.forEach((g, j) => { out.right.set(g.right, j * G); out.length.set(g.length, j * G); out.stopped.set(g.stopped, j * G); });
+        return out;
+      };
       const kept = [], dropped = [], used = new Set(drawn.prompt_index);
       let tokens = generated(drawn), batch = drawn;
       for (let round = 0; round < stage.max_rounds; round++) {
@@ -942,33 +1100,37 @@
         if (kept.length >= B) break;
       }
       return [assemble(kept.concat(dropped).slice(0, B)), tokens];
-    }
-    // GFPO: G' draws a prompt, the G shortest (or with most reward per token) kept, in draw order
-    const width = stage.draws - G;
-    const approach = refill.random(B * width), exponential = refill.exponential(B * width);
-    const more = sampleBatch(theta, drawn.prompt_index, approach, exponential, c.cap, width);
-    const D = stage.draws, every = { right: new Uint8Array(D), length: new Float64Array(D), stopped: new Uint8Array(D) };
-    const out = { prompt_index: drawn.prompt_index, right: new Uint8Array(B * G), length: new Float64Array(B * G), stopped: new Uint8Array(B * G) };
-    const count = new Float64Array(D), key = new Float64Array(D);
-    let tokens = 0;
-    for (let j = 0; j < B; j++) { // the prompt's G drawn responses, then its G' - G more
-      for (const name of ["right", "length", "stopped"]) {
-        every[name].set(drawn[name].subarray(j * G, (j + 1) * G));
-        every[name].set(more[name].subarray(j * width, (j + 1) * width), G);
+    },
+  });
+
+  port("sampler", "GroupFilter", { // GFPO: G' draws a prompt, the G shortest (or with most reward per token) kept, in draw order
+    batch(stage, drawn, theta, c, refill) {
+      const G = c.group_size, B = drawn.prompt_index.length, width = stage.draws - G;
+      const approach = refill.random(B * width), exponential = refill.exponential(B * width);
+      const more = sampleBatch(theta, drawn.prompt_index, approach, exponential, c.cap, width);
+      const D = stage.draws, every = { right: new Uint8Array(D), length: new Float64Array(D), stopped: new Uint8Array(D) };
+      const out = { prompt_index: drawn.prompt_index, right: new Uint8Array(B * G), length: new Float64Array(B * G), stopped: new Uint8Array(B * G) };
+      const count = new Float64Array(D), key = new Float64Array(D);
+      let tokens = 0;
+      for (let j = 0; j < B; j++) { // the prompt's G drawn responses, then its G' - G more
+        for (const name of ["right", "length", "stopped"]) {
+          every[name].set(drawn[name].subarray(j * G, (j + 1) * G));
+          every[name].set(more[name].subarray(j * width, (j + 1) * width), G);
+        }
+        const correct = correctness(every, c);
+        for (let k = 0; k < D; k++) {
+          count[k] = every.length[k] + 1;
+          key[k] = stage.keep === "shortest" ? count[k] : -correct[k] / count[k];
+        }
+        tokens += sum(count);
+        const keep = argsort(key).slice(0, G).sort((a, b) => a - b);
+        keep.forEach((k, g) => {
+          out.right[j * G + g] = every.right[k]; out.length[j * G + g] = every.length[k]; out.stopped[j * G + g] = every.stopped[k];
+        });
       }
-      const correct = correctness(every, c);
-      for (let k = 0; k < D; k++) {
-        count[k] = every.length[k] + 1;
-        key[k] = stage.keep === "shortest" ? count[k] : -correct[k] / count[k];
-      }
-      tokens += sum(count);
-      const keep = argsort(key).slice(0, G).sort((a, b) => a - b);
-      keep.forEach((k, g) => {
-        out.right[j * G + g] = every.right[k]; out.length[j * G + g] = every.length[k]; out.stopped[j * G + g] = every.stopped[k];
-      });
-    }
-    return [out, tokens];
-  }
+      return [out, tokens];
+    },
+  });
 
   const positiveScore = (x) => (x > SCORE_EXACT_ABOVE ? expit(-x) : 1 - expit(x)); // 1 - sigma(x)
 
@@ -1008,51 +1170,97 @@
   }
 
   /* log sigma(x) and log sigma(-x) of the logits a batch's tokens are on (its prompts' psi_j and the
-     two phi): the log-probabilities of each one's two outcomes, by logit index. */
+     two phi): the log-probabilities of each one's two outcomes, by logit index (P: the prompts). */
   function logTables(theta, promptIndex) {
     const P = theta.length - 2, positive = new Map(), negative = new Map();
     for (const x of [...promptIndex, P, P + 1]) { positive.set(x, logExpit(theta[x])); negative.set(x, logExpit(-theta[x])); }
-    return { positive, negative };
+    return { positive, negative, P };
   }
 
-  /* Coefficients d objective / d log pi of each response's three kinds of token (approach,
-     non-stop, stop) at the ratios `ratio` [3][N], and the tokens clipped (toyrl.stages' objectives).
-     `kl`: the KL term's coefficient on each token of a kind [3][N] (k3: beta (pi_ref / pi - 1)), or
-     null; `tokens`: per-token advantages summed per kind and sign (a KL reward's), or null. A kind's
-     coefficient is scale_i times the objective's times its tokens (the per-token sums count them). */
-  function objectiveCoefficients(objective, ratio, advantage, part, counts, kl, tokens) {
-    const N = advantage.length, coefficient = [0, 1, 2].map(() => new Float64Array(N));
-    let clipped = 0;
-    const name = objective.name;
-    const high = name === "cispo" ? 1 + objective.epsilon_high : objective.epsilon_high ?? objective.epsilon;
-    const low = name === "cispo" ? (objective.epsilon == null ? 0 : 1 - objective.epsilon) : objective.epsilon;
-    const dual = objective.dual_clip ?? Infinity;
-    const weightOf = (rho, positive) => { // a token's weight on its advantage (toyrl.stages._token_objective)
-      if (name === "cispo") return Math.min(Math.max(rho, low), high);
-      if (name === "sapo") { // the soft gate's slope 4 sigma(x) sigma(-x) rho, x = tau (rho - 1)
-        const x = (positive ? objective.tau_pos : objective.tau_neg) * (rho - 1);
-        return 4 * expit(x) * expit(-x) * rho;
-      }
-      return 1; // gpg: A log pi, no ratio
-    };
+  // Objectives (toyrl.stages.objective): coefficients(stage, ratio, advantage, part, counts, kl, tokens),
+  // {coefficient: d objective / d log pi of each response's three kinds of token (approach, non-stop,
+  // stop) [3][N] at the ratios `ratio` [3][N], clipped: the tokens clipped}. `kl`: the KL term's
+  // coefficient on each token of a kind [3][N] (k3: beta (pi_ref / pi - 1)), or null; `tokens`:
+  // per-token advantages summed per kind and sign (a KL reward's), or null. A kind's coefficient is
+  // scale_i times the objective's times its tokens (the per-token sums count them).
+  const kindArrays = (N) => [0, 1, 2].map(() => new Float64Array(N));
+  const clipHigh = (stage) => stage.epsilon_high ?? stage.epsilon; // ClipRange.clip_high
+
+  // Coefficients by kind from a token's weight on its advantage, weight(i, k, positive), positive where
+  // A > 0 (toyrl.stages._token_objective); with per-token advantages, each sign's sum takes its own.
+  function tokenObjective(advantage, part, counts, kl, tokens, weight) {
+    const N = advantage.length, coefficient = kindArrays(N);
     for (let i = 0; i < N; i++) {
-      const A = advantage[i], inLoss = part.included[i], scale = part.scale[i];
-      if (name === "gspo") { // one sequence ratio: the geometric mean of the response's token ratios
-        const count = counts[0][i] + counts[1][i] + counts[2][i];
+      const A = advantage[i], scale = part.scale[i];
+      for (let k = 0; k < 3; k++) {
+        if (tokens) {
+          let value = weight(i, k, true) * tokens.positive[k][i] + weight(i, k, false) * tokens.negative[k][i];
+          if (kl) value = value + kl[k][i] * counts[k][i];
+          coefficient[k][i] = scale * value;
+        } else {
+          let value = weight(i, k, A > 0) * A;
+          if (kl) value = value + kl[k][i];
+          coefficient[k][i] = scale * value * counts[k][i];
+        }
+      }
+    }
+    return coefficient;
+  }
+
+  port("objective", "PPOClip", { // min(rho A, clip(rho) A): no gradient where the clip is active
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      const N = advantage.length, coefficient = kindArrays(N);
+      const high = clipHigh(stage), low = stage.epsilon, dual = stage.dual_clip ?? Infinity;
+      let clipped = 0;
+      for (let i = 0; i < N; i++) {
+        const A = advantage[i], inLoss = part.included[i], scale = part.scale[i];
+        for (let k = 0; k < 3; k++) {
+          const rho = ratio[k][i];
+          if (tokens) { // per-token advantages: each sign's tokens clip at once
+            const positiveOn = rho <= 1 + high, negativeOn = rho >= 1 - low && rho <= dual;
+            const value = rho * ((positiveOn ? tokens.positive[k][i] : 0) + (negativeOn ? tokens.negative[k][i] : 0));
+            coefficient[k][i] = scale * value;
+            if (inLoss) clipped += (positiveOn ? 0 : tokens.positiveCount[k][i]) + (negativeOn ? 0 : tokens.negativeCount[k][i]);
+          } else {
+            const off = rho > (A > 0 ? 1 + high : A < 0 ? dual : Infinity) || rho < (A < 0 ? 1 - low : -Infinity);
+            if (off && inLoss) clipped += counts[k][i];
+            let value = off ? 0 : A * rho;
+            if (kl) value = value + kl[k][i];
+            coefficient[k][i] = scale * value * counts[k][i];
+          }
+        }
+      }
+      return { coefficient, clipped };
+    },
+  });
+
+  port("objective", "GSPO", { // one sequence ratio: the geometric mean of the response's token ratios
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      const N = advantage.length, coefficient = kindArrays(N), high = clipHigh(stage), low = stage.epsilon;
+      let clipped = 0;
+      for (let i = 0; i < N; i++) {
+        const A = advantage[i], count = counts[0][i] + counts[1][i] + counts[2][i];
         let logSum = 0;
         for (let k = 0; k < 3; k++) logSum += counts[k][i] > 0 ? counts[k][i] * K.log(ratio[k][i]) : 0;
         const sequence = K.exp(logSum / count);
         const off = (A > 0 && sequence > 1 + high) || (A < 0 && sequence < 1 - low);
-        if (off && inLoss) clipped += count;
+        if (off && part.included[i]) clipped += count;
         for (let k = 0; k < 3; k++) {
           let value = (off ? 0 : A * sequence) * counts[k][i];
           if (kl) value = value + kl[k][i] * counts[k][i];
-          coefficient[k][i] = scale * value;
+          coefficient[k][i] = part.scale[i] * value;
         }
-        continue;
       }
-      if (name === "gmpo") { // the geometric mean of the token ratios, each clipped in log space on A's side
-        const count = counts[0][i] + counts[1][i] + counts[2][i];
+      return { coefficient, clipped };
+    },
+  });
+
+  port("objective", "GMPO", { // the geometric mean of the token ratios, each clipped in log space on A's side
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      const N = advantage.length, coefficient = kindArrays(N), high = clipHigh(stage), low = stage.epsilon;
+      let clipped = 0;
+      for (let i = 0; i < N; i++) {
+        const A = advantage[i], count = counts[0][i] + counts[1][i] + counts[2][i];
         const logRatio = [0, 0, 0], off = [false, false, false];
         let logSum = 0;
         for (let k = 0; k < 3; k++) {
@@ -1065,59 +1273,58 @@
         }
         const sequence = K.exp(logSum / count);
         for (let k = 0; k < 3; k++) {
-          if (off[k] && inLoss) clipped += counts[k][i];
+          if (off[k] && part.included[i]) clipped += counts[k][i];
           let value = (off[k] ? 0 : A * sequence) * counts[k][i];
           if (kl) value = value + kl[k][i] * counts[k][i];
-          coefficient[k][i] = scale * value;
+          coefficient[k][i] = part.scale[i] * value;
         }
-        continue;
       }
-      if (name === "vespo") { // phi(w) = exp(lambda + k log w - lambda w), w the sequence ratio (clamped), detached
+      return { coefficient, clipped };
+    },
+  });
+
+  port("objective", "VESPO", { // phi(w) = exp(lambda + k log w - lambda w), w the sequence ratio (clamped), detached
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      const weight = advantage.map((A, i) => {
         let logSum = 0;
         for (let k = 0; k < 3; k++) logSum += counts[k][i] > 0 ? counts[k][i] * clip(K.log(ratio[k][i]), -20, 20) : 0;
         const logW = clip(logSum, VESPO_LOG_FLOOR, 20);
         const nonnegative = A >= 0;
-        const power = nonnegative ? objective.k_pos : objective.k_neg;
-        const rate = Math.max(nonnegative ? objective.lambda_pos : objective.lambda_neg, 1e-4);
-        const weight = K.exp(rate + power * logW - rate * K.exp(logW));
-        for (let k = 0; k < 3; k++) {
-          let value = weight * A;
-          if (kl) value = value + kl[k][i];
-          coefficient[k][i] = scale * value * counts[k][i];
-        }
-        continue;
+        const power = nonnegative ? stage.k_pos : stage.k_neg;
+        const rate = Math.max(nonnegative ? stage.lambda_pos : stage.lambda_neg, 1e-4);
+        return K.exp(rate + power * logW - rate * K.exp(logW));
+      });
+      return { coefficient: tokenObjective(advantage, part, counts, kl, tokens, (i) => weight[i]), clipped: 0 };
+    },
+  });
+
+  port("objective", "CISPO", { // sg(clip(rho, 1 - epsilon, 1 + epsilon_high)) A log pi
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      const high = 1 + stage.epsilon_high, low = stage.epsilon == null ? 0 : 1 - stage.epsilon;
+      let clipped = 0;
+      for (let i = 0; i < advantage.length; i++) {
+        for (let k = 0; k < 3; k++) if (part.included[i] && (ratio[k][i] < low || ratio[k][i] > high)) clipped += counts[k][i];
       }
-      for (let k = 0; k < 3; k++) {
-        const rho = ratio[k][i];
-        if (name === "ppo_clip" && tokens) { // per-token advantages: each sign's tokens clip at once
-          const positiveOn = rho <= 1 + high, negativeOn = rho >= 1 - low && rho <= dual;
-          const value = rho * ((positiveOn ? tokens.positive[k][i] : 0) + (negativeOn ? tokens.negative[k][i] : 0));
-          coefficient[k][i] = scale * value;
-          if (inLoss) clipped += (positiveOn ? 0 : tokens.positiveCount[k][i]) + (negativeOn ? 0 : tokens.negativeCount[k][i]);
-        } else if (name === "ppo_clip") { // min(rho A, clip(rho) A): no gradient where the clip is active
-          const off = rho > (A > 0 ? 1 + high : A < 0 ? dual : Infinity) || rho < (A < 0 ? 1 - low : -Infinity);
-          if (off && inLoss) clipped += counts[k][i];
-          let value = off ? 0 : A * rho;
-          if (kl) value = value + kl[k][i];
-          coefficient[k][i] = scale * value * counts[k][i];
-        } else if (["cispo", "sapo", "gpg"].includes(name)) {
-          if (name === "cispo" && inLoss && (rho < low || rho > high)) clipped += counts[k][i];
-          if (tokens) {
-            let value = weightOf(rho, true) * tokens.positive[k][i] + weightOf(rho, false) * tokens.negative[k][i];
-            if (kl) value = value + kl[k][i] * counts[k][i];
-            coefficient[k][i] = scale * value;
-          } else {
-            let value = weightOf(rho, A > 0) * A;
-            if (kl) value = value + kl[k][i];
-            coefficient[k][i] = scale * value * counts[k][i];
-          }
-        } else {
-          throw new Error(`objective ${name} is not in the page`);
-        }
-      }
-    }
-    return { coefficient, clipped };
-  }
+      const weight = (i, k) => Math.min(Math.max(ratio[k][i], low), high);
+      return { coefficient: tokenObjective(advantage, part, counts, kl, tokens, weight), clipped };
+    },
+  });
+
+  port("objective", "SAPO", { // a soft gate: its slope 4 sigma(x) sigma(-x) rho, x = tau (rho - 1)
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      const slope = (i, k, positive) => {
+        const rho = ratio[k][i], x = (positive ? stage.tau_pos : stage.tau_neg) * (rho - 1);
+        return 4 * expit(x) * expit(-x) * rho;
+      };
+      return { coefficient: tokenObjective(advantage, part, counts, kl, tokens, slope), clipped: 0 };
+    },
+  });
+
+  port("objective", "PlainPolicyGradient", { // gpg: A log pi, no ratio
+    coefficients(stage, ratio, advantage, part, counts, kl, tokens) {
+      return { coefficient: tokenObjective(advantage, part, counts, kl, tokens, () => 1), clipped: 0 };
+    },
+  });
 
   /* (sum of the positive values, of the negative ones, their counts) of a(m) = c - d m over
      m = 1..n (toyrl.stages._ramble_sums): a(m) is linear in m, so each sign holds on one run of m. */
@@ -1150,6 +1357,24 @@
     return out;
   }
 
+  // KL terms (toyrl.stages.kl), taken where beta > 0: loss(stage), the term's coefficient c on a
+  // logit's outcome as a function of its (ratio pi / pi_old, log(pi_ref / pi)), the term's gradient
+  // on a token being -beta c d log pi, or null (no term in the loss); token_advantages(stage,
+  // advantage, old, ref, batch, counts), the per-token advantages of a KL term in the reward (`old`,
+  // `ref`: the sampling and reference policies' tables), or null.
+  port("kl", "K3", { // pi_ref / pi - 1; ratio-weighted, rho log(pi_ref / pi)
+    loss(stage) { return stage.ratio_weighted ? (ratio, logRefRatio) => ratio * logRefRatio : (ratio, logRefRatio) => K.exp(logRefRatio) - 1; },
+    token_advantages(stage, advantage, old, ref, batch, counts) { return null; },
+  });
+
+  port("kl", "K1Reward", { // beta k1 in each token's return
+    loss(stage) { return null; },
+    token_advantages(stage, advantage, old, ref, batch, counts) { // k1 = log pi_old - log pi_ref of each token kind
+      const k1 = atTokens(batch, old.P, (x, positive) => (positive ? old.positive.get(x) - ref.positive.get(x) : old.negative.get(x) - ref.negative.get(x)));
+      return tokenAdvantages(advantage, stage.beta, k1, counts);
+    },
+  });
+
   /* A per-logit quantity of each outcome, f(x, positive), at each response's three kinds of token
      [3][N]: the approach token is its prompt's psi_j (positive if right), a non-stop token its
      branch's phi (negative), the stop token that phi (positive). */
@@ -1174,22 +1399,22 @@
   /* An update's loss gradient [P + 2] at theta, in the general form (toyrl.train.Epoch.gradient):
      its ratios against the sampling policy's log-probabilities `old`, the objective's coefficient
      on each token kind, each kind's score; and the fraction of the part's tokens clipped. `kl`:
-     {ref (the reference policy's log-probabilities), beta, weighted} of a k3 term, or null;
-     `tokens`: a KL reward's per-token advantages, or null. */
+     {ref (the reference policy's log-probabilities), beta, loss (its KL twin's)} of a term in the
+     loss, or null; `tokens`: a KL reward's per-token advantages, or null. */
   function laterGradient(objective, theta, old, batch, advantage, part, kl, tokens) {
     const P = theta.length - 2, B = batch.prompt_index.length, N = advantage.length, G = N / B;
     const now = logTables(theta, batch.prompt_index);
     const logOf = (table, x, positive) => (positive ? table.positive : table.negative).get(x);
     const ratio = atTokens(batch, P, (x, positive) => K.exp(logOf(now, x, positive) - logOf(old, x, positive)));
     let klTerm = null;
-    if (kl) { // beta (pi_ref / pi - 1); ratio-weighted, beta rho log(pi_ref / pi)
+    if (kl) { // beta c(rho, log(pi_ref / pi))
       klTerm = atTokens(batch, P, (x, positive) => {
-        const logRatio = logOf(kl.ref, x, positive) - logOf(now, x, positive);
-        const value = kl.weighted ? K.exp(logOf(now, x, positive) - logOf(old, x, positive)) * logRatio : K.exp(logRatio) - 1;
-        return kl.beta * value;
+        const rho = K.exp(logOf(now, x, positive) - logOf(old, x, positive));
+        return kl.beta * kl.loss(rho, logOf(kl.ref, x, positive) - logOf(now, x, positive));
       });
     }
-    const { coefficient, clipped } = objectiveCoefficients(objective, ratio, advantage, part, tokenCounts(batch), klTerm, tokens);
+    const counts = tokenCounts(batch);
+    const { coefficient, clipped } = twin("objective", objective).coefficients(objective, ratio, advantage, part, counts, klTerm, tokens);
     const stopRight = expit(theta[P]), stopWrong = expit(theta[P + 1]);
     const stopScore = [positiveScore(theta[P]), positiveScore(theta[P + 1])];
     const approach = new Float64Array(N), ramble = new Float64Array(N);
@@ -1220,12 +1445,12 @@
     const G = c.group_size, N = c.batch_prompts * G;
     const noise = run.noise(step);
     const drawn = sampleBatch(theta, noise.prompt_index, noise.approach, noise.exponential, c.cap, G, run.batch);
-    const [batch, tokensSampled] = samplerBatch(stages.sampler, drawn, theta, c, run.refill);
+    const [batch, tokensSampled] = twin("sampler", stages.sampler).batch(stages.sampler, drawn, theta, c, run.refill);
     const correct = correctness(batch, c);
-    const rewards = rewardsOf(stages.reward, batch, c, correct);
-    const selected = includedOf(stages.selector, batch, rewards, G);
+    const rewards = twin("reward", stages.reward).rewards(stages.reward, batch, c, correct);
+    const selected = twin("selector", stages.selector).included(stages.selector, batch, rewards, G);
     const tokens = tokenCount(batch, c.approach_tokens);
-    const advantage = advantagesOf(stages.advantage, rewards, c, G, tokens);
+    const advantage = twin("advantage", stages.advantage).advantages(stages.advantage, rewards, c, G, tokens);
     // a token budget lays micro-batches out only for a normaliser taken on each (Plan.laid_out)
     const budgeted = Boolean(schedule.token_budget ?? 0) && Boolean(stages.normaliser.per_micro_batch);
     const whole = (schedule.mini_batches ?? 1) === 1 && (schedule.micro_batches ?? 1) === 1 && (schedule.ranks ?? 1) === 1 && !budgeted;
@@ -1236,22 +1461,19 @@
       return partOf(batch, parts ? both(selected, parts.members) : selected, D, n);
     };
     const first = part(0);
-    const updates = (schedule.num_iterations ?? 1) * (schedule.mini_batches ?? 1);
-    const beta = stages.kl.beta ?? 0, klReward = stages.kl.name === "k1_reward" && beta > 0;
-    const kl = stages.kl.name === "k3" && beta > 0 ? { beta, weighted: Boolean(stages.kl.ratio_weighted) } : null;
+    const updates = twin("schedule", schedule).updates(schedule);
+    const klStage = stages.kl, klTwin = (klStage.beta ?? 0) > 0 ? twin("kl", klStage) : null; // beta 0: no KL term
     // the sampling policy's log-probabilities (the ratios' reference) and the KL's reference policy's
-    const old = updates > 1 || kl || klReward ? logTables(theta, batch.prompt_index) : null;
-    const ref = kl || klReward ? logTables(run.thetaRef, batch.prompt_index) : null; // the initial policy
-    if (kl) kl.ref = ref;
-    let perToken = null; // a KL reward's per-token advantages
-    if (klReward) { // k1 = log pi_old - log pi_ref of each token kind, in each token's return
-      const k1 = atTokens(batch, theta.length - 2, (x, positive) => (positive ? old.positive.get(x) - ref.positive.get(x) : old.negative.get(x) - ref.negative.get(x)));
-      perToken = tokenAdvantages(advantage, beta, k1, tokenCounts(batch));
-    }
+    const old = updates > 1 || klTwin ? logTables(theta, batch.prompt_index) : null;
+    const ref = klTwin ? logTables(run.thetaRef, batch.prompt_index) : null; // the initial policy
+    const loss = klTwin ? klTwin.loss(klStage) : null;
+    const kl = loss ? { ref, beta: klStage.beta, loss } : null;
+    // a KL reward's per-token advantages
+    const perToken = klTwin ? klTwin.token_advantages(klStage, advantage, old, ref, batch, tokenCounts(batch)) : null;
     // The first update is on-policy: ratio 1, so every token of a response has weight A / D and its
     // ramble's scores sum in closed form; with a KL term, the general form at ratio 1.
     let grad;
-    if (kl || klReward) {
+    if (kl || perToken) {
       grad = laterGradient(stages.objective, theta, old, batch, advantage, first, kl, perToken).grad;
     } else {
       const weight = advantage.map((a, i) => (first.included[i] && first.D[i] > 0 ? a / first.D[i] : 0));
@@ -1310,35 +1532,6 @@
     return out;
   }
 
-  function conditional(stage, r, others, G, eps) { // E[A_1 | r_1 = r, k' others correct]
-    if (stage.class === "Centred") return r - (r + others) / G;
-    if (stage.class === "LeaveOneOut") return r - others / (G - 1);
-    if (stage.class === "LeaveOneOutStd") { // 0/1 rewards: the others' squares sum to their successes
-      const baseline = others / (G - 1);
-      return looScaled(r - baseline, baseline - baseline * baseline, G - 1, eps);
-    }
-    if (stage.class === "MeanScaled") {
-      const mean = (r + others) / G;
-      return mean > 0 ? (r - mean) / mean : 0;
-    }
-    const k = r + others;
-    if (stage.class === "BestOverSecond") { // the group's one success: a margin of 1
-      const alone = others === 0 ? r : 0;
-      if (!stage.std_scaled) return alone;
-      const scale = Math.sqrt(k / G * (1 - k / G)) * Math.sqrt(G / (G - 1)) + eps;
-      return scale > 0 ? alone / scale : 0;
-    }
-    let std = Math.sqrt(k / G * (1 - k / G));
-    if (stage.ddof === 1) std = std * Math.sqrt(G / (G - 1));
-    const scale = std + eps;
-    return scale > 0 ? (r - k / G) / scale : 0;
-  }
-
-  function responseDenominator(stage, tokens, lengthNorm) {
-    if (stage.class === "LengthPower") return K.power(tokens, 1 - stage.alpha) * K.power(lengthNorm, stage.alpha);
-    return stage.by_tokens ? tokens : stage.by_length_norm ? lengthNorm : 1;
-  }
-
   const SCRATCH = [];
   function scratch(cap) { // four arrays [cap], kept for the next call
     if (SCRATCH.length === 0 || SCRATCH[0].length !== cap) SCRATCH.splice(0, 4, ...[0, 1, 2, 3].map(() => new Float64Array(cap)));
@@ -1366,13 +1559,14 @@
     const cap = c.cap, stages = variant.stages, approachTokens = c.approach_tokens, lengthNorm = c.length_norm_value;
     const s = expit(phi);
     const scale = (stages.normaliser.averaged ?? true) ? 1 : c.batch_prompts * c.group_size;
-    const keepTail = stages.selector.name !== "stopped" && !stages.selector.drop_truncated;
+    const keepTail = twin("selector", stages.selector).keeps_truncated(stages.selector);
+    const normaliser = twin("normaliser", stages.normaliser);
     const [weight, scored, masked, pmfs] = scratch(cap);
     geometricPmf(phi, cap, pmfs);
     let dTail = 1;
     for (let k = 1; k <= cap; k++) {
       let pmf = pmfs[k - 1];
-      const d = responseDenominator(stages.normaliser, k + approachTokens, lengthNorm);
+      const d = normaliser.response_denominator(stages.normaliser, k + approachTokens, lengthNorm);
       let score = 1 - k * s;
       if (k === 1 && phi > SCORE_EXACT_ABOVE) score = expit(-phi);
       if (scale !== 1) pmf = scale * pmf;
@@ -1400,16 +1594,17 @@
   function expectedUpdate(theta, c, variant) {
     const P = theta.length - 2, G = c.group_size, stages = variant.stages;
     const phiRight = theta[P], phiWrong = theta[P + 1];
-    const low = c.min_length, high = c.cap;
+    const [low, high] = twin("reward", stages.reward).window(stages.reward, c);
     const right = branchSums(phiRight, c, variant, [low, high]);
     const wrong = branchSums(phiWrong, c, variant, null);
     const window = survival(low - 1, phiRight) * stopWithin(high - low + 1, phiRight);
-    const eps = stages.advantage.std_eps === undefined || stages.advantage.std_eps === null ? c.std_eps : stages.advantage.std_eps;
+    const eps = stdEps(stages.advantage, c), advantage = twin("advantage", stages.advantage), selector = twin("selector", stages.selector);
+    // a group out of the loss by its rewards has weight 0 (toyrl.expected._mean_advantage)
+    const kept = (successes) => !selector.keeps_group || selector.keeps_group(stages.selector, successes, G);
     const correctTable = new Float64Array(G), incorrectTable = new Float64Array(G);
     for (let k = 0; k < G; k++) {
-      // a group out of the loss by its rewards has weight 0 (toyrl.expected._mean_advantage)
-      correctTable[k] = keepsGroup(stages.selector, 1 + k, G) ? conditional(stages.advantage, 1, k, G, eps) : 0;
-      incorrectTable[k] = keepsGroup(stages.selector, k, G) ? conditional(stages.advantage, 0, k, G, eps) : 0;
+      correctTable[k] = kept(1 + k) ? advantage.conditional(stages.advantage, 1, k, G, eps) : 0;
+      incorrectTable[k] = kept(k) ? advantage.conditional(stages.advantage, 0, k, G, eps) : 0;
     }
     const grad = new Float64Array(P + 2);
     const phiRightTerms = new Float64Array(P), phiWrongTerms = new Float64Array(P);
@@ -1486,11 +1681,19 @@
     };
   }
 
+  // Schedules (toyrl.stages.schedule): updates(stage), the optimiser's updates on each sampled batch;
+  // orders(stage), the random orders of its responses drawn a batch. Their other settings (mini- and
+  // micro-batches, ranks, token budget) are the Schedule protocol's fields, read as they are.
+  port("schedule", "Epochs", {
+    updates(stage) { return (stage.num_iterations ?? 1) * (stage.mini_batches ?? 1); },
+    orders(stage) { return { none: 0, once: 1, epoch: stage.num_iterations ?? 1 }[stage.shuffle ?? "none"]; },
+  });
+
   /* Each step's orders of the responses for a schedule that shuffles (toyrl.train.step_orders: the
      ranks of a uniformly random permutation, one order a batch ('once') or an epoch ('epoch')), from
      the run's shuffle stream; null when it does not shuffle. */
   function orderSource(rng, c, schedule) {
-    const draws = { none: 0, once: 1, epoch: schedule.num_iterations ?? 1 }[schedule.shuffle ?? "none"];
+    const draws = twin("schedule", schedule).orders(schedule);
     if (!draws) return () => null;
     const N = c.batch_prompts * c.group_size;
     return () => {
@@ -1578,21 +1781,13 @@
       for (const v of this.variants) {
         const reason = support(v, this.meanField);
         if (reason) fail(`variant ${v.name}: ${reason}`);
-        const parts = (v.stages.schedule.mini_batches ?? 1) * (v.stages.schedule.micro_batches ?? 1);
-        const updates = c.steps * (v.stages.schedule.num_iterations ?? 1) * (v.stages.schedule.mini_batches ?? 1);
-        if (updates > LIMITS.max_updates) fail(`${c.steps.toLocaleString("en")} steps x num_iterations x mini_batches would be ${updates.toLocaleString("en")} updates per run; the limit is ${LIMITS.max_updates.toLocaleString("en")}`);
-        const ranks = v.stages.schedule.ranks ?? 1, budget = v.stages.schedule.token_budget ?? 0;
-        const factors = "mini_batches x micro_batches" + (ranks > 1 ? " x ranks" : "");
-        if ((c.batch_prompts * c.group_size) % (parts * ranks)) fail(`${factors} = ${parts * ranks} must divide the batch's ${c.batch_prompts * c.group_size} responses (batch_prompts x group_size)`);
-        const longest = (v.stages.schedule.prompt_tokens ?? 0) + c.cap + c.approach_tokens;
-        if (budget && budget < longest) fail(`token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens = ${longest.toLocaleString("en")} (got ${budget.toLocaleString("en")})`);
-        const tries = layoutTries(v, c), share = (c.batch_prompts * c.group_size) / ranks / (v.stages.schedule.mini_batches ?? 1);
-        const merges = tries * share * ranks; // toyrl.train.check_variant's bound
-        if (merges > LIMITS.max_layout_merges) fail(`token_budget=${budget} lays out shares of ${share.toLocaleString("en")} responses: up to ${merges.toLocaleString("en")} merges an update; the limit is ${LIMITS.max_layout_merges.toLocaleString("en")}: use fewer responses a rank's mini-batch (batch_prompts x group_size / (ranks x mini_batches))`);
-        if (SEQUENCE_OBJECTIVES.includes(v.stages.objective.name) && v.stages.kl.name === "k1_reward" && v.stages.kl.beta > 0) fail(`objective=${v.stages.objective.name} takes one advantage a response: not with kl=k1_reward (per-token ones)`);
-        const sampler = v.stages.sampler;
-        if (sampler.name === "gfpo" && sampler.draws <= c.group_size) fail(`sampler=gfpo keeps group_size = ${c.group_size} of its draws: draws (G') must exceed it (got draws=${sampler.draws})`);
+        const refused = variantRefused(v, c);
+        if (refused) fail(refused);
       }
+      // then a run's updates, as toyrl.experiment.check_runs: of the variant that takes the most
+      const updates = c.steps * Math.max(...this.variants.map((v) => (v.stages.schedule.num_iterations ?? 1) * (v.stages.schedule.mini_batches ?? 1)));
+      const refused = refusedBy(DATA.refusals.runs, valueOf(c, {}, { updates }));
+      if (refused) fail(refused);
       this.config = c;
       this.steps = c.steps;
       this.runs = this.variants.flatMap((v) => seeds.map((seed) => ({ variant: v.name, seed })));
@@ -1685,7 +1880,7 @@
   function groupAdvantages(name, rewards, stdEps = 0) {
     const entry = REGISTRY.advantage[name];
     const stage = { name, class: entry.class, ...entry.fixed, ...entry.parameters, std_eps: stdEps };
-    return advantagesOf(stage, Float64Array.from(rewards), { std_eps: stdEps }, rewards.length);
+    return twin("advantage", stage).advantages(stage, Float64Array.from(rewards), { std_eps: stdEps }, rewards.length);
   }
 
   const presets = [...PRESETS.values()].map((v) => ({ ...v, page: support(v.name, false), page_mean_field: support(v.name, true) }));
@@ -1703,5 +1898,6 @@
     groupAdvantages,
     InputError,
     layout: { balancedPartitions, tokenBudgetParts, fewestParts }, // verl's V1 layout, for the agreement tests
+    ports: PORTS, // each stage class's twin, by kind and class (tests/test_ported.py)
   };
 })();

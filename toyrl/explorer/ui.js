@@ -722,8 +722,12 @@
     return chartId === "chart-length" && state.focus !== "all" ? all.filter((v) => v.name === state.focus) : all;
   }
 
-  // A recorded curve: a step whose mean is not finite (a diverged run) is null in the data, NaN here (a gap).
-  const recordedValues = (name, column) => recorded.curves[name][column].map((v) => (v === null ? NaN : v));
+  // A recorded curve: each step's change from the last finite step, in whole numbers of 1/unit
+  // (toyrl.explore.run_data); a step whose mean is not finite (a diverged run) is null, NaN here (a gap).
+  function recordedValues(name, column) {
+    let total = 0;
+    return recorded.curves[name][column].map((change) => (change === null ? NaN : (total += change) / recorded.units[column]));
+  }
 
   function recordedCurves(chartId) {
     if (!recorded || !state.overlay) return [];
@@ -1075,10 +1079,10 @@
     for (const v of shownVariants(chartId)) {
       if (!recorded || !state.overlay || !recorded.curves[v.name] || cursor > recorded.steps) continue;
       const cells = chart.metrics.map((m) => {
-        const value = recorded.curves[v.name][m.column]?.[cursor];
-        if (value === undefined) return "<td></td>";
-        const shown = value === null ? "not finite" : chart.format(value * chart.scale);
-        return `<td id="readout-${key}-recorded-${escapeXml(v.name)}-${m.column}" data-value="${value ?? NaN}">${escapeXml(shown)}</td>`;
+        if (!recorded.curves[v.name][m.column]) return "<td></td>";
+        const value = recordedValues(v.name, m.column)[cursor];
+        const shown = Number.isNaN(value) ? "not finite" : chart.format(value * chart.scale);
+        return `<td id="readout-${key}-recorded-${escapeXml(v.name)}-${m.column}" data-value="${value}">${escapeXml(shown)}</td>`;
       }).join("");
       body += `<tr><th scope="row">recorded ${escapeXml(variantLabel(v.name))}</th>${cells}</tr>`;
     }
@@ -1158,13 +1162,6 @@
     difficulty.innerHTML = text;
   }
 
-  const DENOMINATORS = {
-    seq_mean_token_mean: "\u00f7 |o\u1d62| (its own length)",
-    seq_mean_token_sum_norm: "\u00f7 L_norm (a constant)",
-    seq_mean_token_sum: "no division (token sum)",
-    token_mean: "\u00f7 the batch's token total",
-  };
-
   // The chain's numbers for one variant: the focused one, else the first.
   function drawChain() {
     const fill = (name, text) => { document.querySelector(`[data-chain="${name}"]`).textContent = text; };
@@ -1173,7 +1170,8 @@
     const name = runVariants[index], s = cursorStep();
     const aggregation = presetByName.get(name)?.spec.aggregation ?? "";
     const from = (column, format) => `${format(meanAt(column, index, 0))} \u2192 ${format(meanAt(column, index, s))}`;
-    fill("weight", `${variantLabel(name)}: each token's weight A ${DENOMINATORS[aggregation] ?? aggregation}`);
+    // what the normaliser divides a token's weight by, in its own words (its `divides`, in Python)
+    fill("weight", `${variantLabel(name)}: each token's weight A ${DATA.registry.normaliser[aggregation]?.divides ?? aggregation}`);
     fill("phi", `${variantLabel(name)}, steps 0 \u2192 ${s}: \u03c3(\u03c6w) ${from("stop_prob_wrong", oneIn)}`);
     fill("wrong", `E[L | incorrect] ${from("length_incorrect", tokens)} tokens`);
     fill("right", `E[L | correct] ${from("length_correct", tokens)}; right approach ${from("length_right_approach", tokens)} (cap ${runSpecUsed.cap.toLocaleString("en")})`);

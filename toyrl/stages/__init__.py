@@ -9,8 +9,12 @@ micrograd keeps each backward beside its forward; a stage without an exact form 
 `simulated_only`. Stages act on a group of runs at once (arrays with a leading runs axis); where
 a stage has parameters, they are fields, so a new parametric stage needs no new `Variant` field.
 Adding a mode is one registered class (docs/design.md shows how). Each kind's module opens with
-its `Protocol`, the interface a training step calls; `register` holds a class to it for the type
-checker, and `toyrl.plugins` holds a plugin's stage to it when it loads.
+its `Protocol`, the interface a training step calls, and declares its `Kind` record (`KIND`, by
+kind, in step order: `KINDS`): spec key, default, Protocol, places in the orders, whether a
+chunk's runs share one, the configuration fields its stages see (a `config` argument is that
+`Settings` view, not the whole configuration), the methods toyrl calls and its exact hooks.
+`register` holds a class to the Protocol for the type checker, and `toyrl.plugins` holds a
+plugin's stage to its record when it loads.
 
 | kind       | registered                                                                   |
 | ---------- | ---------------------------------------------------------------------------- |
@@ -119,13 +123,14 @@ from toyrl.stages.objective import (
     Update,
 )
 from toyrl.stages.registry import (
-    KINDS,
+    KIND,
     REGISTRY,
+    Kind,
+    Settings,
     check_declared,
     declarations,
     declared,
     parameters,
-    refused,
     register,
     simulated_only,
     stage_name,
@@ -149,26 +154,16 @@ from toyrl.stages.selector import (
     included_of,
 )
 
-# Each kind's Protocol, by kind: what `toyrl.plugins` holds a plugin's stage to.
-PROTOCOLS: dict[str, type] = {
-    "reward": Reward,
-    "selector": Selector,
-    "advantage": Advantage,
-    "normaliser": Normaliser,
-    "objective": Objective,
-    "kl": KL,
-    "schedule": Schedule,
-    "sampler": Sampler,
-}
+KINDS = tuple(KIND)  # the kinds' names, in step order
 
 __all__ = [
     "CISPO",
     "GMPO",
     "GSPO",
     "K3",
+    "KIND",
     "KINDS",
     "KL",
-    "PROTOCOLS",
     "REGISTRY",
     "SAPO",
     "SEQUENCE_OBJECTIVES",
@@ -189,6 +184,7 @@ __all__ = [
     "GroupRelativeRescaling",
     "GroupStd",
     "K1Reward",
+    "Kind",
     "LeaveOneOut",
     "LeaveOneOutStd",
     "LengthPenalty",
@@ -209,6 +205,7 @@ __all__ = [
     "Sampler",
     "Schedule",
     "Selector",
+    "Settings",
     "SoftOverlong",
     "StoppedResponses",
     "TokenAdvantage",
@@ -224,7 +221,6 @@ __all__ = [
     "generated",
     "included_of",
     "parameters",
-    "refused",
     "register",
     "simulated_only",
     "stage_name",

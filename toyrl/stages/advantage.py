@@ -16,7 +16,7 @@ import numpy as np
 
 from toyrl.config import Config
 from toyrl.policy import FloatArray
-from toyrl.stages.registry import check_declared, declared, register
+from toyrl.stages.registry import Kind, Settings, check_declared, declare, declared, register
 
 
 @runtime_checkable
@@ -24,6 +24,25 @@ class Advantage(Protocol):
     """Advantages [..., B, G] of rewards [..., B, G] (and, with `uses_tokens`, of token counts)."""
 
     def advantages(self, rewards: FloatArray, std_eps: float) -> FloatArray: ...
+
+
+KIND = declare(
+    Kind(
+        name="advantage",
+        key="advantage",
+        default="none",
+        protocol=Advantage,
+        step=2,
+        spec_place=0,
+        parameter_place=4,
+        shown=True,
+        settings=("std_eps",),
+        calls=("advantages", "conditional"),
+        exact_hooks=("conditional",),
+        extra_argument=("uses_tokens", "advantages", "tokens"),
+        probe_input="rewards",
+    )
+)
 
 
 def advantages_of(
@@ -328,13 +347,13 @@ class MeanScaled:
         return np.divide(r - mean, mean, out=np.zeros(mean.shape), where=mean > 0)
 
 
-def std_eps_of(advantage: Any, config: Config | float) -> float:
+def std_eps_of(advantage: Any, config: Config | Settings | float) -> float:
     """The std epsilon an advantage stage uses: its own `std_eps`, or the configuration's `std_eps`
     (or the number given for it)."""
     own = getattr(advantage, "std_eps", None)
     if own is not None:
         return float(own)
-    return config.std_eps if isinstance(config, Config) else float(config)
+    return float(config) if isinstance(config, int | float) else float(config.std_eps)
 
 
 def _token_whitened(values: FloatArray, tokens: FloatArray, eps: float) -> FloatArray:

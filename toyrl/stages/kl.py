@@ -11,13 +11,14 @@ A KL stage has `beta`, its coefficient (0: no term), and gives either or both of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from toyrl import kernels
 from toyrl.policy import Batch, FloatArray, TokenTable
-from toyrl.stages.registry import check_declared, declared, register
+from toyrl.refusals import Refusal, refused_by, values
+from toyrl.stages.registry import Kind, check_declared, declare, declared, register
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,23 @@ class KL(Protocol):
     ) -> TokenAdvantage | None: ...
 
 
+KIND = declare(
+    Kind(
+        name="kl",
+        key="kl",
+        default="k3",
+        protocol=KL,
+        step=5,
+        spec_place=4,
+        parameter_place=2,
+        chunk=True,
+        calls=("loss", "token_advantages"),
+        no_exact_form="the exact update has no KL term",
+        probe_input="policies",
+    )
+)
+
+
 @register("kl", "k3")
 @dataclass(frozen=True)
 class K3:
@@ -63,9 +81,14 @@ class K3:
     def __post_init__(self) -> None:
         check_declared(self)
 
+    # why the update has no exact expected form, as data (the page reads it)
+    simulated_when: ClassVar[tuple[Refusal, ...]] = (
+        Refusal("kl.beta > 0", "the KL term makes the update depend on more than the policy"),
+    )
+
     @property
     def simulated_only(self) -> str:
-        return "the KL term makes the update depend on more than the policy" if self.beta > 0 else ""
+        return refused_by(self.simulated_when, values(None, {"kl": self}))
 
     def loss(self, ratio: FloatArray, log_ref_ratio: FloatArray) -> FloatArray:
         """pi_ref / pi - 1 (rho log(pi_ref / pi) where ratio-weighted), of each logit's outcomes."""
@@ -116,9 +139,14 @@ class K1Reward:
     def __post_init__(self) -> None:
         check_declared(self)
 
+    # why the update has no exact expected form, as data (the page reads it)
+    simulated_when: ClassVar[tuple[Refusal, ...]] = (
+        Refusal("kl.beta > 0", "the KL reward makes the update depend on more than the policy"),
+    )
+
     @property
     def simulated_only(self) -> str:
-        return "the KL reward makes the update depend on more than the policy" if self.beta > 0 else ""
+        return refused_by(self.simulated_when, values(None, {"kl": self}))
 
     def loss(self, ratio: FloatArray, log_ref_ratio: FloatArray) -> None:
         return None

@@ -4,27 +4,29 @@
 the loss of the responses `members` (one update's mini-batch or micro-batch; None: the whole
 batch) being -(1/n) sum_i w_i sum_t (token objective). Optional flags (False when absent):
 `per_micro_batch`, the trainer computes the loss on each micro-batch of an optimiser step and
-averages those (gradient accumulation, `toyrl.train.Plan.denominators`), not on the step's whole
-mini-batch; `batch_tokens`, D is the whole sampled batch's. A per_micro_batch normaliser may
-own how it is taken on every micro-batch at once: `micro_denominators(tokens, included,
-length_norm, members, micro)`, D [..., B, G] of each response of `members` from its micro-batch
-(`micro` [..., B, G]: each response's micro-batch index); without it the trainer calls
-`denominators` once a micro-batch. Exact hooks: `response_denominator(tokens, length_norm)`, D of
-one response from its own token count, for aggregations whose D is, and `averaged`, whether n
-counts the responses.
+averages those (gradient accumulation), not on the step's whole mini-batch; `batch_tokens`, D is
+the whole sampled batch's. `part_denominators` takes any normaliser (a plugin's too) on one
+update's part by these flags: the training loop asks it, and reads neither. A per_micro_batch
+normaliser may own how it is taken on every micro-batch at once: `micro_denominators(tokens,
+included, length_norm, members, micro)`, D [..., B, G] of each response of `members` from its
+micro-batch (`micro` [..., B, G]: each response's micro-batch index); without it
+`part_denominators` calls `denominators` once a micro-batch. Exact hooks:
+`response_denominator(tokens, length_norm)`, D of one response from its own token count, for
+aggregations whose D is, and `averaged`, whether n counts the responses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from toyrl import kernels
 from toyrl.policy import FloatArray
-from toyrl.stages.registry import check_declared, declared, refused, register
+from toyrl.refusals import Refusal
+from toyrl.stages.registry import Kind, check_declared, declare, declared, register
 
 
 @runtime_checkable
@@ -38,6 +40,85 @@ class Normaliser(Protocol):
         length_norm: float,
         members: NDArray[np.bool_] | None = None,
     ) -> tuple[FloatArray, FloatArray | float]: ...
+
+
+KIND = declare(
+    Kind(
+        name="normaliser",
+        key="aggregation",
+        default="seq_mean_token_sum_norm",
+        protocol=Normaliser,
+        step=3,
+        spec_place=1,
+        parameter_place=5,
+        shown=True,
+        settings=("approach_tokens", "length_norm_value"),  # its tokens |o| and its L_norm
+        calls=("denominators", "micro_denominators", "response_denominator"),
+        exact_hooks=("response_denominator", "averaged"),
+        probe_input="tokens",
+    )
+)
+
+
+def per_micro_batch(stage: Normaliser) -> bool:
+    """Whether a normaliser is taken on each micro-batch (its flag; False without one)."""
+    return bool(getattr(stage, "per_micro_batch", False))
+
+
+def part_denominators(
+    stage: Normaliser,
+    tokens: FloatArray,
+    selected: NDArray[np.bool_],
+    length_norm: float,
+    parts: tuple[NDArray[np.bool_], NDArray[np.intp]] | None,
+    mini_batches: int,
+    micro_batches: int,
+    unequal: NDArray[np.bool_],
+) -> tuple[FloatArray, FloatArray | float]:
+    """(D [R, B, G], n [R] or one number) of the normaliser over the responses `selected` into the
+    loss, on the whole batch or, given `parts` (which responses are in each run's mini-batch, and
+    each one's micro-batch), on each run's mini-batch of `mini_batches` (D only meaningful there).
+    A per_micro_batch normaliser is taken on each micro-batch, its n times `micro_batches`: the
+    mini-batch's loss is the mean of its micro-batches' (each holds as many responses), or, for
+    the runs whose micro-batches are `unequal` (laid out by lengths, `toyrl.layout`), n the
+    mini-batch's (a LongestResponse's, `toyrl.train.check_variant`). A batch_tokens one is the
+    whole batch's, over the number of mini-batches."""
+    if parts is None:
+        return stage.denominators(tokens, selected, length_norm)
+    members, micro = parts
+    included = selected & members
+    if getattr(stage, "batch_tokens", False):
+        denominator, n = stage.denominators(tokens, selected, length_norm)
+        return denominator / mini_batches, n
+    if not per_micro_batch(stage):
+        return stage.denominators(tokens, included, length_norm, members)
+    if _micro_hook(type(stage)):  # every micro-batch at once
+        own = cast(Any, stage).micro_denominators(tokens, included, length_norm, members, micro)
+        denominator = np.where(members, own, 1.0)
+    else:
+        denominator = np.ones(tokens.shape)
+        for index in range(int(micro.max()) + 1):
+            inside = members & (micro == index)
+            denominator = np.where(
+                inside, stage.denominators(tokens, included, length_norm, inside)[0], denominator
+            )
+    n = stage.denominators(tokens, included, length_norm, members & (micro == 0))[1]
+    if not unequal.any():
+        return denominator, n * micro_batches
+    whole = stage.denominators(tokens, included, length_norm, members)[1]
+    return denominator, np.where(unequal, whole, n * micro_batches)
+
+
+def _micro_hook(stage_class: type) -> bool:
+    """Whether a normaliser class's `micro_denominators` belongs with its `denominators`: defined
+    by the class that defines `denominators` or by one below it (a subclass that overrides only
+    `denominators`, as a plugin may, is taken once a micro-batch with its own)."""
+    owner = {
+        name: next((c for c in stage_class.__mro__ if name in vars(c)), None)
+        for name in ("denominators", "micro_denominators")
+    }
+    hook, plain = owner["micro_denominators"], owner["denominators"]
+    return hook is not None and plain is not None and issubclass(hook, plain)
 
 
 def _members(tokens: FloatArray, members: NDArray[np.bool_] | None) -> FloatArray:
@@ -74,6 +155,13 @@ class PerResponse:
 
     def __post_init__(self) -> None:
         check_declared(self)
+
+    @property
+    def divides(self) -> str:
+        """What a token's weight A is divided by, in words (the page's causal chain shows it)."""
+        if self.by_tokens:
+            return "\u00f7 |o\u1d62| (its own length)"
+        return "\u00f7 L_norm (a constant)" if self.by_length_norm else "no division (token sum)"
 
     def response_denominator(self, tokens: FloatArray, length_norm: float) -> FloatArray:
         if self.by_tokens:
@@ -117,12 +205,12 @@ class TokenMean:
     per_micro_batch: bool = False
     batch_tokens: bool = False
     simulated_only: ClassVar[str] = "the batch's token total couples its responses"
+    divides: ClassVar[str] = "\u00f7 the batch's token total"  # a token's weight A, in words (the page's)
 
-    refuses: ClassVar[tuple[dict[str, Any], ...]] = (
-        refused(
+    refuses: ClassVar[tuple[Refusal, ...]] = (
+        Refusal(
+            "per_micro_batch == True and batch_tokens == True",
             "per_micro_batch and batch_tokens are two scopes: choose one",
-            ("per_micro_batch", "==", True),
-            ("batch_tokens", "==", True),
         ),
     )
 

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from toyrl import kernels
 from toyrl.policy import COMPILED, Batch, Coefficients, FloatArray, TokenTable, expit
 from toyrl.stages.kl import TokenAdvantage
-from toyrl.stages.registry import check_declared, declared, register
+from toyrl.stages.registry import Kind, check_declared, declare, declared, register
 
 
 @dataclass
@@ -49,6 +49,23 @@ class Objective(Protocol):
     """The coefficients of every token kind at an update, and the tokens clipped [R]."""
 
     def coefficients(self, update: Update, beta: float | None) -> tuple[Coefficients, FloatArray]: ...
+
+
+# The exact update is one on-policy update, which no objective changes: it asks an objective for nothing.
+KIND = declare(
+    Kind(
+        name="objective",
+        key="objective",
+        default="ppo_clip",
+        protocol=Objective,
+        step=4,
+        spec_place=3,
+        parameter_place=1,
+        chunk=True,
+        calls=("coefficients",),
+        probe_input="an update",
+    )
+)
 
 
 def _clip(default: float | None, optional: bool = False) -> Any:

@@ -1,18 +1,24 @@
-"""The registry of stages, and each stage parameter's valid values, declared once.
+"""The kinds of stage and the registry of stages, and each stage parameter's valid values, declared once.
 
-`register(kind, name)` files an instance of a frozen dataclass under `name` in `REGISTRY[kind]`;
-the type checker holds the class to its kind's Protocol (`toyrl.stages.<kind>`), and a plugin's
-stage is held to it when it loads (`toyrl.plugins`). `declared` gives a field its valid values,
-which `check_declared` (each stage's __post_init__), the words of its error and the page read.
+Each kind's module (`toyrl.stages.<kind>`) declares its `Kind` record (`declare`): its spec key,
+default stage, Protocol, places in the orders, the configuration fields its stages see
+(`Settings`), its exact hooks and the methods toyrl calls; `KIND` holds them in step order, and
+everything else that depends on the kind (the spec's keys and order, the chunk's shared stages,
+the plugin contract) is computed from them. `register(kind, name)` files an instance of a frozen
+dataclass under `name` in `REGISTRY[kind]`; the type checker holds the class to its kind's
+Protocol, and a plugin's stage is held to it when it loads (`toyrl.plugins`). `declared` gives a
+field its valid values, which `check_declared` (each stage's __post_init__), the words of its
+error and the page read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from toyrl.config import InvalidInput
+from toyrl.config import Config, InvalidInput
+from toyrl.refusals import refused_by
 
 if TYPE_CHECKING:
     from toyrl.stages.advantage import Advantage
@@ -24,8 +30,89 @@ if TYPE_CHECKING:
     from toyrl.stages.schedule import Schedule
     from toyrl.stages.selector import Selector
 
-KINDS = ("reward", "selector", "advantage", "normaliser", "objective", "kl", "schedule", "sampler")
-REGISTRY: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of stage, declared once, in its own module (`declare`)."""
+
+    name: str  # "normaliser"
+    key: str  # its spec key ("aggregation": the trainers' word)
+    default: str  # the registered stage a variant takes when its spec names none
+    protocol: type  # the interface a training step calls (`register` and `toyrl.plugins` hold a stage to it)
+    step: int  # its place in a training step (`KIND`'s order)
+    spec_place: int  # its key's place in a spec (the advantage and the aggregation first)
+    parameter_place: int  # the place of its stages' parameters in a spec (toyrl 0.2's order)
+    shown: bool = False  # its key is in every spec, even at its default
+    chunk: bool = False  # a chunk's runs share one (`toyrl.train.chunk_key`), else each run its own
+    settings: tuple[str, ...] = ()  # the configuration's fields its stages see (`Settings`)
+    # the methods toyrl calls on a stage, each held to its output contract at every call of a
+    # plugin's (`toyrl.plugins.CONTRACTS`)
+    calls: tuple[str, ...] = ()
+    exact_hooks: tuple[str, ...] = ()  # what `toyrl.expected` asks a stage of the kind for
+    # why a plugin stage of the kind is simulated only unless it says otherwise ('' if the exact
+    # update has the kind: its exact hooks then decide)
+    no_exact_form: str = ""
+    # (flag, method, argument): a stage with the flag set takes one more argument in that method
+    extra_argument: tuple[str, str, str] | None = None
+    probe_input: str = ""  # what its plugin probe gives it, as a message names it ("a batch")
+
+    def settings_of(self, config: Config | Settings) -> Settings:
+        """The configuration as the kind's stages see it: its `settings` alone."""
+        return Settings(self, config)
+
+
+class Settings:
+    """A kind's read-only view of the configuration (optax's transforms take only their own
+    settings): `config.cap` reads the field where the kind declares it (`Kind.settings`), and any
+    other field raises AttributeError naming the kind's settings."""
+
+    __slots__ = ("_config", "_kind")
+
+    def __init__(self, kind: Kind, config: Config | Settings) -> None:
+        object.__setattr__(self, "_kind", kind)
+        object.__setattr__(self, "_config", config)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # its own slots (unset while copied) and Python's protocols
+            raise AttributeError(name)
+        kind = self._kind
+        if name not in kind.settings:
+            seen = ", ".join(kind.settings) or "none"
+            raise AttributeError(
+                f"a {kind.name} stage sees the configuration's {seen} only, not {name!r} "
+                f"(toyrl.stages.{kind.name}: its Kind's settings)"
+            )
+        return getattr(self._config, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the configuration a {self._kind.name} stage sees is read-only")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copied and pickled as a view of the same configuration
+        return Settings, (self._kind, self._config)
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._kind.settings)
+        return f"Settings({self._kind.name}: {values})"
+
+
+KIND: dict[str, Kind] = {}  # every kind's record, in step order (`declare`)
+REGISTRY: dict[str, dict[str, Any]] = {}  # each kind's registered stages by name, in step order
+
+
+def declare(kind: Kind) -> Kind:
+    """File a kind's record (its module's `KIND`), keeping `KIND` and `REGISTRY` in step order."""
+    if kind.name in KIND:
+        raise ValueError(f"the kind {kind.name!r} is declared already")
+    KIND[kind.name] = kind
+    REGISTRY[kind.name] = {}
+    ordered = sorted(KIND.values(), key=lambda record: record.step)
+    stages = {record.name: REGISTRY[record.name] for record in ordered}
+    KIND.clear()  # the same dicts, which other modules hold, in the new order
+    KIND.update((record.name, record) for record in ordered)
+    REGISTRY.clear()
+    REGISTRY.update(stages)
+    return kind
+
 
 Stage = TypeVar("Stage")
 
@@ -106,41 +193,18 @@ def fits(value: object, rule: dict[str, Any]) -> bool:
     return bool(above and below)
 
 
-Condition = tuple[str, str, Any]  # (field, one of OPERATORS, value)
-OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
-    "==": lambda a, b: bool(a == b),
-    "!=": lambda a, b: bool(a != b),
-    ">": lambda a, b: bool(a > b),
-    "<=": lambda a, b: bool(a <= b),
-}
-
-
-def refused(message: str, *when: Condition) -> dict[str, Any]:
-    """A combination of a stage's parameters that it refuses, declared once as data: when every
-    condition (field, operator, value) holds, `check_declared` raises `message`, whose {field}
-    names a field's value (a number as %g shows it). A stage lists them in its `refuses`; the page
-    (`toyrl.explore`) evaluates the same data, so both refuse with the same line."""
-    for _, operator, _ in when:
-        assert operator in OPERATORS, operator
-    return {"when": [list(condition) for condition in when], "message": message}
-
-
-def _shown_value(value: Any) -> str:
-    return _shown(value) if isinstance(value, float) else str(value)
-
-
 def check_declared(stage: Any) -> None:
     """InvalidInput, one line naming the parameter and its valid values, unless every declared
-    parameter of the stage (`declarations`) holds a valid value and no combination it `refuses`
-    holds."""
+    parameter of the stage (`declarations`) holds a valid value and no combination of them it
+    `refuses` holds: a tuple of `toyrl.refusals.Refusal` on its fields, declared once as data that
+    the page (`toyrl.explore`) evaluates too, so both refuse with the same line."""
     for name, rule in declarations(type(stage)).items():
         value = getattr(stage, name)
         if not fits(value, rule):
             raise InvalidInput(f"{name} {rule['requirement']} (got {value!r})")
-    for rule in getattr(stage, "refuses", ()):
-        if all(OPERATORS[op](getattr(stage, name), value) for name, op, value in rule["when"]):
-            values = {f.name: _shown_value(getattr(stage, f.name)) for f in fields(stage)}
-            raise InvalidInput(rule["message"].format(**values))
+    message = refused_by(getattr(stage, "refuses", ()), lambda name: getattr(stage, name, None))
+    if message:
+        raise InvalidInput(message)
 
 
 RewardT = TypeVar("RewardT", bound="Reward")
@@ -193,7 +257,7 @@ def register(kind: str, name: str, **defaults: Any) -> Callable[[type[Stage]], t
     `group_std_sample` are one class with ddof 0 and 1); `stage_name` finds the name back.
     """
     if kind not in REGISTRY:
-        raise ValueError(f"no stage kind {kind!r}: the kinds are {', '.join(KINDS)}")
+        raise ValueError(f"no stage kind {kind!r}: the kinds are {', '.join(KIND)}")
 
     def add(cls: type[Stage]) -> type[Stage]:
         if name in REGISTRY[kind]:

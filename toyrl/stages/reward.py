@@ -1,7 +1,8 @@
 """Reward: each response's score.
 
 `rewards(batch, config)` -> [R, B, G]. Exact hook (`toyrl.expected`): `window(config)`, the ramble
-lengths on the right approach that earn reward 1, for a 0/1 reward.
+lengths on the right approach that earn reward 1, for a 0/1 reward. `config` is what a reward
+sees of the configuration (`KIND.settings`).
 """
 
 from __future__ import annotations
@@ -13,17 +14,34 @@ import numpy as np
 
 from toyrl.config import Config
 from toyrl.policy import Batch, FloatArray
-from toyrl.stages.registry import check_declared, declared, register
+from toyrl.stages.registry import Kind, Settings, check_declared, declare, declared, register
 
 
 @runtime_checkable
 class Reward(Protocol):
     """The rewards of a batch's responses [R, B, G]."""
 
-    def rewards(self, batch: Batch, config: Config) -> FloatArray: ...
+    def rewards(self, batch: Batch, config: Settings) -> FloatArray: ...
 
 
-def correct(batch: Batch, config: Config) -> FloatArray:
+KIND = declare(
+    Kind(
+        name="reward",
+        key="reward",
+        default="window",
+        protocol=Reward,
+        step=0,
+        spec_place=6,
+        parameter_place=6,
+        settings=("cap", "min_length", "approach_tokens"),
+        calls=("rewards", "window"),
+        exact_hooks=("window",),
+        probe_input="a batch",
+    )
+)
+
+
+def correct(batch: Batch, config: Config | Settings) -> FloatArray:
     """1 for a correct response (right approach, stopped, at least min_length ramble tokens), else 0
     [R, B, G]: the article's verifiable reward, and what every accuracy counts."""
     return (batch.right & batch.stopped & (batch.length >= config.min_length)).astype(np.float64)
@@ -34,10 +52,10 @@ def correct(batch: Batch, config: Config) -> FloatArray:
 class WindowReward:
     """The verifiable reward: 1 iff right approach, stopped and at least min_length ramble tokens."""
 
-    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+    def rewards(self, batch: Batch, config: Settings) -> FloatArray:
         return correct(batch, config)
 
-    def window(self, config: Config) -> tuple[int, int]:
+    def window(self, config: Settings) -> tuple[int, int]:
         """Exact hook: the ramble lengths K, on the right approach, that earn reward 1."""
         return config.min_length, config.cap
 
@@ -62,7 +80,7 @@ class SoftOverlong:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+    def rewards(self, batch: Batch, config: Settings) -> FloatArray:
         longest = config.cap + config.approach_tokens
         buffer = self.buffer * longest
         exceed = batch.token_count(config.approach_tokens) - (longest - buffer)
@@ -90,7 +108,7 @@ class LengthPenalty:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+    def rewards(self, batch: Batch, config: Settings) -> FloatArray:
         reward = correct(batch, config)
         tokens = batch.token_count(config.approach_tokens)
         pass_rate = np.add.reduce(reward, axis=-1, keepdims=True) / reward.shape[-1]
@@ -120,7 +138,7 @@ class GroupRelativeRescaling:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    def rewards(self, batch: Batch, config: Config) -> FloatArray:
+    def rewards(self, batch: Batch, config: Settings) -> FloatArray:
         tokens = batch.token_count(config.approach_tokens)
         mean = np.add.reduce(tokens, axis=-1, keepdims=True) / tokens.shape[-1]
         return correct(batch, config) / (1.0 + self.alpha * (tokens / mean))

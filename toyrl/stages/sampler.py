@@ -4,6 +4,7 @@
 generated [R], from the batch drawn with the step's noise at the policies theta [R, P + 2];
 `refill` is each run's own stream for any further draws (`toyrl.train.STREAMS`). `worst_draws`
 and `refills` bound what a step of one run draws, so that `toyrl.experiment` can size its work.
+`config` is what a sampler sees of the configuration (`KIND.settings`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl import noise
-from toyrl.config import MAX_RESPONSES, Config, InvalidInput
+from toyrl.config import MAX_RESPONSES, InvalidInput
 from toyrl.policy import Batch, FloatArray, sample_batch
-from toyrl.stages.registry import check_declared, declared, register
+from toyrl.refusals import Refusal, refused_by, values
+from toyrl.stages.registry import Kind, Settings, check_declared, declare, declared, register
 from toyrl.stages.reward import correct
 
 
@@ -27,16 +29,34 @@ class Sampler(Protocol):
     """The batch a step trains on, and what its draws cost."""
 
     def batch(
-        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+        self, batch: Batch, theta: FloatArray, config: Settings, refill: Sequence[np.random.Generator]
     ) -> tuple[Batch, FloatArray]: ...
 
-    def worst_draws(self, config: Config) -> int:
+    def worst_draws(self, config: Settings) -> int:
         """The most values a step of one run draws (responses, and uniforms ordering prompts)."""
         ...
 
-    def refills(self, config: Config) -> int:
+    def refills(self, config: Settings) -> int:
         """The most refill rounds of a step of one run (each a few numpy calls)."""
         ...
+
+
+KIND = declare(
+    Kind(
+        name="sampler",
+        key="sampler",
+        default="once",
+        protocol=Sampler,
+        step=7,
+        spec_place=7,
+        parameter_place=7,
+        chunk=True,
+        settings=("prompts", "batch_prompts", "group_size", "cap", "min_length"),
+        calls=("batch", "worst_draws", "refills", "check"),
+        no_exact_form="the exact update draws the article's batch",
+        probe_input="a batch",
+    )
+)
 
 
 @register("sampler", "once")
@@ -45,15 +65,15 @@ class OneDraw:
     """The batch as drawn: B distinct prompts, G responses each (the article's)."""
 
     def batch(
-        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+        self, batch: Batch, theta: FloatArray, config: Settings, refill: Sequence[np.random.Generator]
     ) -> tuple[Batch, FloatArray]:
         return batch, generated(batch)
 
-    def worst_draws(self, config: Config) -> int:
+    def worst_draws(self, config: Settings) -> int:
         """The B x G responses of the step's own batch."""
         return config.batch_prompts * config.group_size
 
-    def refills(self, config: Config) -> int:
+    def refills(self, config: Settings) -> int:
         return 0
 
 
@@ -84,13 +104,13 @@ class FilterGroups:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    def refills(self, config: Config) -> int:
+    def refills(self, config: Settings) -> int:
         """The most refill rounds of a step (after the first): `max_rounds` - 1, or fewer when
         the prompts not drawn yet run out first."""
         size = self.round_prompts or config.batch_prompts
         return min(self.max_rounds - 1, -(-(config.prompts - config.batch_prompts) // size))
 
-    def worst_draws(self, config: Config) -> int:
+    def worst_draws(self, config: Settings) -> int:
         """The most values a step of one run draws (a batch that never fills): the B x G responses,
         then each refill round's uniforms over the prompts left (their order) and its responses."""
         size = self.round_prompts or config.batch_prompts
@@ -98,7 +118,7 @@ class FilterGroups:
         orders = n * left - size * n * (n - 1) // 2
         return config.group_size * (config.batch_prompts + min(n * size, left)) + orders
 
-    def check(self, config: Config) -> None:
+    def check(self, config: Settings) -> None:
         worst = self.worst_draws(config)
         if worst > MAX_RESPONSES:
             raise InvalidInput(
@@ -109,7 +129,7 @@ class FilterGroups:
             )
 
     def batch(
-        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+        self, batch: Batch, theta: FloatArray, config: Settings, refill: Sequence[np.random.Generator]
     ) -> tuple[Batch, FloatArray]:
         prompts, group = batch.right.shape[-2:]
         tokens = generated(batch)
@@ -178,29 +198,36 @@ class GroupFilter:
     def __post_init__(self) -> None:
         check_declared(self)
 
-    def worst_draws(self, config: Config) -> int:
+    def worst_draws(self, config: Settings) -> int:
         """The responses a step of one run draws: G' for each of the B prompts."""
         return config.batch_prompts * self.draws
 
-    def refills(self, config: Config) -> int:
+    def refills(self, config: Settings) -> int:
         """No rounds: the further G' - G draws of each prompt are one draw of the refill stream."""
         return 0
 
-    def check(self, config: Config) -> None:
-        if self.draws <= config.group_size:
-            raise InvalidInput(
-                f"sampler=gfpo keeps group_size = {config.group_size} of its draws: draws (G') must "
-                f"exceed it (got draws={self.draws})"
-            )
-        if self.worst_draws(config) > MAX_RESPONSES:
-            raise InvalidInput(
-                f"sampler=gfpo draws batch_prompts x draws = {config.batch_prompts:,} x {self.draws:,} = "
-                f"{self.worst_draws(config):,} responses a step; the limit is {MAX_RESPONSES:,}: use at "
-                f"most batch_prompts={MAX_RESPONSES // self.draws:,} or fewer draws"
-            )
+    # what `check` refuses, declared once as data (`toyrl.refusals`; the page evaluates it too)
+    checks: ClassVar[tuple[Refusal, ...]] = (
+        Refusal(
+            "sampler.draws <= group_size",
+            "sampler=gfpo keeps group_size = {group_size} of its draws: draws (G') must exceed it "
+            "(got draws={sampler.draws})",
+        ),
+        Refusal(
+            f"batch_prompts * sampler.draws > {MAX_RESPONSES}",
+            "sampler=gfpo draws batch_prompts x draws = {batch_prompts:,} x {sampler.draws:,} = "
+            f"{{batch_prompts * sampler.draws:,}} responses a step; the limit is {MAX_RESPONSES:,}: use "
+            f"at most batch_prompts={{{MAX_RESPONSES} // sampler.draws:,}} or fewer draws",
+        ),
+    )
+
+    def check(self, config: Settings) -> None:
+        message = refused_by(self.checks, values(config, {"sampler": self}))
+        if message:
+            raise InvalidInput(message)
 
     def batch(
-        self, batch: Batch, theta: FloatArray, config: Config, refill: Sequence[np.random.Generator]
+        self, batch: Batch, theta: FloatArray, config: Settings, refill: Sequence[np.random.Generator]
     ) -> tuple[Batch, FloatArray]:
         prompts, group = batch.right.shape[-2:]
         shape = (prompts, self.draws - group)

@@ -2,16 +2,18 @@
 
 A schedule is settings that `toyrl.train.Plan` reads: the epochs and the mini- and micro-batches
 of each batch, the order they take its responses in, verl's V1 layout (`toyrl.layout`), and the
-gradient's clip. `check(config)` refuses a configuration whose batches do not cut as it says.
+gradient's clip. `check(config)` refuses a configuration whose batches do not cut as it says
+(`config`: what a schedule sees of the configuration, `KIND.settings`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from toyrl.config import Config, InvalidInput
-from toyrl.stages.registry import check_declared, declared, refused, register
+from toyrl.refusals import Refusal, refused_by, values
+from toyrl.stages.registry import Kind, Settings, check_declared, declare, declared, register
 
 MAX_ITERATIONS = 64  # epochs per sampled batch; trainers use 1 to a few (TRL's mu, verl's ppo_epochs)
 MAX_PARTS = 4096  # mini- or micro-batches of a batch
@@ -45,10 +47,49 @@ class Schedule(Protocol):
     @property
     def laid_out(self) -> bool: ...
 
-    def check(self, config: Config) -> None: ...
+    def check(self, config: Settings) -> None: ...
+
+
+KIND = declare(
+    Kind(
+        name="schedule",
+        key="schedule",
+        default="epochs",
+        protocol=Schedule,
+        step=6,
+        spec_place=5,
+        parameter_place=0,
+        chunk=True,
+        settings=("batch_prompts", "group_size", "cap", "approach_tokens"),
+        calls=("check",),
+        no_exact_form="the exact update is one on-policy update a batch",
+        probe_input="a batch",
+    )
+)
 
 
 SHUFFLES = ("none", "once", "epoch")
+
+# what every schedule's batches must hold to (`check_cuts`), declared once as data (`toyrl.refusals`;
+# the page evaluates them too)
+_PARTS = "schedule.mini_batches * schedule.micro_batches * schedule.ranks"
+_DIVIDE = "= {%s} must divide the batch's {batch_prompts * group_size} responses (batch_prompts x group_size)"
+_LONGEST = "schedule.prompt_tokens + cap + approach_tokens"
+CUTS = (
+    Refusal(
+        f"schedule.ranks <= 1 and (batch_prompts * group_size) % ({_PARTS}) != 0",
+        "mini_batches x micro_batches " + _DIVIDE % _PARTS,
+    ),
+    Refusal(
+        f"schedule.ranks > 1 and (batch_prompts * group_size) % ({_PARTS}) != 0",
+        "mini_batches x micro_batches x ranks " + _DIVIDE % _PARTS,
+    ),
+    Refusal(
+        f"schedule.token_budget > 0 and schedule.token_budget < {_LONGEST}",
+        "token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens = "
+        f"{{{_LONGEST}:,}} (got {{schedule.token_budget:,}})",
+    ),
+)
 
 
 @register("schedule", "epochs")
@@ -85,22 +126,19 @@ class Epochs:
     token_budget: int = declared(0, 0, MAX_TOKENS)
     prompt_tokens: int = declared(0, 0, MAX_PROMPT_TOKENS)
 
-    refuses: ClassVar[tuple[dict[str, Any], ...]] = (
-        refused(
+    checks: ClassVar[tuple[Refusal, ...]] = CUTS  # `check`'s refusals (`check_cuts`)
+    refuses: ClassVar[tuple[Refusal, ...]] = (
+        Refusal(
+            "token_budget > 0 and micro_batches > 1",
             "token_budget and micro_batches are two ways to cut micro-batches: choose one",
-            ("token_budget", ">", 0),
-            ("micro_batches", ">", 1),
         ),
-        refused(
+        Refusal(
+            "ranks > 1 and shuffle != 'none'",
             "ranks > 1 takes the mini-batches in the ranks' order: not with shuffle={shuffle}",
-            ("ranks", ">", 1),
-            ("shuffle", "!=", "none"),
         ),
-        refused(
+        Refusal(
+            "prompt_tokens > 0 and ranks <= 1 and token_budget == 0",
             "prompt_tokens counts in the ranks' balance and the token budget: set ranks > 1 or token_budget",
-            ("prompt_tokens", ">", 0),
-            ("ranks", "<=", 1),
-            ("token_budget", "==", 0),
         ),
     )
 
@@ -117,7 +155,7 @@ class Epochs:
         """Random orders of a batch's responses drawn per batch."""
         return {"none": 0, "once": 1, "epoch": self.num_iterations}[self.shuffle]
 
-    def check(self, config: Config) -> None:
+    def check(self, config: Settings) -> None:
         """InvalidInput unless the configuration's batches cut into equal mini- and micro-batches."""
         check_cuts(self, config)
 
@@ -126,31 +164,27 @@ class Epochs:
         """Whether the responses' lengths decide the mini- or micro-batches (`toyrl.layout`)."""
         return self.ranks > 1 or self.token_budget > 0
 
+    # why the update has no exact expected form: the first that holds, as data (the page reads it)
+    simulated_when: ClassVar[tuple[Refusal, ...]] = (
+        Refusal("schedule.num_iterations > 1", "later epochs make the update depend on more than the policy"),
+        Refusal(
+            "schedule.mini_batches > 1", "later mini-batches make the update depend on more than the policy"
+        ),
+        Refusal("schedule.ranks > 1", "the ranks' layout is simulated only"),
+        Refusal(
+            "schedule.micro_batches > 1 or schedule.token_budget > 0", "micro-batches are simulated only"
+        ),
+    )
+
     @property
     def simulated_only(self) -> str:
-        if self.num_iterations > 1:
-            return "later epochs make the update depend on more than the policy"
-        if self.mini_batches > 1:
-            return "later mini-batches make the update depend on more than the policy"
-        if self.ranks > 1:
-            return "the ranks' layout is simulated only"
-        return "micro-batches are simulated only" if self.micro_batches > 1 or self.token_budget else ""
+        return refused_by(self.simulated_when, values(None, {"schedule": self}))
 
 
-def check_cuts(schedule: Schedule, config: Config) -> None:
+def check_cuts(schedule: Schedule, config: Config | Settings) -> None:
     """InvalidInput unless the configuration's batches cut as `schedule` says: mini_batches x
     micro_batches x ranks equal parts of the batch's responses, and a token budget (if any) that
     holds the longest sequence. Every schedule is held to it (a plugin's after its own check)."""
-    responses = config.batch_prompts * config.group_size
-    parts = schedule.mini_batches * schedule.micro_batches * schedule.ranks
-    if responses % parts:
-        factors = "mini_batches x micro_batches" + (" x ranks" if schedule.ranks > 1 else "")
-        raise InvalidInput(
-            f"{factors} = {parts} must divide the batch's {responses} responses (batch_prompts x group_size)"
-        )
-    longest = schedule.prompt_tokens + config.cap + config.approach_tokens
-    if schedule.token_budget and schedule.token_budget < longest:
-        raise InvalidInput(
-            f"token_budget must be at least the longest sequence, prompt_tokens + cap + approach_tokens "
-            f"= {longest:,} (got {schedule.token_budget:,})"
-        )
+    message = refused_by(CUTS, values(config, {"schedule": schedule}))
+    if message:
+        raise InvalidInput(message)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toyrl.policy import Batch, FloatArray
-from toyrl.stages.registry import check_declared, declared, register
+from toyrl.stages.registry import Kind, check_declared, declare, declared, register
 
 
 @runtime_checkable
@@ -25,6 +25,23 @@ class Selector(Protocol):
     """Which responses of a batch are in the loss, bool [R, B, G]."""
 
     def included(self, batch: Batch) -> NDArray[np.bool_]: ...
+
+
+KIND = declare(
+    Kind(
+        name="selector",
+        key="selector",
+        default="all",
+        protocol=Selector,
+        step=1,
+        spec_place=2,
+        parameter_place=3,
+        calls=("included",),
+        exact_hooks=("keeps_truncated",),
+        extra_argument=("uses_rewards", "included", "rewards"),
+        probe_input="a batch",
+    )
+)
 
 
 def included_of(stage: Selector, batch: Batch, rewards: FloatArray | None) -> NDArray[np.bool_]:

@@ -200,11 +200,11 @@ def read_config(path: Path) -> dict[str, Any]:
     use_leave_one_out_baseline's) are left to follow the grpo setting, which a command's override
     may change."""
     nested = _inherited(path, ())
-    flat = reading._flatten(nested)
+    flat = reading.flat_settings(nested)
     for key in ("normalize_rewards", "use_leave_one_out_baseline"):
         if flat.get(f"grpo.adv_estimator.{key}") == f"${{grpo.{key}}}":
             del flat[f"grpo.adv_estimator.{key}"]
-    return reading._resolve(path, nested, flat)
+    return reading.interpolated(path, nested, flat)
 
 
 MAX_INHERITANCE = 20  # files in a chain of defaults: NeMo-RL's recipes go 3 deep
@@ -216,11 +216,11 @@ def _inherited(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         raise InvalidInput(f"{chain[0]}: its defaults go more than {MAX_INHERITANCE} files deep")
     if path.resolve() in chain:
         raise InvalidInput(f"{chain[0]}: its defaults come back to {path}")
-    data = reading._yaml(path, reading._text(path))
+    data = reading.parse_yaml(path, reading.file_text(path))
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping of settings at the top level")
-    reading._bounded(path, data)
-    nested = reading._sections(path, data)
+    reading.check_bounded(path, data)
+    nested = reading.sections_of(path, data)
     defaults = nested.pop("defaults", None)
     parents = [defaults] if isinstance(defaults, str) else defaults or []
     if not isinstance(parents, list) or not all(isinstance(parent, str) for parent in parents):

@@ -64,7 +64,7 @@ def read_input(arguments: list[str], trainer: str | None = None) -> Input:
     if suffix in SCRIPT_SUFFIXES:
         return _input(read_script(path), path.parent)
     if suffix in (".py", ".ipynb"):
-        text = _text(path) if suffix == ".py" else notebook_source(_text(path), str(path))
+        text = file_text(path) if suffix == ".py" else notebook_source(file_text(path), str(path))
         trainer, read, line = read_python(text, str(path))
         settings, notes = _python_settings(read)
         return Input(settings, trainer, f"{path}, line {line}", notes)
@@ -81,7 +81,7 @@ def read_script(path: Path) -> Launch:
     """The one launch command of a shell script (`toyrl.trainers.shell` reads it, never runs it):
     a trainer's own (verl's, OpenRLHF's, `trl grpo`), else the one Python script launched whose
     flags are a trainer's (a script may also prepare data). Several: refused, naming their lines."""
-    script = shell.read_script(_text(path), str(path))
+    script = shell.read_script(file_text(path), str(path))
     launches = []
     for command in script.commands:
         where = f"{path}, line {command.line}"
@@ -172,9 +172,9 @@ def _input(launch: Launch, folder: Path) -> Input:
     settings = files | settings
     if any(isinstance(v, str) and "${" in v for v in settings.values()):
         if launch.trainer == "verl":
-            settings = _resolve(launch.origin, _nested(settings), settings)
+            settings = interpolated(launch.origin, _nested(settings), settings)
         elif launch.files:  # AReaL's `group_size: ${gconfig.n_samples}` with the command's n_samples
-            settings = _resolve(launch.origin, _nested(settings, {}), settings)
+            settings = interpolated(launch.origin, _nested(settings, {}), settings)
     return Input(settings, launch.trainer, launch.origin, notes)
 
 
@@ -250,7 +250,7 @@ def _nested(settings: dict[str, Any], defaults: dict[str, Any] | None = None) ->
     return nested
 
 
-def _text(path: Path) -> str:
+def file_text(path: Path) -> str:
     """The file's text (`toyrl.inputs`: a regular file of at most CONFIG's cap), refused if it is
     not UTF-8 text or empty."""
     try:
@@ -270,9 +270,9 @@ def read_settings(path: Path, resolve: bool = True) -> dict[str, Any]:
     flattened with dots (verl's `actor_rollout_ref.actor.loss_agg_mode`), and a dotted key is read
     as the same path. A setting given twice is refused: a key twice in one mapping (JSON and YAML
     keep the last without a word), or one path both nested and dotted, or both a value and a
-    section (`_sections`); so is a file nested deeper than MAX_DEPTH or of more than MAX_VALUES
-    values once YAML's aliases are expanded (`_bounded`). The `${...}` interpolations of the
-    settings toyrl reads are resolved (`_resolve`); others are left as written."""
+    section (`sections_of`); so is a file nested deeper than MAX_DEPTH or of more than MAX_VALUES
+    values once YAML's aliases are expanded (`check_bounded`). The `${...}` interpolations of the
+    settings toyrl reads are resolved (`interpolated`); others are left as written."""
     suffix = path.suffix.lower()
     if suffix not in (".json", ".yaml", ".yml", ".toml"):
         if os.path.lexists(path):
@@ -281,10 +281,10 @@ def read_settings(path: Path, resolve: bool = True) -> dict[str, Any]:
             f"{path}: expected a trainer's configuration (.json, .yaml, .yml, .toml), launch script (.sh) or "
             "Python configuration (.py)"
         )
-    text = _text(path)
+    text = file_text(path)
     try:
         readers = {".json": _json, ".toml": _toml}
-        data = readers.get(suffix, _yaml)(path, text)
+        data = readers.get(suffix, parse_yaml)(path, text)
     except RecursionError:
         raise InvalidInput(f"{path}: nested too deeply (at most {MAX_DEPTH} levels)") from None
     except InvalidInput:
@@ -294,9 +294,9 @@ def read_settings(path: Path, resolve: bool = True) -> dict[str, Any]:
     if not isinstance(data, dict):
         kind = "nothing" if data is None else f"a {type(data).__name__}"
         raise InvalidInput(f"{path}: expected a mapping of settings at the top level, got {kind}")
-    _bounded(path, data)
-    nested = _sections(path, data)
-    return _resolve(path, nested, _flatten(nested)) if resolve else _flatten(nested)
+    check_bounded(path, data)
+    nested = sections_of(path, data)
+    return interpolated(path, nested, flat_settings(nested)) if resolve else flat_settings(nested)
 
 
 def _json(path: Path, text: str) -> Any:
@@ -330,7 +330,7 @@ def _toml(path: Path, text: str) -> Any:
         raise InvalidInput(f"{path}: not valid TOML ({str(error).splitlines()[0]})") from None
 
 
-def _yaml(path: Path, text: str) -> Any:
+def parse_yaml(path: Path, text: str) -> Any:
     try:
         import yaml
     except ImportError:
@@ -371,7 +371,7 @@ MAX_DEPTH = 100  # levels of nesting: verl's configuration has 6
 MAX_VALUES = 100_000  # keys and list items, each alias counted where it is used: verl's has about 700
 
 
-def _bounded(path: Path, data: dict[Any, Any]) -> None:
+def check_bounded(path: Path, data: dict[Any, Any]) -> None:
     """InvalidInput if `data` nests deeper than MAX_DEPTH or holds more than MAX_VALUES keys and
     list items, counting what a YAML alias stands for at each of its uses (twenty levels of
     `b: &b [*a, *a]` are a file of 600 bytes and a million values). The walk stops at the limit."""
@@ -391,7 +391,7 @@ def _bounded(path: Path, data: dict[Any, Any]) -> None:
         pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
-def _sections(path: Path | str, data: dict[Any, Any]) -> dict[str, Any]:
+def sections_of(path: Path | str, data: dict[Any, Any]) -> dict[str, Any]:
     """`data` with each dotted key split into its sections (`a.b: 1` as `a: {b: 1}`), as toyrl
     reads the paths; InvalidInput, naming the path, where two keys give one path (nested and
     dotted) or one path is both a value and a section."""
@@ -422,12 +422,12 @@ def _sections(path: Path | str, data: dict[Any, Any]) -> dict[str, Any]:
     return nested
 
 
-def _flatten(data: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
+def flat_settings(data: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out |= _flatten(value, f"{name}.")
+            out |= flat_settings(value, f"{name}.")
         else:
             out[name] = value
     return out
@@ -457,7 +457,7 @@ MAX_EXPANSION = 1_000_000  # characters and interpolations a setting's value exp
 MAX_INTERPOLATIONS = 20  # interpolations inside one another: verl's go 2 deep
 
 
-def _resolve(path: Path | str, nested: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def interpolated(path: Path | str, nested: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """The settings with the `${...}` interpolations of those toyrl reads (`_read_keys`:
     `${data.max_response_length}`, `${oc.select:key,default}`, `${oc.env:NAME}`) resolved by
     OmegaConf against the whole file (`nested`, its dotted keys as sections), as Hydra resolves

@@ -336,11 +336,11 @@ def read_config(path: Path) -> dict[str, Any]:
     interpolations toyrl reads are resolved over the composed configuration. A YAML list of device
     ids in `actor_train.device_mapping` is read as the text of that list (ROLL takes either)."""
     nested = _composed(path, ())
-    flat = reading._flatten(nested)
+    flat = reading.flat_settings(nested)
     mapping = flat.get(f"{TRAIN}device_mapping")
     if isinstance(mapping, list):  # WorkerConfig takes a list of ids as well as the text of one
         flat[f"{TRAIN}device_mapping"] = repr(mapping)
-    return reading._resolve(path, nested, flat)
+    return reading.interpolated(path, nested, flat)
 
 
 MAX_DEFAULTS = 20  # files in a chain of defaults lists
@@ -349,12 +349,12 @@ MAX_DEFAULTS = 20  # files in a chain of defaults lists
 def _composed(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     if len(chain) >= MAX_DEFAULTS or path.resolve() in chain:
         raise InvalidInput(f"{chain[0] if chain else path}: its defaults lists go in a cycle or too deep")
-    data = reading._yaml(path, reading._text(path))
+    data = reading.parse_yaml(path, reading.file_text(path))
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping of settings at the top level")
-    reading._bounded(path, data)
+    reading.check_bounded(path, data)
     defaults = data.pop("defaults", None)
-    own = reading._sections(path, data)
+    own = reading.sections_of(path, data)
     entries = defaults if isinstance(defaults, list) else [] if defaults is None else None
     if entries is None:
         raise InvalidInput(f"{path}: defaults is {defaults!r}; Hydra's defaults is a list")

@@ -61,7 +61,7 @@ from toyrl.trainers import (
 )
 from toyrl.trainers.launch import Launch, read_flags
 from toyrl.trainers.shell import Word
-from toyrl.trainers.trl import CLIP_LIMIT, Names, _beyond, _clip_range
+from toyrl.trainers.trl import CLIP_LIMIT, Names, beyond_bound, clip_range
 
 RLHF_TYPES = ("dpo", "orpo", "simpo", "kto", "cpo", "rm", "ppo", "grpo", "gkd")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "fipo", "real")
@@ -176,10 +176,10 @@ def _objective(s: dict[str, Any], on_policy: bool, notes: list[str]) -> tuple[li
                 "which toyrl's cispo does not model; set epsilon_high above 1"
             )
         if cap - 1 >= CLIP_LIMIT and not on_policy:
-            raise _beyond("epsilon_high", cap, cap)
+            raise beyond_bound("epsilon_high", cap, cap)
         spec = ["objective=cispo"] + ([] if cap - 1 >= CLIP_LIMIT else [f"epsilon_high={cap - 1:g}"])
         return spec, s["epsilon"], s["epsilon_high"]
-    low, high = _clip_range(s, on_policy, notes)
+    low, high = clip_range(s, on_policy, notes)
     spec = []
     if level != "token":
         spec.append("objective=gspo")

@@ -124,7 +124,7 @@ SETTINGS_1_16_0 = {
     "loss_type": Setting("dapo", LOSS_TYPES),
     "scale_rewards": Setting("group", ("group", "batch", "none", True, False)),
     "beta": Setting(0.0, kind=float, low=0.0),
-    # GRPOConfig checks neither: the mapping says what the toy makes of any value (`_clip_range`)
+    # GRPOConfig checks neither: the mapping says what the toy makes of any value (`clip_range`)
     "epsilon": Setting(0.2, kind=float),
     "epsilon_high": Setting(None, kind=float, optional=True),
     "num_iterations": Setting(1, kind=int, low=1, high=64),
@@ -185,7 +185,7 @@ def _at(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def _settings(version: str) -> dict[str, Setting]:
+def release_settings(version: str) -> dict[str, Setting]:
     """The settings of a release, with its defaults (its grpo_config.py; TrainingArguments' for the
     batch sizes and max_grad_norm, which GRPOConfig 0.14.0 overrides)."""
     at = _at(version)
@@ -215,7 +215,7 @@ SWAPPED_0_22 = {"group": "none", "batch": "group", "none": "group"}
 CLIP_LIMIT = 10.0  # the toy's clip ranges stop below 1 + CLIP_LIMIT (toyrl.stages.objective)
 
 
-def _beyond(name: str, value: float, bound: float) -> InvalidInput:
+def beyond_bound(name: str, value: float, bound: float) -> InvalidInput:
     """The one-line refusal of a bound on the ratio at `bound`, beyond the toy's clip ranges."""
     return InvalidInput(
         f"{name}={value:g} bounds the ratio at {bound:g}, beyond the toy's clip ranges (below "
@@ -258,11 +258,11 @@ def _own_objective(s: dict[str, Any], on_policy: bool) -> list[str]:
     if cap - 1 >= CLIP_LIMIT and on_policy:  # the weight is 1, below any cap: the toy's own cap
         return ["objective=cispo"]
     if cap - 1 >= CLIP_LIMIT:
-        raise _beyond("epsilon_high", cap, cap)
+        raise beyond_bound("epsilon_high", cap, cap)
     return ["objective=cispo", f"epsilon_high={cap - 1:g}"]
 
 
-def _clip_range(s: dict[str, Any], on_policy: bool, notes: list[str]) -> tuple[float, float | None]:
+def clip_range(s: dict[str, Any], on_policy: bool, notes: list[str]) -> tuple[float, float | None]:
     """The toy's (epsilon, epsilon_high) of TRL's clamp(rho, 1 - epsilon, 1 + epsilon_high): a bound
     that cannot bind is no bound (epsilon >= 1: 1 - epsilon <= 0 < rho, the toy's epsilon 1; the
     upper bound on policy, where rho = 1: the toy's default)."""
@@ -272,7 +272,7 @@ def _clip_range(s: dict[str, Any], on_policy: bool, notes: list[str]) -> tuple[f
         notes.append(f"epsilon={low:g}: the lower bound 1 - {low:g} <= 0 never binds (ratios are positive)")
         low = 1.0
     if upper >= CLIP_LIMIT and not on_policy:
-        raise _beyond("epsilon_high" if high is not None else "epsilon", upper, 1 + upper)
+        raise beyond_bound("epsilon_high" if high is not None else "epsilon", upper, 1 + upper)
     if upper >= CLIP_LIMIT:
         notes.append(f"epsilon_high={upper:g}: the upper bound never binds on policy (every ratio is 1)")
         return low, None
@@ -346,7 +346,7 @@ def _reward(s: dict[str, Any], version: str, notes: list[str]) -> list[str]:
     return soft_overlong_spec(longest, start, OVERLONG_CACHE, overlong, task)
 
 
-def _mapping(s: dict[str, Any], version: str = "1.16.0") -> ToyMapping:
+def toy_mapping(s: dict[str, Any], version: str = "1.16.0") -> ToyMapping:
     at = _at(version)
     # the settings a release does not have, as it behaves: one loss before loss_type (the
     # completions' token means until 0.15, the micro-batch's token mean in 0.16), no clip before
@@ -393,7 +393,7 @@ def _mapping(s: dict[str, Any], version: str = "1.16.0") -> ToyMapping:
     on_policy = s["num_iterations"] == 1 and steps // accumulation <= 1
     # cispo's cap is its own (`_own_objective`); sapo and vespo have no clip
     low, high = (
-        (s["epsilon"], s["epsilon_high"]) if loss in OWN_OBJECTIVE else _clip_range(s, on_policy, notes)
+        (s["epsilon"], s["epsilon_high"]) if loss in OWN_OBJECTIVE else clip_range(s, on_policy, notes)
     )
     ppo = ppo_spec(low, high, s["num_iterations"], s["beta"], s["mask_truncated_completions"])
     if loss in OWN_OBJECTIVE:
@@ -538,7 +538,7 @@ IGNORES = {
 
 def _release(version: str) -> Release:
     covers, changed = RELEASES[version]
-    settings = _settings(version)
+    settings = release_settings(version)
     later = {
         key: f"a setting of TRL {SINCE[key]} and later; this release has no such name"
         for key in SETTINGS_1_16_0
@@ -547,7 +547,7 @@ def _release(version: str) -> Release:
     return Release(
         settings,
         f"trl/trainer/grpo_config.py, grpo_trainer.py (_compute_loss, advantages) of {covers}: {changed}",
-        partial(_mapping, version=version),
+        partial(toy_mapping, version=version),
         dr_grpo={key: levers for key, levers in DR_GRPO.items() if key in settings},
         ignores=later | (IGNORES if _at(version) >= (0, 15) else {}),
     )

@@ -31,7 +31,7 @@ from toyrl.trainers import trl as trl_trainer
 
 TRL_RELEASE = "1.16.0"  # toyrl's TRL release standing for TRL 1.10.0-1.16.0
 
-SETTINGS_2026_10_9 = trl_trainer._settings(TRL_RELEASE) | {
+SETTINGS_2026_10_9 = trl_trainer.release_settings(TRL_RELEASE) | {
     "loss_type": Setting(None, trl_trainer.LOSS_TYPES, optional=True),
     "beta": Setting(None, kind=float, low=0.0, optional=True),
     "mask_truncated_completions": Setting(None, kind=bool, optional=True),
@@ -80,7 +80,7 @@ def _unsloth_settings(s: dict[str, Any], notes: list[str]) -> dict[str, Any]:
 
 def _mapping(s: dict[str, Any]) -> ToyMapping:
     notes: list[str] = []
-    mapping = trl_trainer._mapping(_unsloth_settings(s, notes), TRL_RELEASE)
+    mapping = trl_trainer.toy_mapping(_unsloth_settings(s, notes), TRL_RELEASE)
     if s["beta"] != 0.0:
         mapping.unmodelled.append(
             "the k3 term: Unsloth clamps it to [-10, 10] (TRL does not); on the toy's small steps it never "
