@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from typer.testing import CliRunner
 
 from toyrl.cli import app
@@ -485,6 +485,7 @@ def _spec_parts() -> Any:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(parts=_spec_parts())
+@example(parts=[("A", "gr3")])  # a label on a preset: named by the label, its spec text by itself
 def test_a_spec_is_a_variant_or_one_line_of_invalid_input(parts: list[tuple[str, str]]) -> None:
     from toyrl.config import InvalidInput
     from toyrl.variants import parse_variant
@@ -495,7 +496,12 @@ def test_a_spec_is_a_variant_or_one_line_of_invalid_input(parts: list[tuple[str,
     except InvalidInput as error:
         assert "\n" not in str(error) and str(error)
     else:
-        assert parse_variant(variant.spec_text()) == variant  # and it round-trips
+        # it round-trips: its spec text is the same variant (named by that text, where `text` may
+        # have given a label or named a preset: `A=gr3`)
+        again = parse_variant(variant.spec_text())
+        assert again.spec() == variant.spec() and again.name == variant.spec_text()
+        if variant.name == variant.spec_text():  # unlabelled: the whole variant comes back
+            assert again == variant
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
