@@ -380,10 +380,10 @@ def check_variant(variant: Variant, config: Config) -> None:
     """InvalidInput unless every stage of the variant fits the configuration (a stage's `check`:
     a schedule's parts divide the batch, a reward's buffer fits the cap) and its layout's work at
     worst fits its bound (`layout_work`)."""
-    for kind in variant.names():
-        check = getattr(variant.stage(kind), "check", None)
+    for kind in KIND.values():  # in step order
+        check = getattr(variant.stage(kind.name), "check", None)
         if check is not None:
-            check(KIND[kind].settings_of(config))
+            check(kind.settings_of(config))
     schedule = variant.schedule
     share = config.batch_prompts * config.group_size // schedule.ranks // schedule.mini_batches
     names = variant.names()
